@@ -1,0 +1,83 @@
+// Tier 1 (isolate) and tier 2 (bridge) limits of one JavaScript execution, with seed 000's defaults.
+import { z } from 'zod';
+import { resolveOver } from './resolve.ts';
+
+const positiveInt = z.number().int().positive();
+const countOrZero = z.number().int().nonnegative();
+/** setTimeout's ceiling; a larger delay fires at once. */
+const maxTimerMs = 2_147_483_647;
+
+/** Tier 1: limits V8 enforces on the isolate. */
+export const IsolateLimitsSchema = z.strictObject({
+  /** V8 heap ceiling of the isolate, in MiB (isolated-vm's minimum is 8). */
+  memoryMb: z.number().int().min(8).max(65_536),
+  /** Wall-clock limit of the whole execution, in milliseconds. */
+  timeoutMs: positiveInt.max(maxTimerMs),
+  /** Largest accepted source, in UTF-8 bytes, checked before any V8 work. */
+  maxCodeBytes: positiveInt,
+});
+
+/** Tier 2: limits on what crosses the bridge between the isolate and the host. */
+export const BridgeLimitsSchema = z.strictObject({
+  /** Most `dataProxy.request()` calls one execution may make. */
+  maxDataRequests: countOrZero,
+  /** Most UTF-8 bytes of data responses one execution may receive, in total. */
+  maxDataBytes: countOrZero,
+  /** Largest result payload, in UTF-8 bytes of its JSON. */
+  maxResultBytes: positiveInt,
+  /** Most `status` events one execution may emit; later ones are dropped silently. */
+  maxStatusEvents: countOrZero,
+  /** Most console calls one execution may make (seed's CONSOLE_CAP), independent of maxStatusEvents. */
+  maxConsoleCalls: countOrZero,
+  /** Most UTF-8 bytes of status and console messages one execution may emit, in total. */
+  maxStatusBytes: countOrZero,
+});
+
+/** Every limit of one execution: tier 1 and tier 2 together. */
+export const ExecutionLimitsSchema = z.strictObject({
+  ...IsolateLimitsSchema.shape,
+  ...BridgeLimitsSchema.shape,
+});
+
+/** Tier 1 limits. */
+export type IsolateLimits = z.infer<typeof IsolateLimitsSchema>;
+/** Tier 2 limits. */
+export type BridgeLimits = z.infer<typeof BridgeLimitsSchema>;
+/** Every limit of one execution. */
+export type ExecutionLimits = z.infer<typeof ExecutionLimitsSchema>;
+
+/** Seed 000's tier 1 defaults. */
+export const defaultIsolateLimits: Readonly<IsolateLimits> = Object.freeze({
+  memoryMb: 256,
+  timeoutMs: 30_000,
+  maxCodeBytes: 524_288,
+});
+
+/** Seed 000's tier 2 defaults, plus a byte cap on status output (1 MiB) the seed lacks. */
+export const defaultBridgeLimits: Readonly<BridgeLimits> = Object.freeze({
+  maxDataRequests: 20,
+  maxDataBytes: 52_428_800,
+  maxResultBytes: 5_242_880,
+  maxStatusEvents: 1_000,
+  maxConsoleCalls: 1_000,
+  maxStatusBytes: 1_048_576,
+});
+
+/** Every default of one execution. */
+export const defaultExecutionLimits: Readonly<ExecutionLimits> = Object.freeze({
+  ...defaultIsolateLimits,
+  ...defaultBridgeLimits,
+});
+
+const PartialExecutionLimitsSchema = ExecutionLimitsSchema.partial();
+
+/**
+ * Merges `partial` over `base` (the defaults unless given). Throws one
+ * `SandboxValidationError` naming every bad field (negative, NaN, wrong type, unknown key).
+ */
+export function resolveExecutionLimits(
+  partial?: Partial<ExecutionLimits>,
+  base: Readonly<ExecutionLimits> = defaultExecutionLimits,
+): ExecutionLimits {
+  return resolveOver(PartialExecutionLimitsSchema, base, partial, 'execution limits');
+}
