@@ -1,1 +1,22 @@
-export {};
+export {
+  createParserHost,
+  type ParserHost,
+} from './host/parser-host.ts';
+export {
+  type ConfinementMode,
+  ConfinementModeSchema,
+  hostDefaults,
+  type ParserHostOptions,
+  ParserHostOptionsSchema,
+  type RunParserOptions,
+  RunParserOptionsSchema,
+} from './host/options.ts';
+export type { ParserResult } from './host/result.ts';
+export {
+  type ParserRequest,
+  type ParserResponse,
+  protocolVersion,
+  type ResponseErrorKind,
+} from './protocol/wire.ts';
+export type { ConfinementReport } from './spawn/child.ts';
+export { heapLimitMiB } from './spawn/node-command.ts';

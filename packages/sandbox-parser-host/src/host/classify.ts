@@ -1,0 +1,99 @@
+// Turns what happened to a child into a ParserResult, keeping seed 004's table exactly:
+// success → ok, data, exit 0; throw → message, exit 1; wall clock → `sandbox timeout`;
+// crash or empty output → a message and the exit code; unknown → `Unknown parser: NAME`.
+import { constants } from 'node:os';
+import type { ParserLimits, SandboxErrorCode } from '@coda/sandbox-core';
+import type { ResponseErrorKind } from '../protocol/wire.ts';
+import type { ChildExit, ConfinementReport } from '../spawn/child.ts';
+import type { ReaderState } from './response-reader.ts';
+import type { ParserResult } from './result.ts';
+
+/** Why the host killed the child, if it did. */
+export type KillReason =
+  | { kind: 'timeout' }
+  | { kind: 'cancelled'; message: string }
+  | { kind: 'memory'; residentBytes: number }
+  | { kind: 'output'; message: string };
+
+/** Everything known about a finished call. */
+export interface CallOutcome {
+  exit: ChildExit;
+  reader: ReaderState;
+  killed: KillReason | undefined;
+  heapExhausted: boolean;
+  limits: ParserLimits;
+  stderr: string;
+  durationMs: number;
+  confinement: ConfinementReport;
+}
+
+const kindCodes: Record<ResponseErrorKind, SandboxErrorCode> = {
+  'parser-error': 'RUNTIME',
+  'never-settled': 'RUNTIME',
+  'load-error': 'RUNTIME',
+  'unknown-parser': 'VALIDATION',
+  'invalid-result': 'VALIDATION',
+  'result-too-large': 'VALIDATION',
+};
+
+const signalNames = new Map<number, NodeJS.Signals>(
+  Object.entries(constants.signals).map(([name, number]) => [number, name as NodeJS.Signals]),
+);
+
+/**
+ * The exit as the runner saw it. A confined child runs under bwrap, which exits with 128 + N
+ * when its child died of signal N; report the signal, as for a plain child.
+ */
+export function effectiveExit(exit: ChildExit, confinement: ConfinementReport): ChildExit {
+  if (confinement.sandbox === 'none' || exit.exitCode === null || exit.exitCode <= 128) return exit;
+  const signal = signalNames.get(exit.exitCode - 128);
+  return signal === undefined ? exit : { exitCode: null, signal };
+}
+
+/** The result of a finished call. */
+export function classify(outcome: CallOutcome): ParserResult {
+  const exit = effectiveExit(outcome.exit, outcome.confinement);
+  const base: ParserResult = {
+    ok: false,
+    timedOut: false,
+    exitCode: exit.exitCode,
+    durationMs: outcome.durationMs,
+    stderr: outcome.stderr,
+    confinement: outcome.confinement,
+  };
+  if (exit.signal !== null) base.signal = exit.signal;
+  const fail = (code: SandboxErrorCode, error: string): ParserResult => ({ ...base, code, error });
+  const { killed, reader, limits } = outcome;
+  if (killed?.kind === 'timeout') return { ...fail('TIMEOUT', 'sandbox timeout'), timedOut: true };
+  if (killed?.kind === 'cancelled') return fail('CANCELLED', killed.message);
+  if (killed?.kind === 'memory') {
+    return fail(
+      'OOM',
+      `memory limit exceeded: ${killed.residentBytes} bytes resident, limit ${limits.memoryBytes}`,
+    );
+  }
+  if (killed?.kind === 'output') return fail('VALIDATION', killed.message);
+  if (reader.kind === 'complete') {
+    const { response } = reader;
+    if (!response.ok) return fail(kindCodes[response.kind], response.error);
+    if (exit.exitCode === 0) return { ...base, ok: true, data: response.data as never };
+    return fail('CRASH', `child ${describeExit(exit)} after its response`);
+  }
+  if (reader.kind === 'refused') return fail('CRASH', `child sent a bad response: ${reader.message}`);
+  if (exit.signal === 'SIGXCPU') {
+    return fail('TIMEOUT', `CPU time limit exceeded (${limits.cpuSecs} s)`);
+  }
+  if (outcome.heapExhausted) {
+    return fail('OOM', 'memory limit exceeded: JavaScript heap out of memory');
+  }
+  if (exit.signal === 'SIGKILL' && outcome.confinement.memory === 'cgroup') {
+    return fail('OOM', `child was killed (SIGKILL), at the memory limit (${limits.memoryBytes})`);
+  }
+  return fail('CRASH', `child ${describeExit(exit)} without a response`);
+}
+
+function describeExit(exit: ChildExit): string {
+  if (exit.signal !== null) return `was killed by ${exit.signal}`;
+  if (exit.exitCode === null) return 'could not be started';
+  return `exited with code ${exit.exitCode}`;
+}

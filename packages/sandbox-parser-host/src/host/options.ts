@@ -1,0 +1,112 @@
+// The host's options and the per-call options, validated with zod at the public boundary.
+import {
+  type JsonObject,
+  type Logger,
+  type ParserLimits,
+  ParserLimitsSchema,
+  silentLogger,
+} from '@coda/sandbox-core';
+import { z } from 'zod';
+
+const byteCount = z.number().int().positive().max(2 ** 31 - 1);
+
+/** How much OS confinement the host asks of `@coda/sandbox-subprocess`. */
+export const ConfinementModeSchema = z.enum(['auto', 'required', 'none']);
+
+/**
+ * `auto`: bubblewrap (and a cgroup) when available, otherwise rlimits, the permission model and
+ * a memory watchdog, reported in every result. `required`: refuse to run a call unconfined.
+ * `none`: never use bubblewrap (the permission model and rlimits still apply).
+ */
+export type ConfinementMode = z.infer<typeof ConfinementModeSchema>;
+
+/** Options of {@link createParserHost}. */
+export const ParserHostOptionsSchema = z.strictObject({
+  /** The parser module: a path or a `file:` URL whose named exports are the parser functions. */
+  module: z.union([z.string().min(1), z.instanceof(URL)]),
+  /** Default limits of every call (seed 004: 10 s wall clock, 256 MiB, 5 s CPU). */
+  limits: ParserLimitsSchema.partial().optional(),
+  /** Children running at once; further calls wait in a FIFO queue. Default: available cores. */
+  maxConcurrent: z.number().int().positive().max(1024).optional(),
+  /** Calls that may wait in the queue; one more is refused at once (`CAPACITY`). Default 10 000. */
+  maxQueued: z.number().int().nonnegative().optional(),
+  /** Largest payload plus kwargs, in UTF-8 bytes of their JSON; checked before a child starts. */
+  maxPayloadBytes: byteCount.optional(),
+  /** Largest response body, in UTF-8 bytes; a larger result is an error. */
+  maxOutputBytes: byteCount.optional(),
+  /** Bytes of the child's console output (stdout and stderr) kept in `result.stderr`. */
+  maxStderrBytes: z.number().int().nonnegative().max(2 ** 31 - 1).optional(),
+  /** Keep one child started and waiting for the next call with the default limits. */
+  warmSpare: z.boolean().optional(),
+  /** Further paths the child may read (the parser module's directory is always readable). */
+  allowRead: z.array(z.string().min(1)).optional(),
+  /** OS confinement through `@coda/sandbox-subprocess`; see {@link ConfinementMode}. */
+  confinement: ConfinementModeSchema.optional(),
+  /** Where the host logs spawns, degraded confinement and kills; silent by default. */
+  logger: z
+    .custom<Logger>(
+      (value) =>
+        typeof value === 'object' &&
+        value !== null &&
+        ['debug', 'info', 'warn', 'error'].every(
+          (method) => typeof (value as Record<string, unknown>)[method] === 'function',
+        ),
+      'expected a logger with debug, info, warn and error methods',
+    )
+    .optional(),
+});
+
+/** Options of {@link createParserHost}. */
+export type ParserHostOptions = z.input<typeof ParserHostOptionsSchema>;
+
+/** Options of one `runParser` call; limits left out take the host's defaults. */
+export const RunParserOptionsSchema = z.strictObject({
+  /** Wall-clock limit in milliseconds. */
+  timeout: ParserLimitsSchema.shape.timeout.optional(),
+  /** Memory limit in bytes. */
+  memoryBytes: ParserLimitsSchema.shape.memoryBytes.optional(),
+  /** CPU-time limit in whole seconds. */
+  cpuSecs: ParserLimitsSchema.shape.cpuSecs.optional(),
+  /** Passed to the parser as its second argument (seed 004's `kwargs`). */
+  kwargs: z.record(z.string(), z.unknown()).optional(),
+  /** Aborting it ends the call (queued or running) with `code: CANCELLED`. */
+  signal: z.instanceof(AbortSignal).optional(),
+});
+
+/** Options of one `runParser` call. */
+export interface RunParserOptions {
+  /** Wall-clock limit in milliseconds (default: the host's, 10 000). */
+  timeout?: number;
+  /** Memory limit in bytes (default: the host's, 268 435 456). */
+  memoryBytes?: number;
+  /** CPU-time limit in whole seconds (default: the host's, 5). */
+  cpuSecs?: number;
+  /** Passed to the parser as its second argument (seed 004's `kwargs`). */
+  kwargs?: JsonObject;
+  /** Aborting it ends the call (queued or running) with `code: CANCELLED`. */
+  signal?: AbortSignal;
+}
+
+/** The host's settings after defaults were applied. */
+export interface ResolvedHostSettings {
+  limits: ParserLimits;
+  maxConcurrent: number;
+  maxQueued: number;
+  maxPayloadBytes: number;
+  maxOutputBytes: number;
+  maxStderrBytes: number;
+  warmSpare: boolean;
+  confinement: ConfinementMode;
+  logger: Logger;
+}
+
+/** Defaults of the host options that are not limits. */
+export const hostDefaults = Object.freeze({
+  maxQueued: 10_000,
+  maxPayloadBytes: 16 * 1024 * 1024,
+  maxOutputBytes: 16 * 1024 * 1024,
+  maxStderrBytes: 64 * 1024,
+  warmSpare: true,
+  confinement: 'auto' as ConfinementMode,
+  logger: silentLogger,
+});

@@ -1,0 +1,278 @@
+// The parser host: validates each call, queues it under `maxConcurrent`, hands it to a fresh
+// child (the warm spare when the limits match) and turns whatever happens into a ParserResult.
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import {
+  isSandboxError,
+  type JsonValue,
+  type ParserLimits,
+  resolveParserLimits,
+  SandboxValidationError,
+  utf8ByteLength,
+  validate,
+} from '@coda/sandbox-core';
+import type { z } from 'zod';
+import { protocolVersion } from '../protocol/wire.ts';
+import type { ConfinementReport } from '../spawn/child.ts';
+import type { RunnerPlan } from '../spawn/node-command.ts';
+import { type ChildSpawner, createChildSpawner } from '../spawn/spawn-child.ts';
+import { CallQueue } from './call-queue.ts';
+import {
+  hostDefaults,
+  type ParserHostOptions,
+  ParserHostOptionsSchema,
+  type ResolvedHostSettings,
+  type RunParserOptions,
+  RunParserOptionsSchema,
+} from './options.ts';
+import { type ParserResult, refusedResult } from './result.ts';
+import { RunnerProcess } from './runner-process.ts';
+
+/** A host that runs parser functions of one module in short-lived, confined children. */
+export interface ParserHost {
+  /**
+   * Calls the module's export `parserName` with `payload` (and `options.kwargs`) in a fresh child
+   * and resolves to its result. Never rejects: every failure is a result with `ok: false`.
+   */
+  runParser<Data = JsonValue>(
+    parserName: string,
+    payload: unknown,
+    options?: RunParserOptions,
+  ): Promise<ParserResult<Data>>;
+  /** What confines this host's children (also in every result). */
+  readonly confinement: ConfinementReport;
+  /** The host's settings after defaults. */
+  readonly settings: Readonly<Omit<ResolvedHostSettings, 'logger'>>;
+  /** Calls running and waiting now. */
+  readonly load: { running: number; queued: number };
+  /** Resolves once the warm spare is ready for a request (at once when there is none). */
+  warm(): Promise<void>;
+  /** Ends running calls (`CANCELLED`), refuses new ones, kills the spare and removes the cwd. */
+  close(): Promise<void>;
+  /** Same as {@link ParserHost.close}, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+function modulePathOf(module: string | URL): string {
+  const path =
+    module instanceof URL || module.startsWith('file:') ? fileURLToPath(module) : resolve(module);
+  let isFile = false;
+  try {
+    isFile = statSync(path).isFile();
+  } catch {}
+  if (!isFile) {
+    throw new SandboxValidationError(`Invalid parser host options: module: no such file ${path}`, {
+      issues: [{ path: 'module', message: 'no such file', received: JSON.stringify(path) }],
+    });
+  }
+  return path;
+}
+
+function sameLimits(a: ParserLimits, b: ParserLimits): boolean {
+  return a.timeout === b.timeout && a.memoryBytes === b.memoryBytes && a.cpuSecs === b.cpuSecs;
+}
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+class Host implements ParserHost {
+  readonly settings: Readonly<Omit<ResolvedHostSettings, 'logger'>>;
+  readonly #logger: ResolvedHostSettings['logger'];
+  readonly #spawner: ChildSpawner;
+  readonly #queue: CallQueue;
+  readonly #plan: Omit<RunnerPlan, 'limits'>;
+  readonly #closing = new AbortController();
+  readonly #active = new Set<Promise<unknown>>();
+  #spare: RunnerProcess | undefined;
+
+  constructor(options: ParserHostOptions) {
+    const parsed = validate(ParserHostOptionsSchema, options, 'parser host options');
+    const modulePath = modulePathOf(parsed.module);
+    const { logger = hostDefaults.logger, limits, allowRead = [], ...rest } = parsed;
+    const settings: ResolvedHostSettings = {
+      limits: resolveParserLimits(limits as Partial<ParserLimits> | undefined),
+      maxConcurrent: rest.maxConcurrent ?? availableParallelism(),
+      maxQueued: rest.maxQueued ?? hostDefaults.maxQueued,
+      maxPayloadBytes: rest.maxPayloadBytes ?? hostDefaults.maxPayloadBytes,
+      maxOutputBytes: rest.maxOutputBytes ?? hostDefaults.maxOutputBytes,
+      maxStderrBytes: rest.maxStderrBytes ?? hostDefaults.maxStderrBytes,
+      warmSpare: rest.warmSpare ?? hostDefaults.warmSpare,
+      confinement: rest.confinement ?? hostDefaults.confinement,
+      logger,
+    };
+    const { logger: _, ...visible } = settings;
+    this.settings = Object.freeze(visible);
+    this.#logger = logger;
+    this.#spawner = createChildSpawner(settings.confinement, logger);
+    this.#queue = new CallQueue(settings.maxConcurrent, settings.maxQueued);
+    this.#plan = {
+      moduleUrl: pathToFileURL(modulePath).href,
+      readPaths: [`${dirname(modulePath)}/`, ...allowRead.map((path) => resolve(path))],
+      cwd: mkdtempSync(join(tmpdir(), 'coda-parser-')),
+    };
+    this.#replenish();
+  }
+
+  get confinement(): ConfinementReport {
+    return this.#spawner.confinement;
+  }
+
+  get load(): { running: number; queued: number } {
+    return { running: this.#queue.running, queued: this.#queue.queued };
+  }
+
+  async warm(): Promise<void> {
+    await this.#spare?.ready;
+  }
+
+  runParser<Data = JsonValue>(
+    parserName: string,
+    payload: unknown,
+    options?: RunParserOptions,
+  ): Promise<ParserResult<Data>> {
+    const call = this.#run(parserName, payload, options).catch((error: unknown) =>
+      // Nothing below should throw; if it does, it is still a result, never a rejection.
+      refusedResult('CRASH', `parser host failed: ${describeError(error)}`),
+    );
+    this.#active.add(call);
+    void call.finally(() => this.#active.delete(call));
+    return call as Promise<ParserResult<Data>>;
+  }
+
+  async #run(parserName: unknown, payload: unknown, options: unknown): Promise<ParserResult> {
+    if (this.#closing.signal.aborted) return refusedResult('UNAVAILABLE', 'parser host is closed');
+    const prepared = this.#prepare(parserName, payload, options);
+    if ('error' in prepared) return prepared.error;
+    const { body, limits, signal } = prepared;
+    const refusal = await this.#queue.admit(signal);
+    if (refusal === 'full') {
+      return refusedResult('CAPACITY', `parser host queue is full (${this.settings.maxQueued})`);
+    }
+    if (refusal === 'aborted') return refusedResult('CANCELLED', 'parser call cancelled');
+    if (refusal === 'closed') return refusedResult('UNAVAILABLE', 'parser host is closed');
+    const startedAt = performance.now();
+    try {
+      let runner: RunnerProcess;
+      try {
+        runner = this.#takeChild(limits);
+      } catch (error) {
+        const code = isSandboxError(error) ? error.code : 'CRASH';
+        return refusedResult(code, `cannot start a parser child: ${describeError(error)}`);
+      }
+      const result = await runner.run(
+        { body, limits, signal, closing: this.#closing.signal },
+        startedAt,
+      );
+      this.#logger.debug(
+        { parser: parserName, ok: result.ok, code: result.code, durationMs: result.durationMs },
+        'parser call finished',
+      );
+      return result;
+    } finally {
+      this.#queue.release();
+    }
+  }
+
+  /** Validates a call and encodes its request, or says why it is refused. */
+  #prepare(
+    parserName: unknown,
+    payload: unknown,
+    options: unknown,
+  ):
+    | { body: Buffer; limits: ParserLimits; signal: AbortSignal | undefined }
+    | { error: ParserResult } {
+    let parsed: z.output<typeof RunParserOptionsSchema>;
+    try {
+      if (typeof parserName !== 'string' || parserName.length === 0) {
+        throw new SandboxValidationError('Invalid parser name: expected a non-empty string');
+      }
+      parsed = validate(RunParserOptionsSchema, options ?? {}, 'runParser options');
+    } catch (error) {
+      return { error: refusedResult('VALIDATION', describeError(error)) };
+    }
+    const { kwargs = {}, signal, ...given } = parsed;
+    const limits = { ...this.settings.limits };
+    if (given.timeout !== undefined) limits.timeout = given.timeout;
+    if (given.memoryBytes !== undefined) limits.memoryBytes = given.memoryBytes;
+    if (given.cpuSecs !== undefined) limits.cpuSecs = given.cpuSecs;
+    let payloadJson: string;
+    let kwargsJson: string;
+    try {
+      payloadJson = JSON.stringify(payload) ?? 'null';
+      kwargsJson = JSON.stringify(kwargs);
+    } catch (error) {
+      return { error: refusedResult('VALIDATION', `payload is not JSON: ${describeError(error)}`) };
+    }
+    const size = utf8ByteLength(payloadJson) + utf8ByteLength(kwargsJson);
+    if (size > this.settings.maxPayloadBytes) {
+      return {
+        error: refusedResult(
+          'VALIDATION',
+          `payload is ${size} bytes, over maxPayloadBytes (${this.settings.maxPayloadBytes})`,
+        ),
+      };
+    }
+    const envelope = JSON.stringify({
+      v: protocolVersion,
+      parser: parserName,
+      kwargs: JSON.parse(kwargsJson) as unknown,
+      limits: { ...limits, maxOutputBytes: this.settings.maxOutputBytes },
+    });
+    // Spliced in rather than stringified again: the payload can be megabytes.
+    const body = Buffer.from(`${envelope.slice(0, -1)},"payload":${payloadJson}}`, 'utf8');
+    return { body, limits, signal };
+  }
+
+  #takeChild(limits: ParserLimits): RunnerProcess {
+    const spare = this.#spare;
+    if (spare !== undefined && spare.usable && sameLimits(spare.limits, limits)) {
+      this.#spare = undefined;
+      setImmediate(() => this.#replenish());
+      return spare;
+    }
+    return this.#spawn(limits);
+  }
+
+  #spawn(limits: ParserLimits): RunnerProcess {
+    const child = this.#spawner.spawn({ ...this.#plan, limits });
+    this.#logger.debug({ pid: child.pid }, 'parser child started');
+    return new RunnerProcess(child, limits, this.settings);
+  }
+
+  #replenish(): void {
+    if (!this.settings.warmSpare || this.#closing.signal.aborted) return;
+    if (this.#spare?.usable) return;
+    try {
+      this.#spare = this.#spawn(this.settings.limits);
+    } catch (error) {
+      this.#spare = undefined;
+      this.#logger.warn({ error: describeError(error) }, 'cannot start a warm spare');
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.#closing.signal.aborted) {
+      this.#closing.abort();
+      this.#queue.close();
+      this.#spare?.discard();
+      this.#spare = undefined;
+    }
+    await Promise.allSettled([...this.#active]);
+    rmSync(this.#plan.cwd, { recursive: true, force: true });
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+/**
+ * Creates a parser host for one module. Throws `SandboxValidationError` naming each bad option
+ * (and when the module file does not exist); starts the warm spare unless `warmSpare: false`.
+ */
+export function createParserHost(options: ParserHostOptions): ParserHost {
+  return new Host(options);
+}

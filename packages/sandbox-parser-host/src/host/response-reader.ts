@@ -1,0 +1,155 @@
+// Reads the response channel (the child's fd 3): the ready byte, then bytes nobody may trust
+// until the per-call nonce, then the length and the body. Memory stays flat whatever arrives:
+// bytes before the nonce are scanned and dropped, and a body over the cap is never buffered.
+import type { ParserResponse } from '../protocol/wire.ts';
+import { lengthBytes, nonceBytes, readyByte } from '../protocol/wire.ts';
+
+/** Room beyond `maxOutputBytes` for the response envelope and an error message (16 Ki chars). */
+export const envelopeAllowance = 128 * 1024;
+
+/** What the reader concluded so far. */
+export type ReaderState =
+  | { kind: 'reading' }
+  | { kind: 'complete'; response: ParserResponse }
+  | { kind: 'refused'; reason: 'too-large' | 'malformed'; message: string };
+
+const responseKinds = new Set([
+  'parser-error',
+  'unknown-parser',
+  'load-error',
+  'invalid-result',
+  'result-too-large',
+  'never-settled',
+]);
+
+/** Incremental parser of one response channel; feed it every chunk with {@link push}. */
+export class ResponseReader {
+  readonly #nonce: Buffer;
+  readonly #maxOutputBytes: number;
+  #ready = false;
+  #tail: Buffer = Buffer.alloc(0);
+  #skipped = 0;
+  #header: Buffer | undefined;
+  #bodyLength = -1;
+  #body: Buffer[] = [];
+  #bodyReceived = 0;
+  #state: ReaderState = { kind: 'reading' };
+  #onReady: (() => void) | undefined;
+
+  constructor(nonce: Buffer, maxOutputBytes: number, onReady?: () => void) {
+    this.#nonce = nonce;
+    this.#maxOutputBytes = maxOutputBytes;
+    this.#onReady = onReady;
+  }
+
+  /** Whether the runner has said it is ready for a request. */
+  get ready(): boolean {
+    return this.#ready;
+  }
+
+  /** The current conclusion. */
+  get state(): ReaderState {
+    return this.#state;
+  }
+
+  /** Takes the next chunk of the channel and returns the state after it. */
+  push(chunk: Buffer): ReaderState {
+    if (this.#state.kind !== 'reading' || chunk.length === 0) return this.#state;
+    let rest = chunk;
+    if (!this.#ready) {
+      if (rest[0] !== readyByte) return this.#refuse('malformed', 'the runner did not start');
+      this.#ready = true;
+      this.#onReady?.();
+      rest = rest.subarray(1);
+    }
+    if (this.#header === undefined) rest = this.#scan(rest);
+    if (this.#header !== undefined && this.#state.kind === 'reading') this.#collect(rest);
+    return this.#state;
+  }
+
+  /** Looks for the nonce; returns what follows it, or an empty buffer. */
+  #scan(chunk: Buffer): Buffer {
+    const window = this.#tail.length === 0 ? chunk : Buffer.concat([this.#tail, chunk]);
+    const at = window.indexOf(this.#nonce);
+    if (at === -1) {
+      const keep = Math.min(window.length, nonceBytes - 1);
+      this.#skipped += window.length - keep;
+      // Copy so that a large chunk is not kept alive by a small view of it.
+      this.#tail = Buffer.from(window.subarray(window.length - keep));
+      if (this.#skipped > this.#maxOutputBytes) {
+        this.#refuse(
+          'too-large',
+          `the response channel carried over ${this.#maxOutputBytes} bytes that were no response`,
+        );
+      }
+      return Buffer.alloc(0);
+    }
+    this.#header = Buffer.alloc(0);
+    this.#tail = Buffer.alloc(0);
+    return window.subarray(at + nonceBytes);
+  }
+
+  #collect(chunk: Buffer): void {
+    let rest = chunk;
+    if (this.#bodyLength === -1) {
+      const header = Buffer.concat([this.#header as Buffer, rest]);
+      if (header.length < lengthBytes) {
+        this.#header = header;
+        return;
+      }
+      this.#bodyLength = header.readUInt32BE(0);
+      rest = header.subarray(lengthBytes);
+      if (this.#bodyLength > this.#maxOutputBytes + envelopeAllowance) {
+        this.#refuse(
+          'too-large',
+          `parser response is ${this.#bodyLength} bytes, over maxOutputBytes (${this.#maxOutputBytes})`,
+        );
+        return;
+      }
+    }
+    const needed = this.#bodyLength - this.#bodyReceived;
+    const piece = rest.length > needed ? rest.subarray(0, needed) : rest;
+    if (piece.length > 0) {
+      this.#body.push(piece);
+      this.#bodyReceived += piece.length;
+    }
+    if (this.#bodyReceived === this.#bodyLength) this.#finish();
+  }
+
+  #finish(): void {
+    const text = Buffer.concat(this.#body).toString('utf8');
+    this.#body = [];
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      this.#refuse('malformed', 'the response is not JSON');
+      return;
+    }
+    const response = toResponse(parsed);
+    if (response === undefined) this.#refuse('malformed', 'the response has the wrong shape');
+    else this.#state = { kind: 'complete', response };
+  }
+
+  #refuse(reason: 'too-large' | 'malformed', message: string): ReaderState {
+    this.#state = { kind: 'refused', reason, message };
+    this.#body = [];
+    this.#tail = Buffer.alloc(0);
+    return this.#state;
+  }
+}
+
+function toResponse(value: unknown): ParserResponse | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const record = value as Record<string, unknown>;
+  if (record.ok === true && Object.hasOwn(record, 'data')) return { ok: true, data: record.data };
+  if (
+    record.ok === false &&
+    typeof record.error === 'string' &&
+    typeof record.kind === 'string' &&
+    responseKinds.has(record.kind)
+  ) {
+    return { ok: false, error: record.error, kind: record.kind as never };
+  }
+  return undefined;
+}

@@ -1,0 +1,150 @@
+// One runner child from spawn to result. Listeners go on at spawn, so a warm spare's output is
+// drained (and its ready byte seen) while it waits; `run` sends the request and watches the
+// limits the host enforces itself: wall clock, cancellation, resident memory, output size.
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import type { ParserLimits } from '@coda/sandbox-core';
+import { lengthBytes } from '../protocol/wire.ts';
+import type { ParserChild } from '../spawn/child.ts';
+import { type CallOutcome, classify, type KillReason } from './classify.ts';
+import { watchMemory } from './memory-watch.ts';
+import { OutputCapture } from './output-capture.ts';
+import { ResponseReader } from './response-reader.ts';
+import type { ParserResult } from './result.ts';
+
+/** How long to wait for the response channel to drain after the child exited. */
+const drainGraceMs = 1_000;
+const heapExhaustedMarkers = ['JavaScript heap out of memory', 'Reached heap limit'];
+
+/** The host's output caps, shared by all its children. */
+export interface OutputCaps {
+  maxOutputBytes: number;
+  maxStderrBytes: number;
+}
+
+/** What one call hands to its child. */
+export interface CallRequest {
+  /** The request body (UTF-8 JSON). */
+  body: Buffer;
+  limits: ParserLimits;
+  signal: AbortSignal | undefined;
+  /** Aborted when the host closes. */
+  closing: AbortSignal;
+}
+
+/** A spawned runner child serving exactly one call. */
+export class RunnerProcess {
+  readonly child: ParserChild;
+  /** The limits the child was started with. */
+  readonly limits: ParserLimits;
+  /** Resolves when the runner is ready for its request, or has exited. */
+  readonly ready: Promise<void>;
+  readonly #nonce = randomBytes(32);
+  readonly #reader: ResponseReader;
+  readonly #capture: OutputCapture;
+  #stderrTail = '';
+  #used = false;
+  #exitedEarly = false;
+  #killed: KillReason | undefined;
+
+  constructor(child: ParserChild, limits: ParserLimits, caps: OutputCaps) {
+    this.child = child;
+    this.limits = limits;
+    this.#capture = new OutputCapture(caps.maxStderrBytes);
+    let markReady: () => void = () => {};
+    this.ready = new Promise((resolve) => {
+      markReady = resolve;
+    });
+    this.#reader = new ResponseReader(this.#nonce, caps.maxOutputBytes, () => markReady());
+    child.response.on('data', (chunk: Buffer) => {
+      const state = this.#reader.push(chunk);
+      if (state.kind === 'refused' && state.reason === 'too-large') {
+        this.#kill({ kind: 'output', message: state.message });
+      }
+    });
+    child.stdout.on('data', (chunk: Buffer) => this.#capture.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => {
+      this.#capture.push(chunk);
+      // A short tail of stderr, kept apart from the capped capture, to recognise V8's OOM note.
+      this.#stderrTail = (this.#stderrTail + chunk.toString('latin1')).slice(-2048);
+    });
+    for (const stream of [child.stdin, child.stdout, child.stderr, child.response]) {
+      stream.on('error', () => {});
+    }
+    void child.exited.then(() => {
+      this.#exitedEarly = !this.#used;
+      markReady();
+    });
+  }
+
+  /** Whether this child can still take its one request (it has not been used nor died). */
+  get usable(): boolean {
+    return !this.#used && !this.#exitedEarly;
+  }
+
+  /** Kills the child without a call, such as a spare the host no longer needs. */
+  discard(): void {
+    this.#used = true;
+    this.child.kill();
+  }
+
+  /** Sends the request and resolves to the result; never rejects. */
+  async run(request: CallRequest, startedAt: number): Promise<ParserResult> {
+    this.#used = true;
+    const { child } = this;
+    const header = Buffer.alloc(this.#nonce.length + lengthBytes);
+    this.#nonce.copy(header);
+    header.writeUInt32BE(request.body.length, this.#nonce.length);
+    child.stdin.end(Buffer.concat([header, request.body]));
+
+    const timer = setTimeout(() => this.#kill({ kind: 'timeout' }), request.limits.timeout);
+    const onAbort = (): void => this.#kill({ kind: 'cancelled', message: 'parser call cancelled' });
+    const onClose = (): void => this.#kill({ kind: 'cancelled', message: 'parser host closed' });
+    request.signal?.addEventListener('abort', onAbort, { once: true });
+    request.closing.addEventListener('abort', onClose, { once: true });
+    if (request.signal?.aborted) onAbort();
+    if (request.closing.aborted) onClose();
+    const stopWatch =
+      child.confinement.memory === 'rss-watchdog' && child.pid !== undefined
+        ? watchMemory(child.pid, request.limits.memoryBytes, (residentBytes) =>
+            this.#kill({ kind: 'memory', residentBytes }),
+          )
+        : () => {};
+
+    const exit = await child.exited;
+    clearTimeout(timer);
+    stopWatch();
+    request.signal?.removeEventListener('abort', onAbort);
+    request.closing.removeEventListener('abort', onClose);
+    await this.#drained();
+
+    const outcome: CallOutcome = {
+      exit,
+      reader: this.#reader.state,
+      killed: this.#killed,
+      heapExhausted: heapExhaustedMarkers.some((marker) => this.#stderrTail.includes(marker)),
+      limits: request.limits,
+      stderr: this.#capture.text(),
+      durationMs: Math.round((performance.now() - startedAt) * 1000) / 1000,
+      confinement: child.confinement,
+    };
+    return classify(outcome);
+  }
+
+  #kill(reason: KillReason): void {
+    this.#killed ??= reason;
+    this.child.kill();
+  }
+
+  /** Waits (briefly) for the channels to deliver what the child wrote before it exited. */
+  async #drained(): Promise<void> {
+    const streams = [this.child.response, this.child.stdout, this.child.stderr].filter(
+      (stream) => !stream.readableEnded && !stream.destroyed,
+    );
+    if (streams.length === 0) return;
+    const grace = AbortSignal.timeout(drainGraceMs);
+    await Promise.all(
+      streams.map((stream) => once(stream, 'close', { signal: grace }).catch(() => {})),
+    );
+  }
+}

@@ -1,0 +1,55 @@
+// The byte-level constants of the parser protocol, shared by the host and the Node runner.
+// The runner loads this file under Node's permission model, so it imports nothing.
+
+/** Version of the protocol; the request's `v` field. */
+export const protocolVersion = 1;
+
+/** Bytes of the per-call secret that opens the request and the response frame. */
+export const nonceBytes = 32;
+
+/** Bytes of the big-endian length that follows the nonce in both directions. */
+export const lengthBytes = 4;
+
+/** The one byte a runner writes on the response channel as soon as it can take a request. */
+export const readyByte = 0x01;
+
+/** The child's file descriptor that carries the response (stdin, stdout, stderr, then this). */
+export const responseFd = 3;
+
+/** Exit codes of the runner, after it has written its response (or failed to read a request). */
+export const runnerExitCode = Object.freeze({
+  /** The parser returned; the response is `{ ok: true }`. */
+  ok: 0,
+  /** The response is `{ ok: false }`: the parser threw, is unknown, or its result was refused. */
+  error: 1,
+  /** The request could not be read; no response was written. */
+  badRequest: 2,
+});
+
+/** Why a response is `{ ok: false }`: the `kind` field of an error response. */
+export type ResponseErrorKind =
+  | 'parser-error'
+  | 'unknown-parser'
+  | 'load-error'
+  | 'invalid-result'
+  | 'result-too-large'
+  | 'never-settled';
+
+/** What the host writes on the child's stdin after the nonce and length. */
+export interface ParserRequest {
+  /** Protocol version, {@link protocolVersion}. */
+  v: number;
+  /** Name of the exported function to call. */
+  parser: string;
+  /** The payload, passed as the function's first argument. */
+  payload: unknown;
+  /** Passed as the function's second argument. */
+  kwargs: Record<string, unknown>;
+  /** The call's limits; the runner uses `maxOutputBytes` to refuse an oversized result early. */
+  limits: { timeout: number; memoryBytes: number; cpuSecs: number; maxOutputBytes: number };
+}
+
+/** What the runner writes in its response frame. */
+export type ParserResponse =
+  | { ok: true; data: unknown }
+  | { ok: false; error: string; kind: ResponseErrorKind };

@@ -1,0 +1,44 @@
+// What the host needs of a started runner child, whichever way it was spawned.
+import type { Readable, Writable } from 'node:stream';
+
+/** How a child ended. */
+export interface ChildExit {
+  /** The exit code, or null when a signal ended it. */
+  exitCode: number | null;
+  /** The signal that ended it, if one did. */
+  signal: NodeJS.Signals | null;
+}
+
+/** Which mechanisms confine a parser child; every result carries it. */
+export interface ConfinementReport {
+  /** `bubblewrap`: the subprocess layer's namespaces and seccomp apply; `none`: they do not. */
+  sandbox: 'bubblewrap' | 'none';
+  /**
+   * What bounds total memory beyond the V8 heap limit: a cgroup set by the subprocess layer, or
+   * the host's resident-memory watchdog (plus RLIMIT_DATA as a backstop), or only the heap limit.
+   */
+  memory: 'cgroup' | 'rss-watchdog' | 'heap-only';
+  /** How CPU time is bounded. */
+  cpu: 'rlimit' | 'none';
+  /** Node's permission model always applies. */
+  permissionModel: true;
+  /** Why the sandbox is weaker than full confinement, when it is. */
+  degraded?: string;
+}
+
+/** A started runner child. */
+export interface ParserChild {
+  /** Process id of the spawned process (bwrap's when confined). */
+  readonly pid: number | undefined;
+  readonly stdin: Writable;
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  /** The host end of the child's fd 3, the response channel. */
+  readonly response: Readable;
+  /** Settles once the child has exited; never rejects. */
+  readonly exited: Promise<ChildExit>;
+  /** What confines this child. */
+  readonly confinement: ConfinementReport;
+  /** Kills the child and everything it started; safe to call more than once. */
+  kill(): void;
+}
