@@ -1,1 +1,35 @@
-export {};
+export {
+  type ConcurrencyGuard,
+  type ConcurrencyGuardOptions,
+  type ConcurrencyLease,
+  createConcurrencyGuard,
+} from './guards/concurrency-guard.ts';
+export type { FailMode, GuardOptions } from './guards/guard-options.ts';
+export {
+  createRateLimitGuard,
+  type RateLimitGuard,
+  type RateLimitGuardOptions,
+  type RateLimitLease,
+} from './guards/rate-limit-guard.ts';
+export {
+  createTurnBudgetGuard,
+  type TurnBudgetGuard,
+  type TurnBudgetGuardOptions,
+  type TurnBudgetLease,
+} from './guards/turn-budget-guard.ts';
+export { createRedisLimitStore, type RedisLimitStoreOptions } from './redis/redis-store.ts';
+export {
+  fromIoredis,
+  fromNodeRedis,
+  type IoredisLike,
+  type NodeRedisLike,
+  type RedisScriptClient,
+} from './redis/script-client.ts';
+export type {
+  BudgetDecision,
+  LeaseDecision,
+  LimitStore,
+  RateLimitDecision,
+  RateRule,
+} from './store/limit-store.ts';
+export { createMemoryLimitStore, type MemoryLimitStoreOptions } from './store/memory-store.ts';

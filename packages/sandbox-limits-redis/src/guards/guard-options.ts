@@ -1,0 +1,73 @@
+// Options every guard shares (store, name, fail mode, timeout, logger) and their schema.
+import type { Logger } from '@coda/sandbox-core';
+import { silentLogger } from '@coda/sandbox-core';
+import { z } from 'zod';
+import type { LimitStore } from '../store/limit-store.ts';
+
+/** What a guard does when its store fails or times out. */
+export type FailMode = 'closed' | 'open';
+
+/** Options shared by every guard of this package. */
+export interface GuardOptions {
+  /** Where the counts live: `createRedisLimitStore(...)` or `createMemoryLimitStore()`. */
+  store: LimitStore;
+  /**
+   * Names the guard in errors and logs, and namespaces its keys: two guards with different names
+   * count separately. Letters, digits, `.`, `_`, `-`; at most 64 characters.
+   */
+  name?: string;
+  /**
+   * When the store fails or does not answer within `timeoutMs`: `closed` (default) refuses with
+   * `UNAVAILABLE`; `open` admits the execution without the limit and logs a warning.
+   */
+  failMode?: FailMode;
+  /** Milliseconds to wait for the store before applying `failMode`. Default 1 000. */
+  timeoutMs?: number;
+  /** Where warnings go (a pino logger fits). Default: nothing is logged. */
+  logger?: Logger;
+}
+
+const isFunction = (value: unknown) => typeof value === 'function';
+
+const storeSchema = z.custom<LimitStore>(
+  (value) =>
+    typeof value === 'object' &&
+    value !== null &&
+    ['rateLimit', 'claimBudget', 'acquireLease', 'releaseLease'].every((method) =>
+      isFunction((value as Record<string, unknown>)[method]),
+    ),
+  'expected a LimitStore from createRedisLimitStore() or createMemoryLimitStore()',
+);
+
+const loggerSchema = z.custom<Logger>(
+  (value) =>
+    typeof value === 'object' &&
+    value !== null &&
+    ['debug', 'info', 'warn', 'error'].every((method) =>
+      isFunction((value as Record<string, unknown>)[method]),
+    ),
+  'expected a logger with debug, info, warn and error methods',
+);
+
+/** A positive whole number of at most `max`. */
+export const count = (max: number) => z.number().int().min(1).max(max);
+
+/** Milliseconds: a whole number from 1 to `max`. */
+export const millis = (max: number) => z.number().int().min(1).max(max);
+
+/** The zod shape of {@link GuardOptions}, with `name` defaulting to `defaultName`. */
+export function guardOptionsShape(defaultName: string) {
+  return {
+    store: storeSchema,
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,64}$/, 'letters, digits, ".", "_" and "-", 1 to 64 of them')
+      .default(defaultName),
+    failMode: z.enum(['closed', 'open']).default('closed'),
+    timeoutMs: millis(60_000).default(1_000),
+    logger: loggerSchema.default(silentLogger),
+  };
+}
+
+/** Whether a guard refuses or admits an execution whose context lacks the id it keys on. */
+export const whenMissingSchema = z.enum(['refuse', 'allow']).default('refuse');

@@ -1,0 +1,106 @@
+// Tier 4: a per-user rate limit shared by every host, as an ExecutionGuard.
+import {
+  type ExecutionContext,
+  type ExecutionGuard,
+  type GuardLease,
+  SandboxRateLimitedError,
+  validate,
+} from '@coda/sandbox-core';
+import { z } from 'zod';
+import { hashTag, keyPart } from '../keys/key-part.ts';
+import type { RateLimitDecision } from '../store/limit-store.ts';
+import { checkContext, lease, requiredId } from './admission.ts';
+import {
+  count,
+  type GuardOptions,
+  guardOptionsShape,
+  millis,
+  whenMissingSchema,
+} from './guard-options.ts';
+import { callStore } from './store-call.ts';
+
+/** Options of {@link createRateLimitGuard}. */
+export interface RateLimitGuardOptions extends GuardOptions {
+  /** Executions a user may start per `windowMs`, sustained (1 to 1 000 000). */
+  limit: number;
+  /** The window `limit` applies to, in milliseconds (1 ms to 1 day). */
+  windowMs: number;
+  /**
+   * Executions a user may start at once after being idle; default `limit`. Lower it to smooth
+   * traffic (at most `burst + t × limit / windowMs` executions in any interval of length t).
+   */
+  burst?: number;
+  /** An execution without `userId`: `refuse` (default, `VALIDATION`) or `allow` unlimited. */
+  whenNoUser?: 'refuse' | 'allow';
+}
+
+/** The lease of an admitted execution: what the rate limit answered (undefined if failed open). */
+export interface RateLimitLease extends GuardLease {
+  readonly decision: RateLimitDecision | undefined;
+}
+
+/** The per-user rate-limit guard; `acquire` resolves with a {@link RateLimitLease}. */
+export interface RateLimitGuard extends ExecutionGuard {
+  acquire(context: ExecutionContext, signal?: AbortSignal): Promise<RateLimitLease>;
+}
+
+const day = 86_400_000;
+
+const RateLimitGuardOptionsSchema = z
+  .strictObject({
+    ...guardOptionsShape('rate-limit'),
+    limit: count(1_000_000),
+    windowMs: millis(day),
+    burst: count(1_000_000).optional(),
+    whenNoUser: whenMissingSchema,
+  })
+  .refine((options) => options.windowMs / options.limit >= 0.001, {
+    message: 'limit per windowMs must not exceed 1 000 per millisecond',
+    path: ['limit'],
+  });
+
+/**
+ * Tier 4: at most `limit` executions per user per `windowMs`, across every host that shares the
+ * store, by GCRA (a token bucket that refills continuously: no burst at a window edge). A refused
+ * check consumes nothing. Refuses with `RATE_LIMITED` and `retryAfterMs`.
+ */
+export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitGuard {
+  const settings = validate(RateLimitGuardOptionsSchema, options, 'rate limit guard options');
+  const { name, store, limit, windowMs } = settings;
+  const rule = { limit, windowMs, burst: settings.burst ?? limit };
+  return {
+    name,
+    async acquire(context, signal) {
+      const parsed = checkContext(context, name);
+      const userId = requiredId(parsed, 'userId', settings.whenNoUser, name);
+      if (userId === undefined) return lease({ decision: undefined });
+      const key = `${name}:rate:${hashTag(keyPart(userId))}`;
+      const outcome = await callStore(
+        settings,
+        'rateLimit',
+        () => store.rateLimit(key, rule),
+        signal,
+      );
+      if (!outcome.ok) return lease({ decision: undefined });
+      const decision = outcome.value;
+      if (!decision.allowed) {
+        throw new SandboxRateLimitedError(
+          `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in ${decision.retryAfterMs} ms`,
+          {
+            retryAfterMs: decision.retryAfterMs,
+            details: {
+              guard: name,
+              scope: 'user',
+              limit,
+              windowMs,
+              burst: rule.burst,
+              remaining: decision.remaining,
+              resetMs: decision.resetMs,
+            },
+          },
+        );
+      }
+      return lease({ decision });
+    },
+  };
+}

@@ -1,0 +1,92 @@
+// Tier 3: at most N admitted executions per conversation turn, counted once per execution id.
+import {
+  type ExecutionContext,
+  type ExecutionGuard,
+  type GuardLease,
+  SandboxBudgetExhaustedError,
+  validate,
+} from '@coda/sandbox-core';
+import { z } from 'zod';
+import { hashTag, keyPart } from '../keys/key-part.ts';
+import type { BudgetDecision } from '../store/limit-store.ts';
+import { checkContext, lease, requiredId } from './admission.ts';
+import {
+  count,
+  type GuardOptions,
+  guardOptionsShape,
+  millis,
+  whenMissingSchema,
+} from './guard-options.ts';
+import { callStore } from './store-call.ts';
+
+/** Options of {@link createTurnBudgetGuard}. */
+export interface TurnBudgetGuardOptions extends GuardOptions {
+  /** Executions admitted per conversation turn (1 to 100 000). */
+  maxExecutionsPerTurn: number;
+  /**
+   * How long a turn's count lives after its first admitted execution, in milliseconds; the budget
+   * resets after it. Default 3 600 000 (one hour); at most 7 days.
+   */
+  turnTtlMs?: number;
+  /** An execution without `turnId`: `refuse` (default, `VALIDATION`) or `allow` uncounted. */
+  whenNoTurn?: 'refuse' | 'allow';
+}
+
+/** The lease of an admitted execution: what the budget answered (undefined if failed open). */
+export interface TurnBudgetLease extends GuardLease {
+  readonly decision: BudgetDecision | undefined;
+}
+
+/** The turn-budget guard; `acquire` resolves with a {@link TurnBudgetLease}. */
+export interface TurnBudgetGuard extends ExecutionGuard {
+  acquire(context: ExecutionContext, signal?: AbortSignal): Promise<TurnBudgetLease>;
+}
+
+const TurnBudgetGuardOptionsSchema = z.strictObject({
+  ...guardOptionsShape('turn-budget'),
+  maxExecutionsPerTurn: count(100_000),
+  turnTtlMs: millis(7 * 86_400_000).default(3_600_000),
+  whenNoTurn: whenMissingSchema,
+});
+
+/**
+ * Tier 3: at most `maxExecutionsPerTurn` executions per (conversationId, turnId). Only admitted
+ * executions count, and an execution id counts once however often it is retried. Releasing the
+ * lease does not give budget back. Refuses with `BUDGET_EXHAUSTED` and `retryAfterMs` (when the
+ * turn's count expires).
+ */
+export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudgetGuard {
+  const settings = validate(TurnBudgetGuardOptionsSchema, options, 'turn budget guard options');
+  const { name, store, maxExecutionsPerTurn: limit, turnTtlMs } = settings;
+  return {
+    name,
+    async acquire(context, signal) {
+      const parsed = checkContext(context, name);
+      const turnId = requiredId(parsed, 'turnId', settings.whenNoTurn, name);
+      if (turnId === undefined) return lease({ decision: undefined });
+      // '-' marks a missing conversation id; keyPart never returns it, so keys cannot collide.
+      const conversation =
+        parsed.conversationId === undefined ? '-' : keyPart(parsed.conversationId);
+      const key = `${name}:turn:${hashTag(conversation, keyPart(turnId))}`;
+      const member = keyPart(parsed.executionId);
+      const outcome = await callStore(
+        settings,
+        'claimBudget',
+        () => store.claimBudget(key, member, limit, turnTtlMs),
+        signal,
+      );
+      if (!outcome.ok) return lease({ decision: undefined });
+      const decision = outcome.value;
+      if (!decision.allowed) {
+        throw new SandboxBudgetExhaustedError(
+          `${name}: this turn has used its ${limit} executions`,
+          {
+            retryAfterMs: decision.resetMs,
+            details: { guard: name, limit, used: decision.used },
+          },
+        );
+      }
+      return lease({ decision });
+    },
+  };
+}

@@ -1,0 +1,127 @@
+// The Redis backend: every operation is one script on one key, called by SHA (one round trip),
+// with a fallback to EVAL when the node answers NOSCRIPT (restart, failover, SCRIPT FLUSH).
+import { validate } from '@coda/sandbox-core';
+import { z } from 'zod';
+import type {
+  BudgetDecision,
+  LeaseDecision,
+  LimitStore,
+  RateLimitDecision,
+  RateRule,
+} from '../store/limit-store.ts';
+import type { RedisScriptClient } from './script-client.ts';
+import {
+  acquireLeaseScript,
+  type LuaScript,
+  rateLimitScript,
+  releaseLeaseScript,
+  turnBudgetScript,
+} from './scripts.ts';
+
+/** Options of {@link createRedisLimitStore}. */
+export interface RedisLimitStoreOptions {
+  /** Your client, adapted: `fromIoredis(redis)` or `fromNodeRedis(client)`. Never closed here. */
+  client: RedisScriptClient;
+  /**
+   * Prefix of every key, default `coda:limits:`. No braces (the hash tag must be the entity's),
+   * at most 256 characters.
+   */
+  keyPrefix?: string;
+}
+
+const RedisLimitStoreOptionsSchema = z.strictObject({
+  client: z.custom<RedisScriptClient>(
+    (value) =>
+      typeof value === 'object' &&
+      value !== null &&
+      typeof (value as RedisScriptClient).evalsha === 'function' &&
+      typeof (value as RedisScriptClient).eval === 'function',
+    'expected a RedisScriptClient: wrap your client with fromIoredis() or fromNodeRedis()',
+  ),
+  keyPrefix: z
+    .string()
+    .max(256)
+    .regex(/^[^{}]*$/, 'must not contain { or }')
+    .default('coda:limits:'),
+});
+
+/**
+ * A {@link LimitStore} on Redis or Redis Cluster, shared by every host that uses the same server
+ * and prefix. Times come from the server's clock; every key it writes has a TTL.
+ */
+export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitStore {
+  const { client, keyPrefix } = validate(
+    RedisLimitStoreOptionsSchema,
+    options,
+    'Redis limit store options',
+  );
+
+  async function run(script: LuaScript, key: string, args: string[]): Promise<number[]> {
+    const keys = [keyPrefix + key];
+    let reply: unknown;
+    try {
+      reply = await client.evalsha(script.sha, keys, args);
+    } catch (error) {
+      if (!isNoScript(error)) throw error;
+      // This node lost (or never had) the script: EVAL runs it and caches it there.
+      reply = await client.eval(script.source, keys, args);
+    }
+    return toNumbers(reply, script.name);
+  }
+
+  return {
+    kind: 'redis',
+    async rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision> {
+      const [allowed, remaining, resetMs, retryAfterMs] = await run(rateLimitScript, key, [
+        String(rule.limit),
+        String(rule.windowMs),
+        String(rule.burst),
+      ]);
+      return {
+        allowed: allowed === 1,
+        remaining: remaining ?? 0,
+        resetMs: resetMs ?? 0,
+        retryAfterMs: retryAfterMs ?? 0,
+      };
+    },
+    async claimBudget(key, member, limit, ttlMs): Promise<BudgetDecision> {
+      const [allowed, used, resetMs, already] = await run(turnBudgetScript, key, [
+        member,
+        String(limit),
+        String(ttlMs),
+      ]);
+      return {
+        allowed: allowed === 1,
+        used: used ?? 0,
+        resetMs: resetMs ?? 0,
+        alreadyCounted: already === 1,
+      };
+    },
+    async acquireLease(key, member, limit, ttlMs): Promise<LeaseDecision> {
+      const [allowed, held, retryAfterMs] = await run(acquireLeaseScript, key, [
+        member,
+        String(limit),
+        String(ttlMs),
+      ]);
+      return { allowed: allowed === 1, held: held ?? 0, retryAfterMs: retryAfterMs ?? 0 };
+    },
+    async releaseLease(key, member): Promise<void> {
+      await run(releaseLeaseScript, key, [member]);
+    },
+  };
+}
+
+function isNoScript(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.startsWith('NOSCRIPT') || message.includes('NOSCRIPT');
+}
+
+function toNumbers(reply: unknown, name: string): number[] {
+  if (typeof reply === 'number') return [reply];
+  if (!Array.isArray(reply)) throw new Error(`Script ${name} returned an unexpected reply`);
+  return reply.map((value) => {
+    const number = Number(value);
+    if (!Number.isFinite(number)) throw new Error(`Script ${name} returned a non-number`);
+    return number;
+  });
+}

@@ -1,0 +1,45 @@
+// The narrow surface the Redis backend needs from a client, and adapters for the two common
+// clients. Structural types only: this package never imports ioredis or redis, so it installs and
+// loads without either, and the caller keeps owning the client's lifecycle.
+
+/** Runs Lua scripts on the node that owns the first key. Implement it to use any client. */
+export interface RedisScriptClient {
+  /** `EVALSHA sha numkeys ...keys ...args`; rejects with a `NOSCRIPT` error when not cached. */
+  evalsha(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /** `EVAL script numkeys ...keys ...args` (also caches the script on that node). */
+  eval(script: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+}
+
+/** The part of an ioredis `Redis` or `Cluster` the adapter calls. */
+export interface IoredisLike {
+  evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  eval(script: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+}
+
+/** The part of a node-redis client (`createClient` or `createCluster`, v5 or v6) the adapter calls. */
+export interface NodeRedisLike {
+  evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+}
+
+/**
+ * Adapts an ioredis client — `new Redis(...)` or `new Redis.Cluster(...)` — that you created and
+ * will close. A `Cluster` routes each script by its key's slot.
+ */
+export function fromIoredis(client: IoredisLike): RedisScriptClient {
+  return {
+    evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
+    eval: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
+  };
+}
+
+/**
+ * Adapts a node-redis client — `createClient(...)` or `createCluster(...)`, connected — that you
+ * created and will close.
+ */
+export function fromNodeRedis(client: NodeRedisLike): RedisScriptClient {
+  return {
+    evalsha: (sha, keys, args) => client.evalSha(sha, { keys: [...keys], arguments: [...args] }),
+    eval: (script, keys, args) => client.eval(script, { keys: [...keys], arguments: [...args] }),
+  };
+}

@@ -1,0 +1,106 @@
+// The Lua scripts of the Redis backend, as strings so that src/ and dist/ carry the same text.
+// Each touches exactly one key (KEYS[1]), so it runs on whichever cluster node owns that slot.
+// Numbers arrive as strings (redis#13113) and leave as integers; time comes from Redis TIME.
+import { createHash } from 'node:crypto';
+
+/** A Lua script and its SHA-1, the name EVALSHA calls it by. */
+export interface LuaScript {
+  readonly name: string;
+  readonly source: string;
+  readonly sha: string;
+}
+
+function script(name: string, source: string): LuaScript {
+  return { name, source, sha: createHash('sha1').update(source).digest('hex') };
+}
+
+// Milliseconds (with microseconds as the fraction) from the server's clock. Redis 7 replicates
+// script effects, so reading TIME before writing is allowed; Redis < 5 needs the opt-in call.
+const now = `if redis.replicate_commands then redis.replicate_commands() end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+`;
+
+/**
+ * GCRA (generic cell rate algorithm): the key holds the theoretical arrival time (TAT) of the
+ * next unit. Each unit advances it by `interval = window / limit`; a check is admitted while the
+ * TAT stays within `burst` intervals of now. One string per user, expiring when the bucket is full.
+ * ARGV: limit, windowMs, burst. Returns {allowed, remaining, resetMs, retryAfterMs}.
+ */
+export const rateLimitScript = script(
+  'rate-limit',
+  `${now}local limit = tonumber(ARGV[1])
+local interval = tonumber(ARGV[2]) / limit
+local tolerance = interval * tonumber(ARGV[3])
+local tat = now
+local stored = redis.call('GET', KEYS[1])
+if stored then
+  local value = tonumber(stored)
+  if value and value > now then tat = value end
+end
+local nextTat = tat + interval
+local allowAt = nextTat - tolerance
+if now < allowAt then
+  return {0, 0, math.ceil(tat - now), math.max(1, math.ceil(allowAt - now))}
+end
+local ttl = math.max(1, math.ceil(nextTat - now))
+redis.call('SET', KEYS[1], string.format('%.17g', nextTat), 'PX', ttl)
+return {1, math.floor((now - allowAt) / interval + 1e-6), ttl, 0}
+`,
+);
+
+/**
+ * Turn budget: a set of the execution ids admitted in one turn. A member already in the set is
+ * admitted again without counting; a new one only while the set holds fewer than `limit`. The set
+ * expires `ttlMs` after its first member. ARGV: member, limit, ttlMs.
+ * Returns {allowed, used, resetMs, alreadyCounted}.
+ */
+export const turnBudgetScript = script(
+  'turn-budget',
+  `local used = redis.call('SCARD', KEYS[1])
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then
+  return {1, used, math.max(0, redis.call('PTTL', KEYS[1])), 1}
+end
+if used >= tonumber(ARGV[2]) then
+  return {0, used, math.max(0, redis.call('PTTL', KEYS[1])), 0}
+end
+redis.call('SADD', KEYS[1], ARGV[1])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  ttl = tonumber(ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return {1, used + 1, ttl, 0}
+`,
+);
+
+/**
+ * Concurrency leases: a sorted set of holders scored by expiry time. Expired holders are dropped
+ * first (a crashed holder's slot comes back after its TTL), then the holder is added or its expiry
+ * pushed out (renewal uses the same script). The key expires with its last lease.
+ * ARGV: member, limit, ttlMs. Returns {allowed, held, retryAfterMs}.
+ */
+export const acquireLeaseScript = script(
+  'acquire-lease',
+  `${now}now = math.floor(now)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local held = redis.call('ZCARD', KEYS[1])
+local mine = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not mine and held >= tonumber(ARGV[2]) then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, held, math.max(1, tonumber(oldest[2]) - now)}
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+if not mine then held = held + 1 end
+local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(newest[2]) - now))
+return {1, held, 0}
+`,
+);
+
+/** Gives a lease back. ZREM deletes the set with its last member. ARGV: member. */
+export const releaseLeaseScript = script(
+  'release-lease',
+  `return redis.call('ZREM', KEYS[1], ARGV[1])
+`,
+);

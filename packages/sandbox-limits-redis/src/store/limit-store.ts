@@ -1,0 +1,67 @@
+// The operations every limit needs, as one interface the Redis and in-memory backends both
+// implement with the same semantics, so guards never know which one they talk to.
+
+/** What a rate-limit check answered. Times are milliseconds from now, measured by the store. */
+export interface RateLimitDecision {
+  /** Whether this check was admitted (and consumed one unit). */
+  allowed: boolean;
+  /** Checks that would still be admitted right now, after this one. */
+  remaining: number;
+  /** Milliseconds until the bucket is full again (every unit back). */
+  resetMs: number;
+  /** Milliseconds until the next check can be admitted; 0 when this one was. */
+  retryAfterMs: number;
+}
+
+/** The figures of a rate rule: `limit` per `windowMs` sustained, bursts up to `burst`. */
+export interface RateRule {
+  limit: number;
+  windowMs: number;
+  burst: number;
+}
+
+/** What a turn-budget claim answered. */
+export interface BudgetDecision {
+  /** Whether the execution may run (newly counted, or already counted before). */
+  allowed: boolean;
+  /** Executions counted against the turn after this claim. */
+  used: number;
+  /** Milliseconds until the turn's budget record expires (and the budget with it). */
+  resetMs: number;
+  /** True when the same execution id had already been counted (a retry). */
+  alreadyCounted: boolean;
+}
+
+/** What a lease acquisition (or renewal) answered. */
+export interface LeaseDecision {
+  /** Whether the holder now has a slot. */
+  allowed: boolean;
+  /** Slots held after this call (live leases only). */
+  held: number;
+  /** When refused: milliseconds until the oldest lease expires unless renewed; else 0. */
+  retryAfterMs: number;
+}
+
+/**
+ * A backend for the limits: {@link createRedisLimitStore} (shared by every host) or
+ * {@link createMemoryLimitStore} (one process). Keys are logical; the store adds its prefix.
+ * Every key a store writes expires on its own.
+ */
+export interface LimitStore {
+  /** `redis` or `memory`, for logs. */
+  readonly kind: string;
+  /** GCRA rate check on `key`: consumes one unit when admitted, nothing when refused. */
+  rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision>;
+  /**
+   * Counts `member` against the budget `key` of at most `limit` members, once: a member counted
+   * before is admitted again without counting. The record expires `ttlMs` after its first member.
+   */
+  claimBudget(key: string, member: string, limit: number, ttlMs: number): Promise<BudgetDecision>;
+  /**
+   * Takes (or renews) the slot `member` in the lease set `key` of at most `limit` live leases,
+   * each expiring `ttlMs` from now unless renewed. Expired leases are dropped first.
+   */
+  acquireLease(key: string, member: string, limit: number, ttlMs: number): Promise<LeaseDecision>;
+  /** Gives the slot back. Resolves whether or not it was still held. */
+  releaseLease(key: string, member: string): Promise<void>;
+}

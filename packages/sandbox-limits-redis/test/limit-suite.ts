@@ -1,0 +1,395 @@
+// The behaviour every backend must show, run once per backend (memory, Redis standalone, Redis
+// Cluster, through ioredis and node-redis). Tests use fresh ids, so they run concurrently.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  acquireGuards,
+  type ExecutionContext,
+  type GuardLease,
+  isSandboxError,
+  type SandboxError,
+} from '@coda/sandbox-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createConcurrencyGuard,
+  createRateLimitGuard,
+  createTurnBudgetGuard,
+  type LimitStore,
+} from '../src/index.ts';
+import type { Backend } from './backends.ts';
+
+const newId = (what: string) => `${what}-${randomUUID()}`;
+const context = (fields: Omit<ExecutionContext, 'executionId'> = {}): ExecutionContext => ({
+  executionId: newId('exec'),
+  ...fields,
+});
+
+/** The error a promise rejected with, as a SandboxError (fails the test if it resolved). */
+async function refusal(promise: Promise<unknown>): Promise<SandboxError> {
+  const error = await promise.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
+  if (!isSandboxError(error)) throw new Error(`expected a SandboxError, got ${String(error)}`);
+  return error;
+}
+
+/** Splits settled acquisitions into leases and refusal codes. */
+function tally<Lease extends GuardLease>(results: PromiseSettledResult<Lease>[]) {
+  const leases = results.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  const codes = results.flatMap((result) =>
+    result.status === 'rejected' ? [(result.reason as SandboxError).code] : [],
+  );
+  return { leases, codes };
+}
+
+const hostileIds = [
+  '{a}',
+  'a',
+  '{a',
+  'a}',
+  '}{',
+  'x:y',
+  'x|y',
+  'line\nbreak',
+  'tab\tand space',
+  'é',
+  '😀',
+  '\uD800',
+  '\uFFFD',
+  '\u0000',
+  'x'.repeat(10_240),
+  '{'.repeat(10_240),
+];
+
+export function limitSuite(makeBackend: () => Promise<Backend>): void {
+  let backend: Backend;
+  let stores: LimitStore[];
+  beforeAll(async () => {
+    backend = await makeBackend();
+    // Four stores, each with its own client where the backend has clients: four "hosts".
+    stores = [backend.store(), backend.store(), backend.store(), backend.store()];
+  });
+  afterAll(async () => {
+    await backend?.close();
+  });
+
+  describe.concurrent('under races', () => {
+    it('grants exactly 10 of 200 concurrent rate-limit checks from 4 hosts', async () => {
+      const guards = stores.map((store) =>
+        createRateLimitGuard({ store, limit: 10, windowMs: 60_000 }),
+      );
+      const userId = newId('user');
+      const results = await Promise.allSettled(
+        Array.from({ length: 200 }, (_, i) => guards[i % 4]!.acquire(context({ userId }))),
+      );
+      const { leases, codes } = tally(results);
+      expect(leases).toHaveLength(10);
+      expect(codes).toEqual(Array(190).fill('RATE_LIMITED'));
+      const remaining = leases.map((lease) => lease.decision?.remaining).sort((a, b) => a! - b!);
+      expect(remaining).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    });
+
+    it('grants exactly 10 of 200 concurrent executions of one turn from 4 hosts', async () => {
+      const guards = stores.map((store) =>
+        createTurnBudgetGuard({ store, maxExecutionsPerTurn: 10 }),
+      );
+      const turn = { conversationId: newId('conv'), turnId: newId('turn') };
+      const results = await Promise.allSettled(
+        Array.from({ length: 200 }, (_, i) => guards[i % 4]!.acquire(context(turn))),
+      );
+      const { leases, codes } = tally(results);
+      expect(leases).toHaveLength(10);
+      expect(codes).toEqual(Array(190).fill('BUDGET_EXHAUSTED'));
+    });
+
+    it('grants exactly 10 of 200 concurrent leases per user and globally', async () => {
+      const userName = newId('conc');
+      const perUser = stores.map((store) =>
+        createConcurrencyGuard({ store, name: userName, maxPerUser: 10 }),
+      );
+      const userId = newId('user');
+      const userResults = tally(
+        await Promise.allSettled(
+          Array.from({ length: 200 }, (_, i) => perUser[i % 4]!.acquire(context({ userId }))),
+        ),
+      );
+      expect(userResults.leases).toHaveLength(10);
+      expect(userResults.codes).toEqual(Array(190).fill('RATE_LIMITED'));
+
+      const name = newId('global');
+      const global = stores.map((store) =>
+        createConcurrencyGuard({ store, name, maxPerUser: 200, maxGlobal: 10 }),
+      );
+      const globalResults = await Promise.allSettled(
+        Array.from({ length: 200 }, (_, i) =>
+          global[i % 4]!.acquire(context({ userId: `user-${i % 20}` })),
+        ),
+      );
+      const { leases, codes } = tally(globalResults);
+      expect(leases).toHaveLength(10);
+      expect(codes).toEqual(Array(190).fill('RATE_LIMITED'));
+      const scopes = globalResults.flatMap((result) =>
+        result.status === 'rejected' ? [(result.reason as SandboxError).details?.scope] : [],
+      );
+      expect(new Set(scopes)).toEqual(new Set(['global']));
+      await Promise.all([...userResults.leases, ...leases].map((lease) => lease.release()));
+      // Every slot came back, including the per-user slots of those the global cap refused.
+      const again = await Promise.allSettled(
+        Array.from({ length: 10 }, (_, i) => global[i % 4]!.acquire(context({ userId: 'u' }))),
+      );
+      expect(tally(again).leases).toHaveLength(10);
+      await Promise.all(tally(again).leases.map((lease) => lease.release()));
+    });
+  });
+
+  describe.concurrent('rate limit (GCRA)', () => {
+    it('answers remaining, reset and retry-after, and refills one unit per interval', async () => {
+      // 4 per 400 ms: one unit every 100 ms, bursts of up to 4.
+      const guard = createRateLimitGuard({ store: stores[0]!, limit: 4, windowMs: 400 });
+      const userId = newId('user');
+      const remaining: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const lease = await guard.acquire(context({ userId }));
+        remaining.push(lease.decision!.remaining);
+        expect(lease.decision!.resetMs).toBeGreaterThan(0);
+        expect(lease.decision!.resetMs).toBeLessThanOrEqual(400);
+      }
+      expect(remaining).toEqual([3, 2, 1, 0]);
+      // Hammering while refused consumes nothing.
+      let error: SandboxError | undefined;
+      for (let i = 0; i < 20; i++) error = await refusal(guard.acquire(context({ userId })));
+      expect(error!.code).toBe('RATE_LIMITED');
+      const retryAfterMs = error!.details?.retryAfterMs as number;
+      expect(retryAfterMs).toBeGreaterThan(0);
+      expect(retryAfterMs).toBeLessThanOrEqual(100);
+      expect(error!.details).toMatchObject({ limit: 4, windowMs: 400, burst: 4, remaining: 0 });
+
+      await sleep(retryAfterMs + 15);
+      // One unit came back, not a whole window's worth: no burst at a window edge.
+      const next = await guard.acquire(context({ userId }));
+      expect(next.decision!.remaining).toBe(0);
+      expect((await refusal(guard.acquire(context({ userId })))).code).toBe('RATE_LIMITED');
+
+      await sleep(450);
+      const rested = await guard.acquire(context({ userId }));
+      expect(rested.decision!.remaining).toBe(3);
+    });
+
+    it('limits bursts to `burst` while keeping the sustained rate', async () => {
+      const guard = createRateLimitGuard({ store: stores[1]!, limit: 10, windowMs: 500, burst: 2 });
+      const userId = newId('user');
+      const results = await Promise.allSettled(
+        Array.from({ length: 6 }, () => guard.acquire(context({ userId }))),
+      );
+      expect(tally(results).leases).toHaveLength(2);
+    });
+
+    it('counts users and guard names apart', async () => {
+      const a = createRateLimitGuard({ store: stores[2]!, limit: 1, windowMs: 60_000 });
+      const b = createRateLimitGuard({
+        store: stores[3]!,
+        name: 'other',
+        limit: 1,
+        windowMs: 60_000,
+      });
+      const userId = newId('user');
+      await a.acquire(context({ userId }));
+      await b.acquire(context({ userId }));
+      await a.acquire(context({ userId: newId('user') }));
+      expect((await refusal(a.acquire(context({ userId })))).code).toBe('RATE_LIMITED');
+    });
+  });
+
+  describe.concurrent('turn budget', () => {
+    it('admits N executions per turn, counts a retry once, and burns nothing on refusal', async () => {
+      const guard = createTurnBudgetGuard({ store: stores[0]!, maxExecutionsPerTurn: 3 });
+      const turn = { conversationId: newId('conv'), turnId: newId('turn') };
+      const ids = ['e1', 'e2', 'e3', 'e4'].map(newId);
+      const used: number[] = [];
+      for (const executionId of ids.slice(0, 3)) {
+        used.push((await guard.acquire({ ...turn, executionId })).decision!.used);
+      }
+      expect(used).toEqual([1, 2, 3]);
+      const error = await refusal(guard.acquire({ ...turn, executionId: ids[3]! }));
+      expect(error.code).toBe('BUDGET_EXHAUSTED');
+      expect(error.details).toMatchObject({ limit: 3, used: 3 });
+      expect(error.details?.retryAfterMs).toBeGreaterThan(3_500_000);
+      expect(error.details?.retryAfterMs).toBeLessThanOrEqual(3_600_000);
+
+      const retry = await guard.acquire({ ...turn, executionId: ids[1]! });
+      expect(retry.decision).toMatchObject({ allowed: true, used: 3, alreadyCounted: true });
+      expect((await refusal(guard.acquire({ ...turn, executionId: ids[3]! }))).code).toBe(
+        'BUDGET_EXHAUSTED',
+      );
+      // Another turn of the conversation, and the same turn id in another conversation, are fresh.
+      await guard.acquire({ ...turn, turnId: newId('turn'), executionId: ids[3]! });
+      await guard.acquire({ ...turn, conversationId: newId('conv'), executionId: ids[3]! });
+      await guard.acquire({ turnId: turn.turnId, executionId: ids[3]! });
+    });
+
+    it('resets a turn after turnTtlMs from its first execution', async () => {
+      const guard = createTurnBudgetGuard({
+        store: stores[1]!,
+        maxExecutionsPerTurn: 1,
+        turnTtlMs: 300,
+      });
+      const turnId = newId('turn');
+      await guard.acquire(context({ turnId }));
+      const error = await refusal(guard.acquire(context({ turnId })));
+      expect(error.details?.retryAfterMs).toBeGreaterThan(0);
+      expect(error.details?.retryAfterMs).toBeLessThanOrEqual(300);
+      await sleep((error.details?.retryAfterMs as number) + 30);
+      await guard.acquire(context({ turnId }));
+    });
+
+    it('does not spend budget when a later guard refuses, if it is placed last', async () => {
+      const store = stores[2]!;
+      const rate = createRateLimitGuard({ store, limit: 1, windowMs: 60_000 });
+      const budget = createTurnBudgetGuard({ store, maxExecutionsPerTurn: 1 });
+      const userId = newId('user');
+      const turnId = newId('turn');
+      await acquireGuards([rate, budget], context({ userId, turnId }));
+      const other = { userId: newId('user'), turnId: newId('turn') };
+      await rate.acquire(context({ userId: other.userId }));
+      expect((await refusal(acquireGuards([rate, budget], context(other)))).code).toBe(
+        'RATE_LIMITED',
+      );
+      // The refused attempt never reached the budget: the turn still has its one execution.
+      await budget.acquire(context({ turnId: other.turnId }));
+    });
+  });
+
+  describe.concurrent('concurrency leases', () => {
+    it('gives a crashed holder\u2019s slot back after its TTL', async () => {
+      const name = newId('conc');
+      const userId = newId('user');
+      // A host that dies after acquiring: its store stops answering, so it never renews or releases.
+      const real = stores[0]!;
+      let alive = true;
+      const dying: LimitStore = {
+        ...real,
+        kind: real.kind,
+        rateLimit: (...args) => real.rateLimit(...args),
+        claimBudget: (...args) => real.claimBudget(...args),
+        acquireLease: (...args) =>
+          alive ? real.acquireLease(...args) : new Promise<never>(() => {}),
+        releaseLease: (...args) =>
+          alive ? real.releaseLease(...args) : new Promise<never>(() => {}),
+      };
+      const crashed = createConcurrencyGuard({
+        store: dying,
+        name,
+        maxPerUser: 1,
+        leaseTtlMs: 300,
+        timeoutMs: 100,
+      });
+      const survivor = createConcurrencyGuard({ store: stores[1]!, name, maxPerUser: 1 });
+      const started = Date.now();
+      await crashed.acquire(context({ userId }));
+      alive = false;
+      const error = await refusal(survivor.acquire(context({ userId })));
+      expect(error.code).toBe('RATE_LIMITED');
+      expect(error.details?.retryAfterMs).toBeLessThanOrEqual(300);
+      await sleep(Math.max(0, 300 - (Date.now() - started)) + 30);
+      const lease = await survivor.acquire(context({ userId }));
+      await lease.release();
+    });
+
+    it('renews a long execution\u2019s lease and frees it on release', async () => {
+      const name = newId('conc');
+      const guard = createConcurrencyGuard({
+        store: stores[2]!,
+        name,
+        maxPerUser: 1,
+        leaseTtlMs: 200,
+        renewEveryMs: 50,
+      });
+      const userId = newId('user');
+      const lease = await guard.acquire(context({ userId }));
+      await sleep(700);
+      const error = await refusal(guard.acquire(context({ userId })));
+      expect(error.details).toMatchObject({ scope: 'user', limit: 1, held: 1 });
+      await lease.release();
+      await lease.release();
+      const next = await guard.acquire(context({ userId }));
+      await next.release();
+    });
+
+    it('releases the slot of an acquisition cancelled while waiting', async () => {
+      const name = newId('conc');
+      const guard = createConcurrencyGuard({ store: stores[3]!, name, maxPerUser: 1 });
+      const userId = newId('user');
+      const controller = new AbortController();
+      const pending = guard.acquire(context({ userId }), controller.signal);
+      controller.abort();
+      expect((await refusal(pending)).code).toBe('CANCELLED');
+      // The store may have admitted it before the abort landed; that lease is handed back.
+      const deadline = Date.now() + 2_000;
+      for (;;) {
+        const attempt = await guard.acquire(context({ userId })).catch((error: unknown) => error);
+        if (!isSandboxError(attempt)) {
+          await (attempt as GuardLease).release();
+          break;
+        }
+        if (Date.now() > deadline) throw attempt;
+        await sleep(20);
+      }
+    });
+  });
+
+  describe.concurrent('hostile identifiers', () => {
+    it('keeps every user id in its own bucket', async () => {
+      const guard = createRateLimitGuard({ store: stores[0]!, limit: 1, windowMs: 60_000 });
+      const salt = randomUUID();
+      const ids = hostileIds.map((id) => `${id}${salt}`).concat(hostileIds.map((id) => salt + id));
+      for (const userId of ids) await guard.acquire(context({ userId }));
+      for (const userId of ids) {
+        expect((await refusal(guard.acquire(context({ userId })))).code).toBe('RATE_LIMITED');
+      }
+    });
+
+    it('keeps turns, conversations and execution ids of any content apart', async () => {
+      const guard = createTurnBudgetGuard({ store: stores[1]!, maxExecutionsPerTurn: 1 });
+      const salt = randomUUID();
+      for (const id of hostileIds) {
+        const turn = { conversationId: id + salt, turnId: salt + id };
+        await guard.acquire({ ...turn, executionId: id });
+        // The same hostile execution id again is a retry; another one is refused.
+        await guard.acquire({ ...turn, executionId: id });
+        const other = { ...turn, executionId: `${id}.` };
+        expect((await refusal(guard.acquire(other))).code).toBe('BUDGET_EXHAUSTED');
+      }
+    });
+
+    it('keeps concurrency slots of hostile users apart', async () => {
+      const guard = createConcurrencyGuard({ store: stores[2]!, name: newId('c'), maxPerUser: 1 });
+      const leases = [];
+      for (const userId of hostileIds) leases.push(await guard.acquire(context({ userId })));
+      await Promise.all(leases.map((lease) => lease.release()));
+    });
+  });
+
+  describe('scripts and keys', () => {
+    it('recovers from NOSCRIPT after SCRIPT FLUSH', async () => {
+      const rate = createRateLimitGuard({ store: stores[0]!, limit: 2, windowMs: 60_000 });
+      const budget = createTurnBudgetGuard({ store: stores[0]!, maxExecutionsPerTurn: 5 });
+      const conc = createConcurrencyGuard({ store: stores[0]!, maxPerUser: 5 });
+      const userId = newId('user');
+      const turnId = newId('turn');
+      await acquireGuards([conc, rate, budget], context({ userId, turnId }));
+      await backend.flushScripts();
+      const lease = await acquireGuards([conc, rate, budget], context({ userId, turnId }));
+      await backend.flushScripts();
+      await lease.release();
+      expect((await refusal(rate.acquire(context({ userId })))).code).toBe('RATE_LIMITED');
+    });
+
+    it('leaves no key without a TTL', async () => {
+      const keys = await backend.keys();
+      const withoutTtl = keys.filter(({ pttl }) => pttl <= 0);
+      expect(withoutTtl).toEqual([]);
+      if (backend.label !== 'memory') expect(keys.length).toBeGreaterThan(20);
+    });
+  });
+}

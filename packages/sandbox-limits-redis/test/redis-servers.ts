@@ -1,0 +1,140 @@
+// Starts real redis-server processes for the tests: a standalone server and a 3-primary cluster,
+// each on free ports with no persistence in a temp dir. Nothing here mocks Redis.
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** A redis-server this process started. */
+export interface RedisProcess {
+  readonly port: number;
+  /** Kills the server at once (SIGKILL, like a crash), leaving its dir for a restart. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port. */
+  restart(): Promise<void>;
+  /** Kills it and removes its dir. */
+  stop(): Promise<void>;
+}
+
+async function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** A port that is free, and whose cluster bus port (port + 10 000) is free too. */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 30_000);
+    if ((await portIsFree(port)) && (await portIsFree(port + 10_000))) return port;
+  }
+  throw new Error('no free port found');
+}
+
+/** Runs redis-cli against `port` and returns its output. */
+export async function redisCli(port: number, ...args: string[]): Promise<string> {
+  const { stdout } = await run('redis-cli', ['-p', String(port), ...args]);
+  return stdout.trim();
+}
+
+async function waitForPing(port: number, child: ChildProcess, log: () => string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited: ${log()}`);
+    try {
+      if ((await redisCli(port, 'PING')) === 'PONG') return;
+    } catch {}
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`redis-server on ${port} did not answer: ${log()}`);
+}
+
+/** Starts a redis-server with no persistence; `cluster` enables cluster mode. */
+export async function startRedis(options: { cluster?: boolean } = {}): Promise<RedisProcess> {
+  const dir = await mkdtemp(join(tmpdir(), 'coda-limits-redis-'));
+  const port = await freePort();
+  let child: ChildProcess | undefined;
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+    ...(options.cluster ? ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'] : []),
+  ];
+  const start = async () => {
+    let output = '';
+    child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout?.on('data', (chunk: Buffer) => {
+      output = (output + chunk.toString()).slice(-4_000);
+    });
+    child.stderr?.on('data', (chunk: Buffer) => {
+      output = (output + chunk.toString()).slice(-4_000);
+    });
+    await waitForPing(port, child, () => output);
+  };
+  const kill = async () => {
+    const current = child;
+    if (current === undefined || current.exitCode !== null || current.signalCode !== null) return;
+    const exited = new Promise((resolve) => current.once('exit', resolve));
+    current.kill('SIGKILL');
+    await exited;
+  };
+  await start();
+  return {
+    port,
+    kill,
+    restart: start,
+    stop: async () => {
+      await kill();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A cluster of `size` primaries (no replicas), every slot assigned and the state `ok`. */
+export async function startRedisCluster(
+  size = 3,
+): Promise<{ ports: number[]; stop(): Promise<void> }> {
+  const nodes = await Promise.all(
+    Array.from({ length: size }, () => startRedis({ cluster: true })),
+  );
+  const stop = async () => {
+    await Promise.all(nodes.map((node) => node.stop()));
+  };
+  try {
+    const addresses = nodes.map((node) => `127.0.0.1:${node.port}`);
+    await run('redis-cli', [
+      '--cluster',
+      'create',
+      ...addresses,
+      '--cluster-replicas',
+      '0',
+      '--cluster-yes',
+    ]);
+    const deadline = Date.now() + 20_000;
+    for (const node of nodes) {
+      for (;;) {
+        const info = await redisCli(node.port, 'CLUSTER', 'INFO');
+        if (info.includes('cluster_state:ok')) break;
+        if (Date.now() > deadline) throw new Error(`cluster not ok: ${info}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+    return { ports: nodes.map((node) => node.port), stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
