@@ -1,8 +1,4 @@
 export {
-  createParserHost,
-  type ParserHost,
-} from './host/parser-host.ts';
-export {
   type ConfinementMode,
   ConfinementModeSchema,
   hostDefaults,
@@ -11,6 +7,10 @@ export {
   type RunParserOptions,
   RunParserOptionsSchema,
 } from './host/options.ts';
+export {
+  createParserHost,
+  type ParserHost,
+} from './host/parser-host.ts';
 export type { ParserResult } from './host/result.ts';
 export {
   type ParserRequest,

@@ -8,7 +8,11 @@ import {
 } from '@coda/sandbox-core';
 import { z } from 'zod';
 
-const byteCount = z.number().int().positive().max(2 ** 31 - 1);
+const byteCount = z
+  .number()
+  .int()
+  .positive()
+  .max(2 ** 31 - 1);
 
 /** How much OS confinement the host asks of `@coda/sandbox-subprocess`. */
 export const ConfinementModeSchema = z.enum(['auto', 'required', 'none']);
@@ -35,7 +39,12 @@ export const ParserHostOptionsSchema = z.strictObject({
   /** Largest response body, in UTF-8 bytes; a larger result is an error. */
   maxOutputBytes: byteCount.optional(),
   /** Bytes of the child's console output (stdout and stderr) kept in `result.stderr`. */
-  maxStderrBytes: z.number().int().nonnegative().max(2 ** 31 - 1).optional(),
+  maxStderrBytes: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(2 ** 31 - 1)
+    .optional(),
   /** Keep one child started and waiting for the next call with the default limits. */
   warmSpare: z.boolean().optional(),
   /** Further paths the child may read (the parser module's directory is always readable). */

@@ -228,7 +228,7 @@ class Host implements ParserHost {
 
   #takeChild(limits: ParserLimits): RunnerProcess {
     const spare = this.#spare;
-    if (spare !== undefined && spare.usable && sameLimits(spare.limits, limits)) {
+    if (spare?.usable && sameLimits(spare.limits, limits)) {
       this.#spare = undefined;
       setImmediate(() => this.#replenish());
       return spare;

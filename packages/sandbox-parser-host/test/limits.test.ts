@@ -1,0 +1,61 @@
+// Limits applied before any parser code runs: CPU (RLIMIT_CPU), memory (heap limit plus a bound
+// on Buffers), wall clock, and what happens to a promise that can never settle.
+import { describe, expect, it } from 'vitest';
+import { makeHost } from './helpers.ts';
+
+describe('limits', () => {
+  it('an infinite loop under a generous wall clock ends at the CPU limit', async () => {
+    const host = makeHost();
+    const result = await host.runParser('spin', null, { cpuSecs: 1, timeout: 20_000 });
+    expect(result).toMatchObject({
+      ok: false,
+      timedOut: false,
+      code: 'TIMEOUT',
+      error: 'CPU time limit exceeded (1 s)',
+      signal: 'SIGXCPU',
+      exitCode: null,
+    });
+    expect(result.confinement?.cpu).toBe('rlimit');
+  });
+
+  it('an infinite loop under a short wall clock ends at the wall clock', async () => {
+    const host = makeHost();
+    const result = await host.runParser('spin', null, { timeout: 500, cpuSecs: 30 });
+    expect(result).toMatchObject({ ok: false, timedOut: true, error: 'sandbox timeout' });
+  });
+
+  it('a promise that never settles is reported at once, not at the wall clock', async () => {
+    const host = makeHost();
+    const result = await host.runParser('neverSettles', null, { timeout: 20_000 });
+    expect(result).toMatchObject({
+      ok: false,
+      timedOut: false,
+      code: 'RUNTIME',
+      error: 'parser returned a promise that never settled',
+      exitCode: 1,
+    });
+    expect(result.durationMs).toBeLessThan(10_000);
+  });
+
+  it('a heap bomb dies at the V8 heap limit derived from memoryBytes', async () => {
+    const host = makeHost();
+    const result = await host.runParser('heapBomb', null, { memoryBytes: 128 * 1024 * 1024 });
+    expect(result).toMatchObject({ ok: false, code: 'OOM', timedOut: false });
+    expect(result.error).toMatch(/^memory limit exceeded/);
+  });
+
+  it('a Buffer bomb (off the V8 heap) is stopped at memoryBytes', async () => {
+    const host = makeHost();
+    const memoryBytes = 160 * 1024 * 1024;
+    const result = await host.runParser('bufferBomb', null, { memoryBytes });
+    expect(result).toMatchObject({ ok: false, code: 'OOM', timedOut: false });
+    expect(result.error).toMatch(/^memory limit exceeded/);
+    expect(['cgroup', 'rss-watchdog']).toContain(result.confinement?.memory);
+  });
+
+  it('a slow parser within its limits succeeds', async () => {
+    const host = makeHost();
+    const result = await host.runParser('sleep', { ms: 200 }, { timeout: 10_000 });
+    expect(result).toMatchObject({ ok: true, data: 'woke', exitCode: 0 });
+  });
+});
