@@ -1,0 +1,199 @@
+// Tests that need a Redis of their own: counting round trips on a quiet server, a lease holder
+// killed with SIGKILL, and the server itself stopped and restarted mid-test.
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isSandboxError, type Logger, type SandboxError } from '@coda/sandbox-core';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createConcurrencyGuard,
+  createRateLimitGuard,
+  createRedisLimitStore,
+  createTurnBudgetGuard,
+  fromIoredis,
+} from '../src/index.ts';
+import { failFast } from './backends.ts';
+import { type RedisProcess, redisCli, startRedis } from './redis-servers.ts';
+
+async function refusal(promise: Promise<unknown>): Promise<SandboxError> {
+  const error = await promise.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
+  if (!isSandboxError(error)) throw new Error(`expected a SandboxError, got ${String(error)}`);
+  return error;
+}
+
+/**
+ * Records the commands clients send to the server (MONITOR), leaving out those a script runs
+ * inside Redis: what is left is one entry per round trip.
+ */
+async function recordRoundTrips(port: number) {
+  const watcher = new Redis({ host: '127.0.0.1', port });
+  const monitor = await watcher.monitor();
+  const commands: string[] = [];
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source !== 'lua') commands.push(args[0]!.toLowerCase());
+  });
+  return {
+    /** Waits for MONITOR to catch up, then stops it and returns what it saw. */
+    async stop(): Promise<string[]> {
+      await sleep(100);
+      monitor.disconnect();
+      watcher.disconnect();
+      return commands;
+    },
+  };
+}
+
+describe('on a server of its own', () => {
+  let server: RedisProcess;
+  let client: Redis;
+  beforeAll(async () => {
+    server = await startRedis();
+    client = new Redis({ host: '127.0.0.1', port: server.port });
+    await once(client, 'ready');
+  });
+  afterAll(async () => {
+    await client?.quit();
+    await server?.stop();
+  });
+
+  it('makes exactly one round trip per check once the script is cached', async () => {
+    const store = createRedisLimitStore({ client: fromIoredis(client) });
+    const guard = createRateLimitGuard({ store, limit: 1_000, windowMs: 60_000 });
+    let recording = await recordRoundTrips(server.port);
+    await guard.acquire({ executionId: 'first', userId: 'u' });
+    // The first call finds no script: one EVALSHA answered NOSCRIPT, then one EVAL.
+    expect(await recording.stop()).toEqual(['evalsha', 'eval']);
+
+    recording = await recordRoundTrips(server.port);
+    await Promise.all(
+      Array.from({ length: 100 }, (_, i) => guard.acquire({ executionId: `${i}`, userId: 'u' })),
+    );
+    expect(await recording.stop()).toEqual(Array(100).fill('evalsha'));
+  });
+
+  it('gives back the slot of a host killed with SIGKILL after the lease TTL', async () => {
+    const keyPrefix = `crash:${randomUUID()}:`;
+    const fixture = join(import.meta.dirname, 'fixtures', 'hold-lease.ts');
+    const child = spawn(
+      process.execPath,
+      ['--conditions=@coda/source', fixture, String(server.port), keyPrefix, 'conc', 'u1', '500'],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const [chunk] = (await once(child.stdout!, 'data')) as [Buffer];
+    expect(chunk.toString()).toBe('held\n');
+    const heldAt = Date.now();
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+
+    const store = createRedisLimitStore({ client: fromIoredis(client), keyPrefix });
+    const guard = createConcurrencyGuard({ store, name: 'conc', maxPerUser: 1 });
+    const error = await refusal(guard.acquire({ executionId: 'e', userId: 'u1' }));
+    expect(error.code).toBe('RATE_LIMITED');
+    expect(error.details?.retryAfterMs).toBeLessThanOrEqual(500);
+    await sleep(Math.max(0, 500 - (Date.now() - heldAt)) + 50);
+    const lease = await guard.acquire({ executionId: 'e', userId: 'u1' });
+    await lease.release();
+  });
+});
+
+describe('when Redis stops mid-test and comes back', () => {
+  let server: RedisProcess;
+  const clients: Redis[] = [];
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    for (const client of clients) client.disconnect();
+    await server?.stop();
+  });
+
+  function connect(options: object) {
+    const client = new Redis({ host: '127.0.0.1', port: server.port, ...options });
+    // Connection errors while the server is down are expected; the guards report them.
+    client.on('error', () => {});
+    clients.push(client);
+    return client;
+  }
+
+  it('refuses with UNAVAILABLE (closed) or admits and logs (open), within the timeout, then recovers', async () => {
+    // One client fails fast by itself; the other queues commands while offline (ioredis's
+    // default), so only the guard's timeout stops the wait.
+    const fast = connect(failFast);
+    const queueing = connect({ retryStrategy: () => 100 });
+    await Promise.all([once(fast, 'ready'), once(queueing, 'ready')]);
+    const warnings: string[] = [];
+    const logger: Logger = {
+      debug() {},
+      info() {},
+      error() {},
+      warn: (fields: object | string, message?: string) => {
+        warnings.push(typeof fields === 'string' ? fields : (message ?? ''));
+      },
+    };
+    const guardsOn = (client: Redis) => {
+      const store = createRedisLimitStore({ client: fromIoredis(client) });
+      const common = { store, timeoutMs: 300 };
+      return {
+        rate: createRateLimitGuard({ ...common, limit: 1_000, windowMs: 1_000 }),
+        budget: createTurnBudgetGuard({ ...common, maxExecutionsPerTurn: 1_000 }),
+        conc: createConcurrencyGuard({ ...common, maxPerUser: 1_000 }),
+        open: createRateLimitGuard({
+          ...common,
+          name: 'open',
+          limit: 1_000,
+          windowMs: 1_000,
+          failMode: 'open',
+          logger,
+        }),
+      };
+    };
+    const all = [guardsOn(fast), guardsOn(queueing)];
+    const context = { executionId: 'e', userId: 'u', turnId: 't' };
+    for (const guards of all) {
+      for (const guard of Object.values(guards)) await guard.acquire(context);
+    }
+
+    await server.kill();
+    for (const guards of all) {
+      for (const guard of [guards.rate, guards.budget, guards.conc]) {
+        const started = Date.now();
+        const error = await refusal(guard.acquire(context));
+        expect(error.code).toBe('UNAVAILABLE');
+        expect(error.details).toEqual({ guard: guard.name, failMode: 'closed' });
+        expect(Date.now() - started).toBeLessThan(2_000);
+      }
+      const started = Date.now();
+      const lease = await guards.open.acquire(context);
+      expect(lease.decision).toBeUndefined();
+      expect(Date.now() - started).toBeLessThan(2_000);
+    }
+    expect(warnings.length).toBeGreaterThanOrEqual(2);
+    expect(warnings[0]).toContain('failMode open');
+
+    // Back, empty (no persistence): scripts are gone too, and NOSCRIPT is recovered from.
+    await server.restart();
+    const deadline = Date.now() + 10_000;
+    for (const guards of all) {
+      for (const guard of Object.values(guards)) {
+        for (;;) {
+          const lease = await guard.acquire(context).catch((error: unknown) => error);
+          if (!isSandboxError(lease)) {
+            if ('decision' in (lease as object)) {
+              expect((lease as { decision: unknown }).decision).toBeDefined();
+            }
+            break;
+          }
+          expect(lease.code).toBe('UNAVAILABLE');
+          if (Date.now() > deadline) throw lease;
+          await sleep(100);
+        }
+      }
+    }
+  });
+});
