@@ -1,1 +1,32 @@
-export {};
+export { seatbeltProfile } from './darwin/seatbelt.ts';
+export {
+  buildSeccompFilter,
+  deniedSyscalls,
+  type SeccompFilterOptions,
+} from './linux/seccomp/filter.ts';
+export type { Platform } from './platform/platform.ts';
+export {
+  defaultSubprocessPolicy,
+  type Rlimits,
+  RlimitsSchema,
+  resolveSubprocessPolicy,
+  type SubprocessPolicy,
+  type SubprocessPolicyInput,
+  SubprocessPolicySchema,
+} from './policy/subprocess-policy.ts';
+export { SandboxControl } from './process/controls.ts';
+export type { SandboxResult } from './process/sandbox-result.ts';
+export type { ProcessExit, SandboxedProcess } from './process/sandboxed-process.ts';
+export {
+  type RunOptions,
+  RunOptionsSchema,
+  type SpawnOptions,
+  SpawnOptionsSchema,
+} from './process/spawn-options.ts';
+export {
+  createSandbox,
+  degradedWarning,
+  SubprocessSandbox,
+  type SubprocessSandboxOptions,
+} from './sandbox.ts';
+export { jobObjectScript } from './win32/job-object.ts';

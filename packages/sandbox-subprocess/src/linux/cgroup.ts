@@ -1,0 +1,315 @@
+// Per-run cgroups: a memory limit that counts resident memory (and does not stop V8, Go or JVM
+// programs from starting, unlike RLIMIT_AS), a pids limit against fork bombs, and a handle that
+// kills every process of the run, setsid daemons and double forks included. cgroup v2 is used
+// when this process sits in a delegated group with the controllers enabled; v1 hierarchies
+// (hybrid hosts) when writable; otherwise the caller falls back to rlimits and says so.
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SandboxControl } from '../process/controls.ts';
+
+type Controller = 'memory' | 'pids';
+
+interface Hierarchy {
+  readonly version: 1 | 2;
+  /** This process's base group for runs (created on first use). */
+  readonly base: string;
+}
+
+/** Which cgroup hierarchies can hold runs' limits on this host. */
+export interface CgroupSupport {
+  readonly memory: Hierarchy | undefined;
+  readonly pids: Hierarchy | undefined;
+}
+
+let cached: CgroupSupport | undefined;
+let runCounter = 0;
+
+/** Finds writable cgroup hierarchies for memory and pids once per process. */
+export function detectCgroups(): CgroupSupport {
+  cached ??= probe();
+  return cached;
+}
+
+function probe(): CgroupSupport {
+  if (process.platform !== 'linux') return { memory: undefined, pids: undefined };
+  let mountinfo: string;
+  let membership: string;
+  try {
+    mountinfo = readFileSync('/proc/self/mountinfo', 'utf8');
+    membership = readFileSync('/proc/self/cgroup', 'utf8');
+  } catch {
+    return { memory: undefined, pids: undefined };
+  }
+  const mounts = parseMounts(mountinfo);
+  const groups = parseMembership(membership);
+  const pick = (controller: Controller): Hierarchy | undefined =>
+    v2Hierarchy(controller, mounts, groups) ?? v1Hierarchy(controller, mounts, groups);
+  return { memory: pick('memory'), pids: pick('pids') };
+}
+
+interface Mount {
+  readonly point: string;
+  readonly type: string;
+  readonly options: readonly string[];
+}
+
+function parseMounts(mountinfo: string): Mount[] {
+  return mountinfo
+    .split('\n')
+    .filter((line) => line.includes(' - cgroup'))
+    .map((line) => {
+      const [before = '', after = ''] = line.split(' - ');
+      const point = (before.split(' ')[4] ?? '').replace(/\\040/g, ' ');
+      const [type = '', , superOptions = ''] = after.split(' ');
+      return { point, type, options: superOptions.split(',') };
+    });
+}
+
+/** controller (or '' for v2) to this process's path in that hierarchy. */
+function parseMembership(text: string): Map<string, string> {
+  const groups = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const match = /^\d+:([^:]*):(.*)$/.exec(line);
+    if (match === null) continue;
+    for (const controller of match[1]!.split(',')) groups.set(controller, match[2]!);
+  }
+  return groups;
+}
+
+function v2Hierarchy(
+  controller: Controller,
+  mounts: readonly Mount[],
+  groups: ReadonlyMap<string, string>,
+): Hierarchy | undefined {
+  const mount = mounts.find((candidate) => candidate.type === 'cgroup2');
+  const path = groups.get('');
+  if (mount === undefined || path === undefined) return undefined;
+  const own = `${mount.point}${path === '/' ? '' : path}`;
+  try {
+    const enabled = readFileSync(`${own}/cgroup.subtree_control`, 'utf8').split(/\s+/);
+    if (!enabled.includes(controller)) return undefined;
+  } catch {
+    return undefined;
+  }
+  return usableBase({ version: 2, base: `${own}/coda-sandbox-${process.pid}` }, controller);
+}
+
+function v1Hierarchy(
+  controller: Controller,
+  mounts: readonly Mount[],
+  groups: ReadonlyMap<string, string>,
+): Hierarchy | undefined {
+  const mount = mounts.find(
+    (candidate) => candidate.type === 'cgroup' && candidate.options.includes(controller),
+  );
+  const path = groups.get(controller);
+  if (mount === undefined || path === undefined) return undefined;
+  const own = `${mount.point}${path === '/' ? '' : path}`;
+  return usableBase({ version: 1, base: `${own}/coda-sandbox-${process.pid}` }, controller);
+}
+
+const createdBases = new Set<string>();
+
+function usableBase(hierarchy: Hierarchy, controller: Controller): Hierarchy | undefined {
+  try {
+    if (!existsSync(hierarchy.base)) {
+      mkdirSync(hierarchy.base);
+      createdBases.add(hierarchy.base);
+    }
+    const limitFile =
+      controller === 'pids'
+        ? 'pids.max'
+        : hierarchy.version === 2
+          ? 'memory.max'
+          : 'memory.limit_in_bytes';
+    if (hierarchy.version === 2) {
+      writeFileSync(`${hierarchy.base}/cgroup.subtree_control`, `+${controller}`);
+    }
+    const probeDir = `${hierarchy.base}/probe`;
+    mkdirSync(probeDir, { recursive: true });
+    const ok = existsSync(`${probeDir}/${limitFile}`);
+    rmdirSync(probeDir);
+    if (createdBases.size === 1 && ok) process.once('exit', removeBases);
+    return ok ? hierarchy : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function removeBases(): void {
+  for (const base of createdBases) {
+    try {
+      rmdirSync(base);
+    } catch {
+      // Still busy or already gone: nothing a dying process can do about it.
+    }
+  }
+}
+
+/** The limits one run asks of its cgroups. */
+export interface RunCgroupLimits {
+  /** Bytes, or 0 for none. */
+  readonly memoryBytes: number;
+  /** Processes and threads, or 0 for none. */
+  readonly pids: number;
+}
+
+/** The cgroups of one run. */
+export interface RunCgroups {
+  /** `cgroup.procs` files the run's first process must join before it execs. */
+  readonly procsFiles: readonly string[];
+  /** Controls these groups enforce. */
+  readonly controls: readonly SandboxControl[];
+  /** Kills every process in the groups and waits until they are empty (bounded). */
+  kill(): Promise<void>;
+  /** Synchronous kill for `execSync`. */
+  killSync(): void;
+  /** Whether the kernel's OOM killer fired inside the memory group. */
+  memoryExceeded(): boolean;
+  /** Removes the groups (after `kill`). */
+  remove(): Promise<void>;
+  removeSync(): void;
+}
+
+/** Creates the cgroups for one run, or returns `undefined` when none apply. */
+export function createRunCgroups(
+  support: CgroupSupport,
+  limits: RunCgroupLimits,
+): RunCgroups | undefined {
+  const name = `run-${++runCounter}`;
+  const dirs = new Map<string, Hierarchy>();
+  const controls: SandboxControl[] = [];
+  let memoryDir: string | undefined;
+  try {
+    if (limits.memoryBytes > 0 && support.memory !== undefined) {
+      const dir = `${support.memory.base}/${name}`;
+      mkdirSync(dir);
+      dirs.set(dir, support.memory);
+      memoryDir = dir;
+      writeMemoryLimit(dir, support.memory.version, limits.memoryBytes);
+      controls.push(
+        support.memory.version === 2
+          ? SandboxControl.memoryCgroupV2
+          : SandboxControl.memoryCgroupV1,
+      );
+    }
+    if (limits.pids > 0 && support.pids !== undefined) {
+      const dir = `${support.pids.base}/${name}`;
+      if (!dirs.has(dir)) mkdirSync(dir);
+      dirs.set(dir, support.pids);
+      writeFileSync(`${dir}/pids.max`, String(limits.pids));
+      controls.push(
+        support.pids.version === 2 ? SandboxControl.pidsCgroupV2 : SandboxControl.pidsCgroupV1,
+      );
+    }
+  } catch {
+    for (const dir of dirs.keys()) tryRmdir(dir);
+    return undefined;
+  }
+  if (dirs.size === 0) return undefined;
+  controls.push(SandboxControl.killCgroup);
+  const list = [...dirs.keys()];
+  return {
+    procsFiles: list.map((dir) => `${dir}/cgroup.procs`),
+    controls,
+    async kill() {
+      for (let round = 0; round < 100 && killRound(list, dirs) > 0; round++) await sleep(5);
+    },
+    killSync() {
+      for (let round = 0; round < 100 && killRound(list, dirs) > 0; round++) {
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+      }
+    },
+    memoryExceeded() {
+      return memoryDir !== undefined && oomKills(memoryDir, dirs.get(memoryDir)!.version) > 0;
+    },
+    async remove() {
+      for (let round = 0; round < 50; round++) {
+        if (list.every(tryRmdir)) return;
+        await sleep(10);
+      }
+    },
+    removeSync() {
+      for (let round = 0; round < 50; round++) {
+        if (list.every(tryRmdir)) return;
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+      }
+    },
+  };
+}
+
+function writeMemoryLimit(dir: string, version: 1 | 2, bytes: number): void {
+  if (version === 2) {
+    writeFileSync(`${dir}/memory.max`, String(bytes));
+    tryWrite(`${dir}/memory.swap.max`, '0');
+    return;
+  }
+  writeFileSync(`${dir}/memory.limit_in_bytes`, String(bytes));
+  // Without this the group could swap past its limit.
+  tryWrite(`${dir}/memory.memsw.limit_in_bytes`, String(bytes));
+}
+
+/** Sends SIGKILL to every process left in the groups; returns how many were found. */
+function killRound(list: readonly string[], dirs: ReadonlyMap<string, Hierarchy>): number {
+  let found = 0;
+  for (const dir of list) {
+    if (dirs.get(dir)!.version === 2 && tryWrite(`${dir}/cgroup.kill`, '1')) {
+      found += readPids(dir).length;
+      continue;
+    }
+    for (const pid of readPids(dir)) {
+      found++;
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+    }
+  }
+  return found;
+}
+
+function readPids(dir: string): number[] {
+  try {
+    return readFileSync(`${dir}/cgroup.procs`, 'utf8')
+      .split('\n')
+      .filter((line) => line !== '')
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
+
+function oomKills(dir: string, version: 1 | 2): number {
+  try {
+    const text = readFileSync(
+      `${dir}/${version === 2 ? 'memory.events' : 'memory.oom_control'}`,
+      'utf8',
+    );
+    const match = /^oom_kill (\d+)$/m.exec(text);
+    if (match !== null) return Number(match[1]);
+    if (version === 1)
+      return Number(readFileSync(`${dir}/memory.failcnt`, 'utf8').trim()) > 0 ? 1 : 0;
+  } catch {
+    // The group is gone; nothing to report.
+  }
+  return 0;
+}
+
+function tryWrite(file: string, value: string): boolean {
+  try {
+    writeFileSync(file, value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function tryRmdir(dir: string): boolean {
+  try {
+    rmdirSync(dir);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}

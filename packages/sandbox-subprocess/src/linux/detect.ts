@@ -1,0 +1,77 @@
+// Finds bubblewrap and prlimit and checks once that bubblewrap can create the namespaces this
+// package asks for (AppArmor on some distributions blocks unprivileged user namespaces).
+import { spawnSync } from 'node:child_process';
+import { closeSync } from 'node:fs';
+import { resolveExecutable } from '../process/resolve-executable.ts';
+import { openSeccompFilter } from './seccomp/filter-file.ts';
+
+/** What the Linux path can use on this host. */
+export interface LinuxSupport {
+  /** Absolute path of a working bwrap, when there is one. */
+  readonly bwrap: string | undefined;
+  /** Absolute path of util-linux `prlimit`, when there is one. */
+  readonly prlimit: string | undefined;
+  /** Why bwrap is not used, when it is not. */
+  readonly reason: string | undefined;
+}
+
+const cache = new Map<string, LinuxSupport>();
+
+/** Detects support for the host PATH given (cached per PATH value, so detection is cheap). */
+export function detectLinux(hostPath: string | undefined = process.env.PATH): LinuxSupport {
+  const key = hostPath ?? '';
+  let support = cache.get(key);
+  if (support === undefined) {
+    support = probe(hostPath);
+    cache.set(key, support);
+  }
+  return support;
+}
+
+function probe(hostPath: string | undefined): LinuxSupport {
+  const prlimit = resolveExecutable('prlimit', '/', hostPath);
+  const bwrap = resolveExecutable('bwrap', '/', hostPath);
+  const truePath = resolveExecutable('true', '/', hostPath) ?? '/bin/true';
+  if (bwrap === undefined) return { bwrap, prlimit, reason: 'bwrap not found on PATH' };
+  let fd: number | undefined;
+  try {
+    fd = openSeccompFilter({ allowNetwork: false });
+    const result = spawnSync(
+      bwrap,
+      [
+        '--unshare-user',
+        '--unshare-pid',
+        '--unshare-ipc',
+        '--unshare-uts',
+        '--unshare-net',
+        '--die-with-parent',
+        '--new-session',
+        '--cap-drop',
+        'ALL',
+        '--ro-bind',
+        '/',
+        '/',
+        '--proc',
+        '/proc',
+        '--dev',
+        '/dev',
+        '--seccomp',
+        '3',
+        '--',
+        truePath,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe', fd], timeout: 10_000, env: {} },
+    );
+    if (result.status === 0) return { bwrap, prlimit, reason: undefined };
+    const stderr = result.stderr?.toString().trim() ?? '';
+    return {
+      bwrap: undefined,
+      prlimit,
+      reason: `bwrap cannot create namespaces here: ${stderr || (result.error?.message ?? `exit ${result.status}`)}`,
+    };
+  } catch (error) {
+    return { bwrap: undefined, prlimit, reason: `bwrap probe failed: ${String(error)}` };
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}

@@ -1,0 +1,192 @@
+// Turns a policy and one command into the argv that confines it on Linux: bubblewrap (namespaces,
+// read-only root, chosen writable paths, seccomp) behind prlimit (rlimits), behind a one-line
+// shell that joins the run's cgroups before anything else runs. Without a usable bwrap the same
+// chain runs the command directly: rlimits, cgroups, a process group, and no isolation.
+import { existsSync, realpathSync, statSync } from 'node:fs';
+import { SandboxControl } from '../process/controls.ts';
+import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
+import { shellQuote } from '../process/shell-quote.ts';
+import { createRunCgroups, detectCgroups } from './cgroup.ts';
+import { detectLinux } from './detect.ts';
+import { openSeccompFilter } from './seccomp/filter-file.ts';
+
+const mib = 1024 * 1024;
+
+/** Builds the Linux launch plan; `bwrap: false` forces the fallback (for tests and strict checks). */
+export function linuxPlan(request: LaunchRequest): LaunchPlan {
+  const { policy, limits } = request;
+  const support = detectLinux(request.hostPath);
+  const useBwrap = policy.enabled && support.bwrap !== undefined;
+  const controls: SandboxControl[] = [SandboxControl.cleanEnvironment];
+
+  const cgroups = policy.enabled
+    ? createRunCgroups(detectCgroups(), {
+        memoryBytes: limits.maxMemoryMb * mib,
+        pids: limits.rlimits.processes,
+      })
+    : undefined;
+  if (cgroups !== undefined) controls.push(...cgroups.controls);
+  const hasMemoryCgroup =
+    cgroups?.controls.some(
+      (c) => c === SandboxControl.memoryCgroupV1 || c === SandboxControl.memoryCgroupV2,
+    ) ?? false;
+  const hasPidsCgroup =
+    cgroups?.controls.some(
+      (c) => c === SandboxControl.pidsCgroupV1 || c === SandboxControl.pidsCgroupV2,
+    ) ?? false;
+
+  let argv: string[] = [];
+  let seccompFd: number | undefined;
+  if (useBwrap) {
+    seccompFd = openSeccompFilter({
+      allowNetwork: policy.allowNetwork,
+      allowedSyscalls: policy.allowedSyscalls,
+    });
+    argv = [support.bwrap!, ...bwrapArgs(request, 3 + request.extraPipes, controls)];
+  } else {
+    argv = [request.executable, ...request.args];
+  }
+
+  if (policy.enabled && support.prlimit !== undefined) {
+    argv = [
+      support.prlimit,
+      ...prlimitArgs(request, hasPidsCgroup, hasMemoryCgroup, controls),
+      '--',
+      ...argv,
+    ];
+  }
+  if (cgroups !== undefined) {
+    const joins = cgroups.procsFiles.map((file) => `echo $$ > ${shellQuote(file)}`).join(' && ');
+    argv = ['/bin/sh', '-c', `${joins} && exec "$@"`, 'coda-sandbox', ...argv];
+  }
+  if (policy.enabled && limits.timeoutMs > 0) controls.push(SandboxControl.wallClockTimeout);
+  controls.push(useBwrap ? SandboxControl.killPidNamespace : SandboxControl.killProcessGroup);
+
+  return {
+    file: argv[0]!,
+    args: argv.slice(1),
+    controls,
+    sandboxApplied: useBwrap,
+    seccompFd,
+    cgroups,
+    detached: !useBwrap,
+    fallbackReason: useBwrap
+      ? undefined
+      : policy.enabled
+        ? support.reason
+        : 'sandbox disabled by policy',
+  };
+}
+
+/** bubblewrap's arguments up to and including the command. */
+export function bwrapArgs(
+  request: LaunchRequest,
+  seccompFdNumber: number,
+  controls: SandboxControl[],
+): string[] {
+  const { policy, limits } = request;
+  const args = [
+    '--new-session',
+    '--die-with-parent',
+    '--unshare-user',
+    '--disable-userns',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+  ];
+  controls.push(
+    SandboxControl.bubblewrap,
+    SandboxControl.userNamespace,
+    SandboxControl.pidNamespace,
+    SandboxControl.ipcNamespace,
+    SandboxControl.utsNamespace,
+    SandboxControl.mountNamespace,
+  );
+  if (!policy.allowNetwork) {
+    args.push('--unshare-net');
+    controls.push(SandboxControl.networkNamespace);
+  }
+  const tmpSize = limits.maxMemoryMb > 0 ? limits.maxMemoryMb * mib : 512 * mib;
+  args.push('--cap-drop', 'ALL', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc');
+  args.push('--size', String(tmpSize), '--tmpfs', '/tmp');
+  controls.push(SandboxControl.readOnlyRoot, SandboxControl.privateTmp);
+
+  for (const path of policy.hidePaths) {
+    const real = realOrUndefined(path);
+    if (real === undefined) continue;
+    if (statSync(real).isDirectory()) args.push('--tmpfs', real);
+    else args.push('--ro-bind', '/dev/null', real);
+  }
+  if (policy.hidePaths.length > 0) controls.push(SandboxControl.hiddenPaths);
+
+  if (request.writableDirectory !== undefined) {
+    args.push('--bind', request.writableDirectory, request.writableDirectory);
+    controls.push(SandboxControl.writableDirectory);
+  } else {
+    controls.push(SandboxControl.noFileWrites);
+  }
+  // The cwd, the program and the caller's read-only paths stay visible even under /tmp or a
+  // hidden path; bound after the writable directory so that a read-only path inside it wins.
+  const writable = request.writableDirectory;
+  const implicit = [request.cwd, request.executable].filter(
+    (path) => writable === undefined || !isInside(path, writable),
+  );
+  for (const path of new Set([...implicit, ...request.readOnlyPaths])) {
+    args.push('--ro-bind', path, path);
+  }
+  if (request.writableDirectory === undefined) args.push('--remount-ro', '/tmp');
+  args.push('--chdir', request.cwd, '--seccomp', String(seccompFdNumber));
+  controls.push(
+    SandboxControl.newSession,
+    SandboxControl.capabilitiesDropped,
+    SandboxControl.noNewPrivileges,
+    SandboxControl.seccomp,
+  );
+  if (policy.allowedSyscalls !== undefined) controls.push(SandboxControl.seccompAllowlist);
+  if (!policy.allowNetwork) controls.push(SandboxControl.seccompNoInet);
+  args.push('--', request.executable, ...request.args);
+  return args;
+}
+
+function prlimitArgs(
+  request: LaunchRequest,
+  hasPidsCgroup: boolean,
+  hasMemoryCgroup: boolean,
+  controls: SandboxControl[],
+): string[] {
+  const { limits } = request;
+  const args: string[] = [];
+  const cpu = limits.cpuSecs;
+  if (cpu > 0) {
+    args.push(`--cpu=${cpu}`);
+    controls.push(SandboxControl.rlimitCpu);
+  }
+  args.push(
+    `--nofile=${limits.rlimits.openFiles}`,
+    `--fsize=${limits.rlimits.fileSizeBytes}`,
+    '--core=0',
+  );
+  controls.push(SandboxControl.rlimitNofile, SandboxControl.rlimitFsize, SandboxControl.rlimitCore);
+  // RLIMIT_NPROC is not enforced for root, and counts every process of the user: only a
+  // fallback where no pids cgroup exists and the host user is not root.
+  if (!hasPidsCgroup && process.getuid?.() !== 0) {
+    args.push(`--nproc=${limits.rlimits.processes}`);
+    controls.push(SandboxControl.rlimitNproc);
+  }
+  // The last resort for memory: RLIMIT_DATA (counts heap and private mappings since Linux 4.7).
+  // Under about 1 GiB it stops V8 programs from starting; the docs say so.
+  if (!hasMemoryCgroup && limits.maxMemoryMb > 0) {
+    args.push(`--data=${limits.maxMemoryMb * mib}`);
+    controls.push(SandboxControl.rlimitData, SandboxControl.memoryRlimitData);
+  }
+  return args;
+}
+
+function isInside(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+}
+
+function realOrUndefined(path: string): string | undefined {
+  if (!existsSync(path)) return undefined;
+  return realpathSync(path);
+}

@@ -1,0 +1,60 @@
+// The names of the controls a run can report as enforced. A control is listed only when it was
+// actually applied to that run, so a caller can check for what it relies on.
+
+/** Every control a result or process can list in `controls`. */
+export const SandboxControl = {
+  /** Ran under bubblewrap (Linux). */
+  bubblewrap: 'bubblewrap',
+  userNamespace: 'namespace:user',
+  pidNamespace: 'namespace:pid',
+  ipcNamespace: 'namespace:ipc',
+  utsNamespace: 'namespace:uts',
+  mountNamespace: 'namespace:mount',
+  /** Own network namespace: no interfaces but loopback, nothing of the host's. */
+  networkNamespace: 'namespace:net',
+  readOnlyRoot: 'read-only-root',
+  privateTmp: 'private-tmp',
+  /** Writes allowed only inside the bound directory. */
+  writableDirectory: 'writable-directory',
+  /** No writable path at all. */
+  noFileWrites: 'no-file-writes',
+  hiddenPaths: 'hidden-paths',
+  newSession: 'new-session',
+  capabilitiesDropped: 'capabilities-dropped',
+  noNewPrivileges: 'no-new-privileges',
+  /** The generated seccomp deny list. */
+  seccomp: 'seccomp',
+  /** seccomp allowlist mode (`allowedSyscalls`). */
+  seccompAllowlist: 'seccomp-allowlist',
+  /** `socket()` refused for every family but AF_UNIX. */
+  seccompNoInet: 'seccomp-no-inet-sockets',
+  cleanEnvironment: 'clean-environment',
+  rlimitCpu: 'rlimit-cpu',
+  rlimitNofile: 'rlimit-nofile',
+  rlimitNproc: 'rlimit-nproc',
+  rlimitFsize: 'rlimit-fsize',
+  rlimitCore: 'rlimit-core',
+  rlimitData: 'rlimit-data',
+  memoryCgroupV2: 'memory:cgroup-v2',
+  memoryCgroupV1: 'memory:cgroup-v1',
+  memoryRlimitData: 'memory:rlimit-data',
+  memoryJobObject: 'memory:job-object',
+  memoryUlimit: 'memory:ulimit',
+  pidsCgroupV2: 'pids:cgroup-v2',
+  pidsCgroupV1: 'pids:cgroup-v1',
+  wallClockTimeout: 'wall-clock-timeout',
+  /** Kill of the whole pid namespace (bubblewrap as its parent). */
+  killPidNamespace: 'kill:pid-namespace',
+  /** Kill of every process in the run's cgroup. */
+  killCgroup: 'kill:cgroup',
+  /** Kill of the command's process group (setsid daemons escape it). */
+  killProcessGroup: 'kill:process-group',
+  outputCap: 'output-cap',
+  seatbelt: 'seatbelt',
+  seatbeltNoNetwork: 'seatbelt:no-network',
+  seatbeltNoWrites: 'seatbelt:write-restricted',
+  jobObject: 'job-object',
+} as const;
+
+/** One of the values of {@link SandboxControl}. */
+export type SandboxControl = (typeof SandboxControl)[keyof typeof SandboxControl];

@@ -1,0 +1,307 @@
+// The one machinery behind spawn, run, exec: validate, resolve paths, build the platform's launch
+// plan, start it with execa, and make sure that a timeout, an abort or the command's own exit
+// leaves nothing running.
+import type { ChildProcess } from 'node:child_process';
+import { closeSync, realpathSync, statSync } from 'node:fs';
+import type { Duplex } from 'node:stream';
+import {
+  type Logger,
+  SandboxUnavailableError,
+  SandboxValidationError,
+  validate,
+} from '@coda/sandbox-core';
+import { execa } from 'execa';
+import { currentPlatform, type Platform } from '../platform/platform.ts';
+import { platformPlan } from '../platform/platform-plan.ts';
+import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
+import { commandEnvironment } from './environment.ts';
+import type { LaunchPlan, LaunchRequest, RunLimits } from './launch-plan.ts';
+import { resolveExecutable } from './resolve-executable.ts';
+import type { ProcessExit, SandboxedProcess } from './sandboxed-process.ts';
+import { type SpawnOptions, SpawnOptionsSchema } from './spawn-options.ts';
+
+/** What the machinery needs from the sandbox that calls it. */
+export interface SpawnContext {
+  readonly policy: SubprocessPolicy;
+  readonly logger: Logger;
+  /** Called when a command runs without OS confinement (the sandbox logs the seed's warning once). */
+  readonly onDegraded: (reason: string | undefined) => void;
+  readonly platform?: Platform;
+}
+
+/** A validated command with its platform plan, before anything runs. */
+export interface PreparedLaunch {
+  readonly request: LaunchRequest;
+  readonly plan: LaunchPlan;
+  readonly platform: Platform;
+  readonly signal: AbortSignal | undefined;
+}
+
+/**
+ * Validates the options, resolves paths and builds the platform's plan. Throws a
+ * `SandboxValidationError` for bad options and a `SandboxUnavailableError` for a missing
+ * program or a strict policy that cannot be met.
+ */
+export function prepareLaunch(
+  context: SpawnContext,
+  file: string,
+  args: readonly string[],
+  rawOptions: SpawnOptions | undefined,
+): PreparedLaunch {
+  const options = validate(SpawnOptionsSchema, rawOptions ?? {}, 'spawn options');
+  if (typeof file !== 'string' || file === '') {
+    throw invalid('file', 'expected a non-empty string', typeof file);
+  }
+  if (!Array.isArray(args) || !args.every((arg) => typeof arg === 'string')) {
+    throw invalid(
+      'args',
+      'expected an array of strings',
+      Array.isArray(args) ? '[array]' : typeof args,
+    );
+  }
+  const { policy } = context;
+  const platform = context.platform ?? currentPlatform();
+  const request = buildRequest(policy, file, args, options);
+  const plan = platformPlan(platform, request);
+  if (!plan.sandboxApplied && policy.enabled) {
+    if (policy.strict) {
+      releasePlan(plan);
+      throw new SandboxUnavailableError(
+        `Refusing to run unconfined (strict policy): ${plan.fallbackReason ?? 'no OS sandbox on this platform'}`,
+        { details: { reason: plan.fallbackReason ?? 'unsupported platform' } },
+      );
+    }
+    context.onDegraded(plan.fallbackReason);
+  }
+  return { request, plan, platform, signal: options.signal };
+}
+
+/** Validates, plans and starts one command; throws only for invalid options or refusals. */
+export function spawnConfined(
+  context: SpawnContext,
+  file: string,
+  args: readonly string[],
+  rawOptions: SpawnOptions | undefined,
+): SandboxedProcess {
+  const prepared = prepareLaunch(context, file, args, rawOptions);
+  return start(prepared.plan, prepared.request, prepared.signal, prepared.platform);
+}
+
+function invalid(path: string, message: string, received: string): SandboxValidationError {
+  return new SandboxValidationError(`Invalid command: ${path}: ${message} (got ${received})`, {
+    issues: [{ path, message, received }],
+  });
+}
+
+function buildRequest(
+  policy: SubprocessPolicy,
+  file: string,
+  args: readonly string[],
+  options: ReturnType<typeof SpawnOptionsSchema.parse>,
+): LaunchRequest {
+  const restrict =
+    policy.restrictToDirectory === undefined
+      ? undefined
+      : realDirectory(policy.restrictToDirectory, 'restrictToDirectory');
+  const cwd = realDirectory(options.cwd ?? restrict ?? process.cwd(), 'cwd');
+  if (restrict !== undefined && cwd !== restrict && !cwd.startsWith(`${restrict}/`)) {
+    throw new SandboxValidationError(
+      `Invalid spawn options: cwd: outside restrictToDirectory (got ${JSON.stringify(cwd)})`,
+      {
+        issues: [
+          { path: 'cwd', message: 'outside restrictToDirectory', received: JSON.stringify(cwd) },
+        ],
+      },
+    );
+  }
+  const env = commandEnvironment(policy, options.env);
+  const found = resolveExecutable(file, cwd, env.PATH);
+  if (found === undefined) {
+    throw new SandboxUnavailableError(`Command not found: ${file}`, { details: { file } });
+  }
+  const timeoutMs = options.timeoutMs ?? policy.timeoutMs;
+  const overrides = Object.entries(options.rlimits ?? {}).filter(
+    ([, value]) => value !== undefined,
+  );
+  const rlimits: SubprocessPolicy['rlimits'] = {
+    ...policy.rlimits,
+    ...Object.fromEntries(overrides),
+  };
+  const derivedCpu =
+    rlimits.cpuSecs > 0 ? rlimits.cpuSecs : timeoutMs > 0 ? Math.ceil(timeoutMs / 1000) : 0;
+  const limits: RunLimits = {
+    timeoutMs,
+    maxMemoryMb: options.maxMemoryMb ?? policy.maxMemoryMb,
+    cpuSecs: options.cpuSecs ?? derivedCpu,
+    rlimits,
+  };
+  return {
+    policy,
+    limits,
+    executable: realpathSync(found),
+    args: [...args],
+    cwd,
+    writableDirectory: policy.allowFileWrites ? (restrict ?? cwd) : undefined,
+    readOnlyPaths: (options.readOnlyPaths ?? []).map((path, index) =>
+      realPath(path, `readOnlyPaths.${index}`),
+    ),
+    extraPipes: options.extraPipes ?? 0,
+    hostPath: process.env.PATH,
+    env,
+  };
+}
+
+function realPath(path: string, field: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    throw new SandboxValidationError(
+      `Invalid spawn options: ${field}: path does not exist (got ${JSON.stringify(path)})`,
+      {
+        issues: [{ path: field, message: 'path does not exist', received: JSON.stringify(path) }],
+      },
+    );
+  }
+}
+
+function realDirectory(path: string, field: string): string {
+  const real = realPath(path, field);
+  if (!statSync(real).isDirectory()) {
+    throw new SandboxValidationError(
+      `Invalid spawn options: ${field}: not a directory (got ${JSON.stringify(path)})`,
+      {
+        issues: [{ path: field, message: 'not a directory', received: JSON.stringify(path) }],
+      },
+    );
+  }
+  return real;
+}
+
+/** Frees what a plan holds when it will not run. */
+export function releasePlan(plan: LaunchPlan): void {
+  if (plan.seccompFd !== undefined) closeSync(plan.seccompFd);
+  plan.cgroups?.removeSync();
+}
+
+function start(
+  plan: LaunchPlan,
+  request: LaunchRequest,
+  signal: AbortSignal | undefined,
+  platform: Platform,
+): SandboxedProcess {
+  const startedAt = performance.now();
+  const extra = Array.from({ length: request.extraPipes }, () => 'pipe' as const);
+  const stdio = [
+    'pipe',
+    'pipe',
+    'pipe',
+    ...extra,
+    ...(plan.seccompFd === undefined ? [] : [plan.seccompFd]),
+  ] as const;
+  let child: ChildProcess;
+  try {
+    const subprocess = execa(plan.file, plan.args, {
+      cwd: request.cwd,
+      env: request.env,
+      extendEnv: false,
+      stdio: stdio as unknown as ['pipe', 'pipe', 'pipe'],
+      buffer: false,
+      reject: false,
+      detached: plan.detached,
+      cleanup: true,
+      windowsHide: true,
+    });
+    // The execa promise waits for streams the caller may never read; the exit event is the truth.
+    subprocess.catch(() => {});
+    child = (subprocess as unknown as { nodeChildProcess: ChildProcess }).nodeChildProcess;
+  } finally {
+    if (plan.seccompFd !== undefined) closeSync(plan.seccompFd);
+  }
+
+  let timedOut = false;
+  let cancelled = false;
+  let killing: Promise<void> | undefined;
+  const killAll = (): Promise<void> => {
+    killing ??= (async () => {
+      signalTree(child.pid, plan.detached, () => child.kill('SIGKILL'));
+      await plan.cgroups?.kill();
+    })();
+    return killing;
+  };
+  const timer =
+    request.limits.timeoutMs > 0
+      ? setTimeout(() => {
+          timedOut = true;
+          void killAll();
+        }, request.limits.timeoutMs)
+      : undefined;
+  const onAbort = (): void => {
+    cancelled = true;
+    void killAll();
+  };
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+
+  const exited = new Promise<ProcessExit>((resolve) => {
+    let spawnError: string | undefined;
+    child.once('error', (error) => {
+      spawnError = error.message;
+    });
+    child.once('close', () => {}); // keep listener count predictable
+    const finish = async (exitCode: number | null, exitSignal: string | null): Promise<void> => {
+      const durationMs = performance.now() - startedAt;
+      if (timer !== undefined) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      // Whatever the command left behind (daemons, double forks) goes with it.
+      if (plan.detached) signalTree(child.pid, true, () => {});
+      await plan.cgroups?.kill();
+      const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
+      await plan.cgroups?.remove();
+      const exit: ProcessExit = {
+        exitCode,
+        signal: exitSignal,
+        timedOut,
+        cancelled,
+        memoryExceeded,
+        durationMs,
+        ...(spawnError === undefined ? {} : { error: spawnError }),
+      };
+      resolve(exit);
+    };
+    child.once('exit', (code, exitSignal) => void finish(code, exitSignal));
+    if (child.pid === undefined) {
+      child.once('error', () => void finish(null, null));
+    }
+  });
+
+  const pipes = Array.from(
+    { length: request.extraPipes },
+    (_, index) => child.stdio[3 + index] as unknown as Duplex,
+  );
+  return {
+    pid: child.pid,
+    stdin: child.stdin!,
+    stdout: child.stdout!,
+    stderr: child.stderr!,
+    pipes,
+    controls: Object.freeze([...plan.controls]),
+    sandboxApplied: plan.sandboxApplied,
+    platform,
+    exited,
+    kill: () => {
+      cancelled = true;
+      void killAll();
+    },
+  };
+}
+
+/** SIGKILL to the process group when the command leads one, else to the process. */
+function signalTree(pid: number | undefined, group: boolean, fallback: () => void): void {
+  if (pid === undefined) return;
+  try {
+    if (group) process.kill(-pid, 'SIGKILL');
+    else fallback();
+  } catch {
+    // Already gone.
+  }
+}

@@ -1,0 +1,41 @@
+// The options of `spawn`, `run` and `exec`, validated at the boundary.
+import { z } from 'zod';
+import { RlimitsSchema } from '../policy/subprocess-policy.ts';
+
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment name');
+
+/** Options of {@link SubprocessSandbox.spawn}. */
+export const SpawnOptionsSchema = z.strictObject({
+  /** Working directory (default: `restrictToDirectory`, else the host's cwd). */
+  cwd: z.string().min(1).optional(),
+  /** Variables added to what the policy allows. */
+  env: z.record(envName, z.string()).optional(),
+  /** Extra pipes the command sees as fds 3, 4, ...; their host ends are `pipes[0]`, `pipes[1]`, .... */
+  extraPipes: z.number().int().min(0).max(16).optional(),
+  /** Host paths made visible read-only inside the sandbox (such as a module directory). */
+  readOnlyPaths: z.array(z.string().min(1)).optional(),
+  /** Wall-clock limit for this call, replacing the policy's; 0 for none. */
+  timeoutMs: z.number().int().nonnegative().max(2_147_483_647).optional(),
+  /** Memory limit in MiB for this call, replacing the policy's; 0 for none. */
+  maxMemoryMb: z.number().int().nonnegative().optional(),
+  /** CPU seconds for this call (RLIMIT_CPU). */
+  cpuSecs: z.number().int().positive().optional(),
+  /** rlimits for this call, over the policy's. */
+  rlimits: RlimitsSchema.partial().optional(),
+  /** Aborting kills everything the command started. */
+  signal: z.instanceof(AbortSignal).optional(),
+});
+
+/** Options of {@link SubprocessSandbox.spawn}. */
+export type SpawnOptions = z.input<typeof SpawnOptionsSchema>;
+
+/** Options of {@link SubprocessSandbox.run} and {@link SubprocessSandbox.exec}. */
+export const RunOptionsSchema = SpawnOptionsSchema.omit({ extraPipes: true }).extend({
+  /** Written to the command's stdin, which is then closed (default: empty stdin). */
+  input: z.union([z.string(), z.instanceof(Uint8Array)]).optional(),
+  /** Bytes kept per output stream for this call, replacing the policy's. */
+  maxOutputBytes: z.number().int().positive().max(1_073_741_824).optional(),
+});
+
+/** Options of {@link SubprocessSandbox.run} and {@link SubprocessSandbox.exec}. */
+export type RunOptions = z.input<typeof RunOptionsSchema>;

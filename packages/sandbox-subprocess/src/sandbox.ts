@@ -1,0 +1,266 @@
+// SubprocessSandbox (seed 004): runs commands under the policy, on the platform's confinement.
+import { spawnSync } from 'node:child_process';
+import { closeSync } from 'node:fs';
+import {
+  isSandboxError,
+  type Logger,
+  type SandboxPolicy,
+  SandboxUnavailableError,
+  silentLogger,
+  validate,
+} from '@coda/sandbox-core';
+import { parseCommandString } from 'execa';
+import { z } from 'zod';
+import { currentPlatform, type Platform } from './platform/platform.ts';
+import {
+  resolveSubprocessPolicy,
+  type SubprocessPolicy,
+  type SubprocessPolicyInput,
+} from './policy/subprocess-policy.ts';
+import { collectOutput } from './process/collect-output.ts';
+import { SandboxControl } from './process/controls.ts';
+import {
+  notStartedResult,
+  type ResultBase,
+  type SandboxResult,
+  toResult,
+} from './process/sandbox-result.ts';
+import type { SandboxedProcess } from './process/sandboxed-process.ts';
+import { prepareLaunch, type SpawnContext, spawnConfined } from './process/spawn-confined.ts';
+import { type RunOptions, RunOptionsSchema, type SpawnOptions } from './process/spawn-options.ts';
+
+/** Options of the {@link SubprocessSandbox} constructor besides the policy. */
+export interface SubprocessSandboxOptions {
+  /** Where warnings (degraded confinement) go; nothing is logged by default. */
+  logger?: Logger;
+}
+
+/** The seed's warning when OS confinement is not available and only limits apply. */
+export const degradedWarning = '[Sandbox] seccomp not available, using resource limits only';
+
+/**
+ * Runs commands under a {@link SubprocessPolicy}: on Linux in bubblewrap with a generated seccomp
+ * filter, rlimits and a cgroup; on macOS under Seatbelt and ulimits; on Windows in a Job Object.
+ * A failing command is a result, never a throw; invalid options throw `SandboxValidationError`.
+ */
+export class SubprocessSandbox {
+  #policy: SubprocessPolicy;
+  readonly #logger: Logger;
+  readonly #platform: Platform;
+  #warned = false;
+
+  constructor(
+    policy?: SubprocessPolicyInput | Partial<SandboxPolicy>,
+    options: SubprocessSandboxOptions = {},
+  ) {
+    this.#policy = resolveSubprocessPolicy(policy);
+    this.#logger = options.logger ?? silentLogger;
+    this.#platform = currentPlatform();
+  }
+
+  /**
+   * Starts `file` with `args` (no shell) and returns its streams at once. The contract the parser
+   * host builds on: see {@link SandboxedProcess}. Throws `SandboxValidationError` for bad options,
+   * `SandboxUnavailableError` for a missing program or a strict policy that cannot be met.
+   */
+  spawn(file: string, args: readonly string[] = [], options?: SpawnOptions): SandboxedProcess {
+    return spawnConfined(this.#context(), file, args, options);
+  }
+
+  /** Runs `file` with `args` (no shell) and collects its output up to `maxOutputBytes` per stream. */
+  async run(
+    file: string,
+    args: readonly string[] = [],
+    options?: RunOptions,
+  ): Promise<SandboxResult> {
+    const { input, maxOutputBytes, ...spawnOptions } = validate(
+      RunOptionsSchema,
+      options ?? {},
+      'run options',
+    );
+    let child: SandboxedProcess;
+    try {
+      child = this.spawn(file, args, spawnOptions);
+    } catch (error) {
+      if (isSandboxError(error) && error instanceof SandboxUnavailableError) {
+        return notStartedResult(this.#notStartedBase(), error.message);
+      }
+      throw error;
+    }
+    const cap = maxOutputBytes ?? this.#policy.maxOutputBytes;
+    const stdout = collectOutput(child.stdout, cap);
+    const stderr = collectOutput(child.stderr, cap);
+    child.stdin.on('error', () => {}); // a command that exits without reading its input is fine
+    child.stdin.end(input);
+    const exit = await child.exited;
+    // After the exit every process of the run is gone, so the pipes end; the bound covers a
+    // process that escaped (fallback without cgroups) and still holds them.
+    const grace = setTimeout(() => {
+      stdout.settle();
+      stderr.settle();
+    }, 500);
+    const [out, err] = await Promise.all([stdout.done, stderr.done]);
+    clearTimeout(grace);
+    return toResult(
+      {
+        sandboxApplied: child.sandboxApplied,
+        platform: child.platform,
+        controls: [...child.controls, SandboxControl.outputCap],
+      },
+      exit,
+      {
+        stdout: out.text,
+        stderr: err.text,
+        stdoutTruncated: out.truncated,
+        stderrTruncated: err.truncated,
+      },
+      this.#limits(spawnOptions),
+    );
+  }
+
+  /**
+   * Splits `command` into a program and arguments with execa's parser, without a shell: `;`,
+   * `$( )`, backticks and `&&` reach the program as plain text. Then as {@link run}.
+   */
+  async exec(command: string, options?: RunOptions): Promise<SandboxResult> {
+    const [file = '', ...args] = parseCommand(command);
+    return this.run(file, args, options);
+  }
+
+  /**
+   * The seed's synchronous form of {@link exec}. Blocks the event loop for the whole run; prefer
+   * {@link run}. Output beyond `maxOutputBytes` ends the command (Node's `maxBuffer`).
+   */
+  execSync(command: string, options?: Omit<RunOptions, 'signal'>): SandboxResult {
+    const { input, maxOutputBytes, ...spawnOptions } = validate(
+      RunOptionsSchema.omit({ signal: true }),
+      options ?? {},
+      'execSync options',
+    );
+    const [file = '', ...args] = parseCommand(command);
+    let prepared: ReturnType<typeof prepareLaunch>;
+    try {
+      prepared = prepareLaunch(this.#context(), file, args, spawnOptions);
+    } catch (error) {
+      if (error instanceof SandboxUnavailableError)
+        return notStartedResult(this.#notStartedBase(), error.message);
+      throw error;
+    }
+    const { plan, request } = prepared;
+    const cap = maxOutputBytes ?? this.#policy.maxOutputBytes;
+    const startedAt = performance.now();
+    let result: ReturnType<typeof spawnSync>;
+    try {
+      result = spawnSync(plan.file, plan.args, {
+        cwd: request.cwd,
+        env: request.env,
+        input: input ?? '',
+        stdio: ['pipe', 'pipe', 'pipe', ...(plan.seccompFd === undefined ? [] : [plan.seccompFd])],
+        maxBuffer: cap,
+        killSignal: 'SIGKILL',
+        windowsHide: true,
+        ...(request.limits.timeoutMs > 0 ? { timeout: request.limits.timeoutMs } : {}),
+      });
+    } finally {
+      if (plan.seccompFd !== undefined) closeSync(plan.seccompFd);
+    }
+    const durationMs = performance.now() - startedAt;
+    plan.cgroups?.killSync();
+    const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
+    plan.cgroups?.removeSync();
+    const errorCode = (result.error as NodeJS.ErrnoException | undefined)?.code;
+    const timedOut = errorCode === 'ETIMEDOUT';
+    const overflow = errorCode === 'ENOBUFS';
+    const stdout = toText(result.stdout);
+    const stderr = toText(result.stderr);
+    return toResult(
+      {
+        sandboxApplied: plan.sandboxApplied,
+        platform: prepared.platform,
+        controls: [...plan.controls, SandboxControl.outputCap],
+      },
+      {
+        exitCode: result.status,
+        signal: result.signal,
+        timedOut,
+        cancelled: false,
+        memoryExceeded,
+        durationMs,
+        ...(result.error !== undefined && !timedOut
+          ? {
+              error: overflow
+                ? `Output exceeded ${cap} bytes; the command was killed`
+                : result.error.message,
+            }
+          : {}),
+      },
+      {
+        stdout: stdout.slice(0, cap),
+        stderr: stderr.slice(0, cap),
+        stdoutTruncated: overflow && Buffer.byteLength(stdout) >= cap,
+        stderrTruncated: overflow && Buffer.byteLength(stderr) >= cap,
+      },
+      this.#limits(spawnOptions),
+    );
+  }
+
+  /** Replaces fields of the policy; validated first, so a bad update changes nothing. */
+  updatePolicy(policy: SubprocessPolicyInput | Partial<SandboxPolicy>): void {
+    this.#policy = resolveSubprocessPolicy(policy, this.#policy);
+  }
+
+  /** A copy of the current policy. */
+  getPolicy(): SubprocessPolicy {
+    return structuredClone(this.#policy);
+  }
+
+  /** The platform this sandbox confines for. */
+  getPlatform(): Platform {
+    return this.#platform;
+  }
+
+  #context(): SpawnContext {
+    return {
+      policy: this.#policy,
+      logger: this.#logger,
+      platform: this.#platform,
+      onDegraded: (reason) => {
+        if (this.#warned) return;
+        this.#warned = true;
+        this.#logger.warn({ reason }, degradedWarning);
+      },
+    };
+  }
+
+  #limits(options: { timeoutMs?: number | undefined; maxMemoryMb?: number | undefined }): {
+    timeoutMs: number;
+    maxMemoryMb: number;
+  } {
+    return {
+      timeoutMs: options.timeoutMs ?? this.#policy.timeoutMs,
+      maxMemoryMb: options.maxMemoryMb ?? this.#policy.maxMemoryMb,
+    };
+  }
+
+  #notStartedBase(): ResultBase {
+    return { sandboxApplied: false, platform: this.#platform, controls: [] };
+  }
+}
+
+function parseCommand(command: string): string[] {
+  validate(z.string().trim().min(1, 'expected a command'), command, 'command');
+  return parseCommandString(command);
+}
+
+function toText(value: string | Buffer | null | undefined): string {
+  if (value === null || value === undefined) return '';
+  return typeof value === 'string' ? value : value.toString('utf8');
+}
+
+/** Creates a {@link SubprocessSandbox} (seed 004's factory). */
+export function createSandbox(
+  policy?: SubprocessPolicyInput | Partial<SandboxPolicy>,
+  options?: SubprocessSandboxOptions,
+): SubprocessSandbox {
+  return new SubprocessSandbox(policy, options);
+}
