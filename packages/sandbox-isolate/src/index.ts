@@ -1,1 +1,24 @@
-export {};
+export type {
+  DataHandler,
+  DataRequestInfo,
+  IsolationMode,
+  SandboxEngineConfig,
+  SubmitRequest,
+} from './config/engine-config.ts';
+export { SandboxEngine, type SandboxEngineStats } from './engine/sandbox-engine.ts';
+export { CodeExecutor } from './isolate/code-executor.ts';
+export {
+  ContextBuilder,
+  type ContextBuilderOptions,
+  type IsolateRunFunction,
+  type PreparedIsolate,
+} from './isolate/context-builder.ts';
+export { IsolateManager, type IsolateManagerOptions } from './isolate/isolate-manager.ts';
+export type {
+  DataAnswer,
+  ExecutionJob,
+  IsolateStats,
+  JobHost,
+  JobOutcome,
+} from './isolate/job.ts';
+export type { LoadedWasmModule, WasmModuleConfig } from './isolate/wasm-modules.ts';

@@ -1,0 +1,178 @@
+// SandboxEngineConfig and SubmitRequest: their types, zod schemas and defaults.
+import {
+  type ExecutionContext,
+  type ExecutionGuard,
+  type ExecutionLimits,
+  ExecutionLimitsSchema,
+  type JsonValue,
+  type Logger,
+  SandboxValidationError,
+  validate,
+} from '@coda/sandbox-core';
+import { z } from 'zod';
+import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
+
+/** What a data handler learns about the request it answers. */
+export interface DataRequestInfo {
+  /** The execution that asked (its id, and user, conversation, turn when given). */
+  context: ExecutionContext;
+  /** 1 for the execution's first request, 2 for the second, ... */
+  index: number;
+  /** Aborts when the execution ends (timeout, cancel, limit): stop work then. */
+  signal: AbortSignal;
+}
+
+/**
+ * Answers `await dataProxy.request(params)` calls from user code. Its return value is sent back
+ * as JSON (counted against `maxDataBytes`). A throw rejects the call in user code with the
+ * error's message (host paths removed).
+ */
+export type DataHandler = (params: JsonValue, info: DataRequestInfo) => unknown;
+
+/** Where isolates run. */
+export type IsolationMode = 'process' | 'in-process';
+
+/** Configuration of a {@link SandboxEngine}. Every field is optional. */
+export interface SandboxEngineConfig {
+  /** Default limits of every execution, over core's `defaultExecutionLimits`. */
+  limits?: Partial<ExecutionLimits>;
+  /** Tier 5: most executions running at once; more are refused with `CAPACITY`. Default 8. */
+  maxConcurrent?: number;
+  /** Warm isolates kept ready (per worker in `process` mode). Default 2. */
+  poolSize?: number;
+  /**
+   * `process` (default): isolates run in supervised worker processes, so a V8 failure or a
+   * memory blow-up kills a worker, not the host. `in-process`: isolates run in the host process
+   * (lower latency; one catastrophic isolate failure can crash or deadlock the host).
+   */
+  isolation?: IsolationMode;
+  /** Worker processes in `process` mode. Default 2. */
+  workers?: number;
+  /**
+   * Resident memory a worker may use beyond what its running executions are allowed
+   * (3 × memoryMb each), in MiB. A worker above that is killed and its executions end with
+   * `OOM`. Default 256.
+   */
+  workerBaseMemoryMb?: number;
+  /** Answers `dataProxy.request`. Without it every request rejects in user code. */
+  dataHandler?: DataHandler;
+  /** Admission rules run before each execution (rate limits, budgets); see core. */
+  guards?: readonly ExecutionGuard[];
+  /** Receives the engine's logs (pino-compatible). Silent by default. */
+  logger?: Logger;
+  /** WASM modules made available to user code as globals. */
+  wasmModules?: readonly WasmModuleConfig[];
+}
+
+/** One execution request. */
+export interface SubmitRequest {
+  /** The body of an async function; its `return` value is the result payload. */
+  code: string;
+  /** Limits of this execution, over the engine's defaults. */
+  limits?: Partial<ExecutionLimits>;
+  /** Who runs it; `executionId` is generated when missing. */
+  context?: Partial<ExecutionContext>;
+  /** Aborting it cancels the execution (`CANCELLED`). */
+  signal?: AbortSignal;
+}
+
+const reservedGlobals = new Set(['dataProxy', 'reportStatus', 'console', 'globalThis']);
+const fn = (what: string) =>
+  z.custom<(...args: never[]) => unknown>(
+    (value) => typeof value === 'function',
+    `expected ${what}`,
+  );
+
+const WasmModuleSchema = z.strictObject({
+  name: z
+    .string()
+    .regex(/^[A-Za-z_$][\w$]*$/, 'expected a JavaScript identifier')
+    .refine((name) => !reservedGlobals.has(name), 'is a reserved global'),
+  wasmPath: z.string().min(1),
+  jsBindingPath: z.string().min(1).optional(),
+});
+
+const GuardSchema = z.looseObject({ name: z.string().min(1), acquire: fn('a function') });
+const LoggerSchema = z.looseObject({
+  debug: fn('a function'),
+  info: fn('a function'),
+  warn: fn('a function'),
+  error: fn('a function'),
+});
+
+const EngineConfigSchema = z.strictObject({
+  limits: ExecutionLimitsSchema.partial().optional(),
+  maxConcurrent: z.number().int().positive().max(10_000).optional(),
+  poolSize: z.number().int().nonnegative().max(1_000).optional(),
+  isolation: z.enum(['process', 'in-process']).optional(),
+  workers: z.number().int().positive().max(256).optional(),
+  workerBaseMemoryMb: z.number().int().min(64).optional(),
+  dataHandler: fn('a function').optional(),
+  guards: z.array(GuardSchema).optional(),
+  logger: LoggerSchema.optional(),
+  wasmModules: z.array(WasmModuleSchema).optional(),
+});
+
+/** The engine configuration with every default applied. */
+export interface ResolvedEngineConfig {
+  limits: Partial<ExecutionLimits>;
+  maxConcurrent: number;
+  poolSize: number;
+  isolation: IsolationMode;
+  workers: number;
+  workerBaseMemoryMb: number;
+  dataHandler: DataHandler | undefined;
+  guards: readonly ExecutionGuard[];
+  logger: Logger | undefined;
+  wasmModules: readonly WasmModuleConfig[];
+}
+
+/** Validates `config` (one SandboxValidationError naming every bad field) and fills defaults. */
+export function resolveEngineConfig(config: SandboxEngineConfig = {}): ResolvedEngineConfig {
+  const parsed = validate(EngineConfigSchema, config, 'SandboxEngine config');
+  const names = (parsed.wasmModules ?? []).map((module) => module.name);
+  if (new Set(names).size !== names.length) {
+    const issue = {
+      path: 'wasmModules',
+      message: 'names must be unique',
+      received: names.join(', '),
+    };
+    throw new SandboxValidationError(
+      `Invalid SandboxEngine config: wasmModules: ${issue.message}`,
+      {
+        issues: [issue],
+      },
+    );
+  }
+  return {
+    limits: config.limits ?? {},
+    maxConcurrent: parsed.maxConcurrent ?? 8,
+    poolSize: parsed.poolSize ?? 2,
+    isolation: parsed.isolation ?? 'process',
+    workers: parsed.workers ?? 2,
+    workerBaseMemoryMb: parsed.workerBaseMemoryMb ?? 256,
+    dataHandler: config.dataHandler,
+    guards: config.guards ?? [],
+    logger: config.logger,
+    wasmModules: (config.wasmModules ?? []).map((module) => ({ ...module })),
+  };
+}
+
+const SubmitRequestSchema = z.strictObject({
+  code: z.string(),
+  limits: z.unknown().optional(),
+  context: z
+    .strictObject({
+      executionId: z.string().min(1).max(65_536).optional(),
+      userId: z.string().min(1).max(65_536).optional(),
+      conversationId: z.string().min(1).max(65_536).optional(),
+      turnId: z.string().min(1).max(65_536).optional(),
+    })
+    .optional(),
+  signal: z.instanceof(AbortSignal).optional(),
+});
+
+/** Validates the shape of a submit request (limits are checked by `resolveExecutionLimits`). */
+export function validateSubmitRequest(request: unknown): SubmitRequest {
+  return validate(SubmitRequestSchema, request, 'submit request') as SubmitRequest;
+}

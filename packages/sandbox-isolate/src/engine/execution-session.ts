@@ -1,0 +1,176 @@
+// The host side of one execution: enforces the tier 2 limits on what crosses the bridge,
+// answers data requests through the configured handler and counts the stats.
+import {
+  type ExecutionContext,
+  type ExecutionLimits,
+  type ExecutionStats,
+  type JsonValue,
+  SandboxErrorCode,
+  type SandboxErrorJSON,
+  type StatusEvent,
+  type StatusLevel,
+  utf8ByteLength,
+} from '@coda/sandbox-core';
+import { capText, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
+import type { DataHandler } from '../config/engine-config.ts';
+import type { DataAnswer, IsolateStats, JobHost } from '../isolate/job.ts';
+
+/** Options of an {@link ExecutionSession}. */
+export interface ExecutionSessionOptions {
+  limits: ExecutionLimits;
+  context: ExecutionContext;
+  dataHandler: DataHandler | undefined;
+  /** Receives every status event that passed the caps. */
+  emit: (event: StatusEvent) => void;
+}
+
+/**
+ * Counts and caps one execution's bridge traffic. Status events beyond `maxStatusEvents`,
+ * console calls beyond `maxConsoleCalls` and messages beyond `maxStatusBytes` are dropped
+ * silently. A data request beyond `maxDataRequests`, or data beyond `maxDataBytes` (UTF-8 bytes of
+ * params and responses together), ends the execution with `LIMIT_EXCEEDED`.
+ */
+export class ExecutionSession implements JobHost {
+  readonly #limits: ExecutionLimits;
+  readonly #context: ExecutionContext;
+  readonly #handler: DataHandler | undefined;
+  readonly #emit: (event: StatusEvent) => void;
+  readonly #abort = new AbortController();
+  #dataRequests = 0;
+  #dataBytes = 0;
+  #statusEvents = 0;
+  #consoleCalls = 0;
+  #statusBytes = 0;
+  #statusDropped = 0;
+
+  constructor(options: ExecutionSessionOptions) {
+    this.#limits = options.limits;
+    this.#context = options.context;
+    this.#handler = options.dataHandler;
+    this.#emit = options.emit;
+  }
+
+  status(source: string, level: StatusLevel, message: string, dataJson: string | undefined): void {
+    const limits = this.#limits;
+    if (source === 'console' && this.#consoleCalls >= limits.maxConsoleCalls) {
+      this.#statusDropped++;
+      return;
+    }
+    if (source === 'console') this.#consoleCalls++;
+    const bytes = utf8ByteLength(message) + (dataJson === undefined ? 0 : utf8ByteLength(dataJson));
+    if (
+      this.#statusEvents >= limits.maxStatusEvents ||
+      this.#statusBytes + bytes > limits.maxStatusBytes
+    ) {
+      this.#statusDropped++;
+      return;
+    }
+    this.#statusEvents++;
+    this.#statusBytes += bytes;
+    const event: StatusEvent = { type: 'status', source, level, message };
+    if (dataJson !== undefined) {
+      try {
+        event.data = parseUntrustedJson(dataJson);
+      } catch {
+        // Not JSON after all: the message still goes out, the data does not.
+      }
+    }
+    this.#emit(event);
+  }
+
+  async data(paramsJson: string | null, units: number): Promise<DataAnswer> {
+    const limits = this.#limits;
+    this.#dataRequests++;
+    if (this.#dataRequests > limits.maxDataRequests) {
+      return limitExceeded(
+        'maxDataRequests',
+        limits.maxDataRequests,
+        this.#dataRequests,
+        `dataProxy.request called more than maxDataRequests (${limits.maxDataRequests}) times`,
+      );
+    }
+    const paramBytes = paramsJson === null ? units : utf8ByteLength(paramsJson);
+    if (paramsJson === null || !this.#addDataBytes(paramBytes)) {
+      return this.#overDataBytes(this.#dataBytes + (paramsJson === null ? paramBytes : 0));
+    }
+    const handler = this.#handler;
+    if (handler === undefined) {
+      return { ok: false, message: 'dataProxy.request: no data handler is configured' };
+    }
+    let value: unknown;
+    try {
+      value = await handler(parseUntrustedJson(paramsJson), {
+        context: this.#context,
+        index: this.#dataRequests,
+        signal: this.#abort.signal,
+      });
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      return { ok: false, message: capText(scrubHostPaths(message), 1_000) };
+    }
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(value as JsonValue);
+    } catch {
+      json = undefined;
+    }
+    if (json === undefined) {
+      return { ok: false, message: 'dataProxy.request: the data handler returned no JSON value' };
+    }
+    if (!this.#addDataBytes(utf8ByteLength(json))) return this.#overDataBytes(this.#dataBytes);
+    return { ok: true, json };
+  }
+
+  /** Ends the data handler's work (its signal aborts). */
+  close(): void {
+    this.#abort.abort();
+  }
+
+  /** The execution's stats, merging the isolate side's figures. */
+  stats(isolate: IsolateStats | undefined, resultBytes: number): ExecutionStats {
+    return {
+      wallMs: round(isolate?.wallMs ?? 0),
+      cpuMs: round(isolate?.cpuMs ?? 0),
+      heapUsedBytes: isolate?.heapUsedBytes ?? 0,
+      dataRequests: this.#dataRequests,
+      dataBytes: this.#dataBytes,
+      statusEvents: this.#statusEvents,
+      statusDropped: this.#statusDropped + (isolate?.statusDropped ?? 0),
+      statusBytes: this.#statusBytes,
+      resultBytes,
+    };
+  }
+
+  #addDataBytes(bytes: number): boolean {
+    if (this.#dataBytes + bytes > this.#limits.maxDataBytes) {
+      this.#dataBytes += bytes;
+      return false;
+    }
+    this.#dataBytes += bytes;
+    return true;
+  }
+
+  #overDataBytes(total: number): DataAnswer {
+    const limit = this.#limits.maxDataBytes;
+    return limitExceeded(
+      'maxDataBytes',
+      limit,
+      total,
+      `Data crossing the bridge exceeded maxDataBytes (${limit} bytes)`,
+    );
+  }
+}
+
+function limitExceeded(field: string, limit: number, size: number, message: string): DataAnswer {
+  const fatal: SandboxErrorJSON = {
+    name: 'SandboxLimitExceededError',
+    code: SandboxErrorCode.LIMIT_EXCEEDED,
+    message,
+    details: { field, limit, size },
+  };
+  return { ok: false, message, fatal };
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 1_000) / 1_000;
+}

@@ -1,0 +1,304 @@
+// The public entry point: validates a request, applies tiers 1, 2 and 5 and the guards, runs the
+// code on a single-use isolate and reports status events and exactly one terminal event.
+import { randomUUID } from 'node:crypto';
+import {
+  acquireGuards,
+  createExecutionChannel,
+  type ErrorEvent,
+  type ExecutionChannel,
+  type ExecutionContext,
+  type ExecutionHandle,
+  type ExecutionLimits,
+  type Logger,
+  resolveExecutionLimits,
+  SandboxCancelledError,
+  SandboxCapacityError,
+  type SandboxErrorJSON,
+  SandboxValidationError,
+  silentLogger,
+  type TerminalEvent,
+  toSandboxErrorJSON,
+  utf8ByteLength,
+} from '@coda/sandbox-core';
+import { parseUntrustedJson } from '../bridge/safe-json.ts';
+import {
+  type ResolvedEngineConfig,
+  resolveEngineConfig,
+  type SandboxEngineConfig,
+  type SubmitRequest,
+  validateSubmitRequest,
+} from '../config/engine-config.ts';
+import { resultTooBig } from '../isolate/code-executor.ts';
+import type { JobOutcome } from '../isolate/job.ts';
+import { WorkerBackend } from '../worker/worker-backend.ts';
+import type { ExecutionBackend } from './backend.ts';
+import { ExecutionSession } from './execution-session.ts';
+import { InProcessBackend } from './in-process-backend.ts';
+
+/** Figures of an engine at one moment. */
+export interface SandboxEngineStats {
+  /** Executions admitted and not yet finished. */
+  active: number;
+  /** The tier 5 ceiling. */
+  maxConcurrent: number;
+  /** `process` or `in-process`. */
+  isolation: 'process' | 'in-process';
+}
+
+/**
+ * Runs LLM-generated JavaScript in single-use V8 isolates under every tier 1, 2 and 5 limit.
+ *
+ * ```ts
+ * const engine = new SandboxEngine({ dataHandler: async (params) => db.lookup(params) });
+ * const event = await engine.submit({ code: 'return 1 + 1' }).result; // { type: 'result', payload: 2, stats }
+ * await engine.dispose();
+ * ```
+ */
+export class SandboxEngine {
+  readonly #config: ResolvedEngineConfig;
+  readonly #defaults: ExecutionLimits;
+  readonly #backend: ExecutionBackend;
+  readonly #logger: Logger;
+  readonly #running = new Set<AbortController>();
+  readonly #settled = new Set<Promise<void>>();
+  #active = 0;
+  #disposed = false;
+
+  /** Throws `SandboxValidationError` naming every bad field of `config`. */
+  constructor(config: SandboxEngineConfig = {}) {
+    this.#config = resolveEngineConfig(config);
+    this.#defaults = resolveExecutionLimits(this.#config.limits);
+    this.#logger = this.#config.logger ?? silentLogger;
+    const runtime = {
+      maxConcurrent: this.#config.maxConcurrent,
+      poolSize: this.#config.poolSize,
+      poolMemoryMb: this.#defaults.memoryMb,
+      logger: this.#logger,
+    };
+    this.#backend =
+      this.#config.isolation === 'in-process'
+        ? new InProcessBackend(
+            {
+              ...runtime,
+              onCatastrophicError: (message) =>
+                this.#logger.error(
+                  { message },
+                  'isolated-vm catastrophic error in the host process',
+                ),
+            },
+            this.#config.wasmModules,
+          )
+        : new WorkerBackend({
+            ...runtime,
+            workers: this.#config.workers,
+            workerBaseMemoryMb: this.#config.workerBaseMemoryMb,
+            wasmModules: this.#config.wasmModules,
+          });
+  }
+
+  /** The limits an execution gets when its request sets none. */
+  get defaultLimits(): Readonly<ExecutionLimits> {
+    return this.#defaults;
+  }
+
+  /** Current figures: active executions and the ceiling. */
+  stats(): SandboxEngineStats {
+    return {
+      active: this.#active,
+      maxConcurrent: this.#config.maxConcurrent,
+      isolation: this.#config.isolation,
+    };
+  }
+
+  /** Resolves when workers are up and warm isolates are ready (optional: submit works before). */
+  ready(): Promise<void> {
+    return this.#backend.ready();
+  }
+
+  /**
+   * Starts one execution. Never throws: a bad request, a refusal and every failure arrive as the
+   * handle's terminal `error` event.
+   */
+  submit(request: SubmitRequest): ExecutionHandle {
+    const executionId = givenExecutionId(request) ?? randomUUID();
+    const controller = new AbortController();
+    const channel = createExecutionChannel(executionId, (reason) => {
+      const error = new SandboxCancelledError(reason);
+      controller.abort(error);
+      channel.push(errorEvent(error.toJSON()));
+    });
+    const done = this.#execute(request, executionId, channel, controller)
+      .catch((error: unknown) => {
+        this.#logger.error({ err: error, executionId }, 'execution failed unexpectedly');
+        channel.push(errorEvent(toSandboxErrorJSON(error)));
+      })
+      .finally(() => this.#settled.delete(done));
+    this.#settled.add(done);
+    return channel.handle;
+  }
+
+  /** Runs one execution and resolves with its terminal event. Never rejects. */
+  run(request: SubmitRequest): Promise<TerminalEvent> {
+    return this.submit(request).result;
+  }
+
+  /**
+   * Ends every execution (`CANCELLED`), then frees every isolate and worker process. Later
+   * submissions end with `CANCELLED` at once.
+   */
+  async dispose(): Promise<void> {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    for (const controller of this.#running) {
+      controller.abort(new SandboxCancelledError('SandboxEngine disposed'));
+    }
+    await this.#backend.dispose();
+    await Promise.allSettled([...this.#settled]);
+  }
+
+  async #execute(
+    request: SubmitRequest,
+    executionId: string,
+    channel: ExecutionChannel,
+    controller: AbortController,
+  ): Promise<void> {
+    const fail = (error: unknown) => channel.push(errorEvent(toSandboxErrorJSON(error)));
+    if (this.#disposed) {
+      fail(new SandboxCancelledError('SandboxEngine disposed'));
+      return;
+    }
+    let valid: SubmitRequest;
+    let limits: ExecutionLimits;
+    try {
+      valid = validateSubmitRequest(request);
+      limits = resolveExecutionLimits(valid.limits, this.#defaults);
+      checkCodeSize(valid.code, limits.maxCodeBytes);
+    } catch (error) {
+      fail(error);
+      return;
+    }
+    if (this.#active >= this.#config.maxConcurrent) {
+      const max = this.#config.maxConcurrent;
+      fail(
+        new SandboxCapacityError(`IsolateManager at capacity (${max})`, {
+          details: { maxConcurrent: max },
+        }),
+      );
+      return;
+    }
+    this.#active++;
+    this.#running.add(controller);
+    const userSignal = valid.signal;
+    const onUserAbort = () => channel.handle.cancel('Execution cancelled by its AbortSignal');
+    if (userSignal?.aborted) onUserAbort();
+    userSignal?.addEventListener('abort', onUserAbort, { once: true });
+    try {
+      const context: ExecutionContext = { ...valid.context, executionId };
+      const lease = await acquireGuards(this.#config.guards, context, controller.signal).catch(
+        (error: unknown) => {
+          fail(error);
+          return undefined;
+        },
+      );
+      if (lease === undefined) return;
+      try {
+        if (controller.signal.aborted) return;
+        await this.#run(valid.code, limits, context, channel, controller.signal);
+      } finally {
+        await lease.release();
+      }
+    } finally {
+      userSignal?.removeEventListener('abort', onUserAbort);
+      this.#running.delete(controller);
+      this.#active--;
+    }
+  }
+
+  async #run(
+    code: string,
+    limits: ExecutionLimits,
+    context: ExecutionContext,
+    channel: ExecutionChannel,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const session = new ExecutionSession({
+      limits,
+      context,
+      dataHandler: this.#config.dataHandler,
+      emit: (event) => channel.push(event),
+    });
+    let outcome: JobOutcome;
+    try {
+      outcome = await this.#backend.execute(
+        { id: context.executionId, code, limits },
+        session,
+        signal,
+      );
+    } finally {
+      session.close();
+    }
+    const event = toTerminalEvent(outcome, session, limits);
+    this.#logger.debug(
+      {
+        executionId: context.executionId,
+        type: event.type,
+        code: event.type === 'error' ? event.code : undefined,
+        stats: event.stats,
+      },
+      'execution ended',
+    );
+    channel.push(event);
+  }
+}
+
+function givenExecutionId(request: unknown): string | undefined {
+  if (typeof request !== 'object' || request === null) return undefined;
+  const context = (request as { context?: unknown }).context;
+  if (typeof context !== 'object' || context === null) return undefined;
+  const id = (context as { executionId?: unknown }).executionId;
+  return typeof id === 'string' && id.length > 0 && id.length <= 65_536 ? id : undefined;
+}
+
+/** maxCodeBytes in UTF-8 bytes, before any V8 work; UTF-16 length bounds it cheaply first. */
+function checkCodeSize(code: string, maxCodeBytes: number): void {
+  const size = code.length > maxCodeBytes ? code.length : utf8ByteLength(code);
+  if (size <= maxCodeBytes) return;
+  const issue = {
+    path: 'code',
+    message: `is ${size} bytes or more, over maxCodeBytes (${maxCodeBytes})`,
+    received: `${size} bytes`,
+  };
+  throw new SandboxValidationError(`Code is too large: ${issue.message}`, {
+    issues: [issue],
+    details: { field: 'maxCodeBytes', limit: maxCodeBytes, size },
+  });
+}
+
+function errorEvent(json: SandboxErrorJSON, stats?: ErrorEvent['stats']): ErrorEvent {
+  const event: ErrorEvent = { type: 'error', code: json.code, message: json.message };
+  if (json.details !== undefined) event.details = json.details;
+  if (stats !== undefined) event.stats = stats;
+  return event;
+}
+
+function toTerminalEvent(
+  outcome: JobOutcome,
+  session: ExecutionSession,
+  limits: ExecutionLimits,
+): TerminalEvent {
+  if (outcome.kind === 'error') return errorEvent(outcome.error, session.stats(outcome.stats, 0));
+  const bytes = utf8ByteLength(outcome.json);
+  if (bytes > limits.maxResultBytes) {
+    return errorEvent(resultTooBig(bytes, limits.maxResultBytes), session.stats(outcome.stats, 0));
+  }
+  try {
+    const payload = parseUntrustedJson(outcome.json);
+    return { type: 'result', payload, stats: session.stats(outcome.stats, bytes) };
+  } catch (error) {
+    const json = toSandboxErrorJSON(error);
+    return errorEvent(
+      { ...json, message: `The isolate returned a malformed result: ${json.message}` },
+      session.stats(outcome.stats, 0),
+    );
+  }
+}

@@ -1,0 +1,186 @@
+// The script that prepares every isolate's context before user code runs. It lives in the
+// isolate, so it is a string: it must not depend on anything the host build pipeline could
+// inject (coverage counters, helpers), and it must survive user code tampering with builtins.
+//
+// Arguments: $0 = status callback (sync ivm.Callback: source, level, message, dataJson?),
+// $1 = data Reference (async host function: paramsJson | null, units → [ok, text]),
+// $2 = WASM modules as [name, bytes, bindingSource | null][].
+// It captures them in this closure (they are never reachable from the global object) and
+// returns the `run` function, whose Reference only the host holds.
+//
+// `run(code, limitsJson)` resolves with a string, never an object: resolving a promise with an
+// object looks up its `then`, which user code could have planted on a prototype. The string is
+// `kind\ndropped\nbody`, where kind is ok | too-big | unserializable | throw.
+
+/** Source of the isolate bootstrap; see the file comment for its contract. */
+export const bootstrapSource = String.raw`'use strict';
+const emitStatus = $0;
+const dataRef = $1;
+const wasmModules = $2;
+const global = globalThis;
+const stringify = JSON.stringify;
+const parse = JSON.parse;
+const StringCtor = String;
+const ErrorCtor = Error;
+const TypeErrorCtor = TypeError;
+const ReflectApply = Reflect.apply;
+const FunctionCtor = Function;
+const AsyncFunction = (async function () {}).constructor;
+const stringSlice = String.prototype.slice;
+const applyOptions = {
+  __proto__: null,
+  arguments: { __proto__: null, copy: true },
+  result: { __proto__: null, promise: true, copy: true },
+};
+
+let limits = null;
+let statusEvents = 0;
+let statusUnits = 0;
+let consoleCalls = 0;
+let dropped = 0;
+
+function cap(text, max) {
+  return text.length > max ? ReflectApply(stringSlice, text, [0, max]) : text;
+}
+
+function toText(value) {
+  if (typeof value === 'string') return value;
+  try {
+    const json = stringify(value);
+    if (json !== undefined) return json;
+  } catch {}
+  try {
+    return StringCtor(value);
+  } catch {
+    return '[unprintable]';
+  }
+}
+
+// UTF-16 length is a lower bound of UTF-8 bytes: the isolate drops what is surely too big
+// before it crosses; the host counts exact bytes and enforces the cap.
+function send(source, level, message, dataJson) {
+  if (limits === null) return;
+  const size = message.length + (dataJson === undefined ? 0 : dataJson.length);
+  if (statusEvents >= limits.maxStatusEvents || statusUnits + size > limits.maxStatusBytes) {
+    dropped++;
+    return;
+  }
+  statusEvents++;
+  statusUnits += size;
+  if (dataJson === undefined) emitStatus(source, level, message);
+  else emitStatus(source, level, message, dataJson);
+}
+
+function consoleMethod(level) {
+  return function (...args) {
+    if (limits === null || consoleCalls >= limits.maxConsoleCalls) {
+      dropped++;
+      return;
+    }
+    consoleCalls++;
+    let text = '';
+    for (let index = 0; index < args.length; index++) {
+      text += (index === 0 ? '' : ' ') + toText(args[index]);
+      if (text.length > limits.maxStatusBytes) break;
+    }
+    send('console', level, text, undefined);
+  };
+}
+
+function reportStatus(message, data) {
+  let dataJson;
+  if (data !== undefined) {
+    try {
+      dataJson = stringify(data);
+    } catch {}
+  }
+  send('reportStatus', 'info', toText(message), dataJson);
+}
+
+async function request(params) {
+  let json;
+  try {
+    json = stringify(params === undefined ? null : params);
+  } catch {
+    throw new TypeErrorCtor('dataProxy.request: params must be JSON-serializable');
+  }
+  if (json === undefined) json = 'null';
+  const max = limits === null ? 0 : limits.maxDataBytes;
+  const args = json.length > max ? [null, json.length] : [json, json.length];
+  const answer = await dataRef.apply(undefined, args, applyOptions);
+  if (answer[0] === true) return parse(answer[1]);
+  throw new ErrorCtor(answer[1]);
+}
+
+function describe(error) {
+  let name = 'Error';
+  let message = '';
+  let stack = '';
+  try {
+    if (error !== null && (typeof error === 'object' || typeof error === 'function')) {
+      const n = error.name;
+      const m = error.message;
+      const s = error.stack;
+      if (typeof n === 'string') name = n;
+      message = typeof m === 'string' ? m : toText(error);
+      if (typeof s === 'string') stack = s;
+    } else {
+      name = 'Thrown';
+      message = toText(error);
+    }
+  } catch {
+    message = '[unprintable]';
+  }
+  return stringify({ __proto__: null, name: cap(name, 200), message: cap(message, 4096), stack: cap(stack, 8192) });
+}
+
+for (let index = 0; index < wasmModules.length; index++) {
+  const entry = wasmModules[index];
+  const compiled = new WebAssembly.Module(entry[1]);
+  global[entry[0]] =
+    entry[2] === null
+      ? new WebAssembly.Instance(compiled, {}).exports
+      : new FunctionCtor('wasmModule', 'WebAssembly', entry[2])(compiled, WebAssembly);
+}
+
+// Memory that isolated-vm's memoryLimit does not count: WebAssembly memories, growable and
+// resizable buffers. Shared memory is not needed by user code either.
+delete global.WebAssembly;
+delete global.SharedArrayBuffer;
+delete ArrayBuffer.prototype.resize;
+delete ArrayBuffer.prototype.transfer;
+
+global.dataProxy = Object.freeze({ request });
+global.reportStatus = reportStatus;
+global.console = Object.freeze({
+  log: consoleMethod('info'),
+  info: consoleMethod('info'),
+  warn: consoleMethod('warn'),
+  error: consoleMethod('error'),
+});
+
+return async function run(code, limitsJson) {
+  limits = parse(limitsJson);
+  let fn;
+  try {
+    fn = new AsyncFunction(code);
+  } catch (error) {
+    return 'throw\n' + dropped + '\n' + describe(error);
+  }
+  let value;
+  try {
+    value = await ReflectApply(fn, undefined, []);
+  } catch (error) {
+    return 'throw\n' + dropped + '\n' + describe(error);
+  }
+  let json;
+  try {
+    json = stringify(value);
+  } catch (error) {
+    return 'unserializable\n' + dropped + '\n' + describe(error);
+  }
+  if (json === undefined) json = 'null';
+  if (json.length > limits.maxResultBytes) return 'too-big\n' + dropped + '\n' + json.length;
+  return 'ok\n' + dropped + '\n' + json;
+};
+`;

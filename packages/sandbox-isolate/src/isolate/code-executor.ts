@@ -1,0 +1,203 @@
+// Runs one execution in a prepared isolate under the dual timeout: V8's own timeout (synchronous
+// loops, and everything the run awaits) and an external wall-clock timer that disposes the
+// isolate (a promise that never settles, a data request that never answers).
+import {
+  SandboxCancelledError,
+  SandboxErrorCode,
+  type SandboxErrorJSON,
+  toSandboxErrorJSON,
+} from '@coda/sandbox-core';
+import { capText, scrubHostPaths } from '../bridge/safe-json.ts';
+import { disposeQuietly, type PreparedIsolate } from './context-builder.ts';
+import type { ExecutionJob, IsolateStats, JobHost, JobOutcome } from './job.ts';
+
+const runOptions = {
+  arguments: { copy: true },
+  result: { promise: true, copy: true },
+} as const;
+
+/**
+ * Runs user code in a {@link PreparedIsolate}. The result is serialised to JSON inside the
+ * isolate, under the timeout, so getters, `toJSON` and proxies on it cannot run unbounded; the
+ * same holds for `dataProxy.request` params and console arguments.
+ */
+export class CodeExecutor {
+  /**
+   * Runs `job` in `prepared` and reports bridge calls to `host`. Never rejects. When `signal`
+   * aborts, the isolate is disposed and the outcome is an error built from `signal.reason`
+   * (a `SandboxError` keeps its code; anything else becomes `CANCELLED`).
+   */
+  async run(
+    prepared: PreparedIsolate,
+    job: ExecutionJob,
+    host: JobHost,
+    signal?: AbortSignal,
+  ): Promise<JobOutcome> {
+    const { limits } = job;
+    const started = performance.now();
+    let ended: SandboxErrorJSON | undefined;
+    let endStats: IsolateStats | undefined;
+    const end = (error: SandboxErrorJSON) => {
+      if (ended !== undefined) return;
+      ended = error;
+      endStats = measure(prepared, started);
+      disposeQuietly(prepared.isolate);
+    };
+    prepared.host = {
+      status(source, level, message, dataJson) {
+        if (ended === undefined) host.status(source, level, message, dataJson);
+      },
+      async data(paramsJson, units) {
+        if (ended !== undefined) return { ok: false, message: 'Execution has ended' };
+        const answer = await host.data(paramsJson, units);
+        if (!answer.ok && answer.fatal !== undefined) end(answer.fatal);
+        return answer;
+      },
+    };
+    const timer = setTimeout(() => end(timeoutError(limits.timeoutMs)), limits.timeoutMs);
+    const onAbort = () =>
+      end(toSandboxErrorJSON(signal?.reason ?? new SandboxCancelledError(), 'CANCELLED'));
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+
+    let text: string | undefined;
+    let failure: unknown;
+    try {
+      if (ended === undefined) {
+        text = await prepared.run.apply(undefined, [job.code, JSON.stringify(limits)], {
+          ...runOptions,
+          timeout: limits.timeoutMs,
+        });
+      }
+    } catch (error) {
+      failure = error;
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      prepared.host = undefined;
+    }
+    const stats = measure(prepared, started);
+    if (ended !== undefined) {
+      if (endStats !== undefined) stats.cpuMs = endStats.cpuMs;
+      if (endStats !== undefined) stats.heapUsedBytes = endStats.heapUsedBytes;
+      return { kind: 'error', error: ended, stats };
+    }
+    if (typeof text !== 'string') return { kind: 'error', error: mapFailure(failure, job), stats };
+    return decode(text, job, stats);
+  }
+}
+
+function measure(prepared: PreparedIsolate, started: number): IsolateStats {
+  let cpuMs = 0;
+  let heapUsedBytes = 0;
+  try {
+    if (!prepared.isolate.isDisposed) {
+      cpuMs = Number(prepared.isolate.cpuTime) / 1e6;
+      heapUsedBytes = prepared.isolate.getHeapStatisticsSync().used_heap_size;
+    }
+  } catch {
+    // Disposed while measuring: the figures stay 0, stats are approximate by contract.
+  }
+  return { wallMs: performance.now() - started, cpuMs, heapUsedBytes, statusDropped: 0 };
+}
+
+function timeoutError(timeoutMs: number): SandboxErrorJSON {
+  return {
+    name: 'SandboxTimeoutError',
+    code: SandboxErrorCode.TIMEOUT,
+    message: `Execution timed out after ${timeoutMs} ms`,
+    details: { timeoutMs },
+  };
+}
+
+function oomError(memoryMb: number): SandboxErrorJSON {
+  return {
+    name: 'SandboxOOMError',
+    code: SandboxErrorCode.OOM,
+    message: `Execution exceeded its memory limit of ${memoryMb} MiB`,
+    details: { memoryMb },
+  };
+}
+
+function mapFailure(failure: unknown, job: ExecutionJob): SandboxErrorJSON {
+  const message = failure instanceof Error ? failure.message : String(failure);
+  if (message.includes('timed out')) return timeoutError(job.limits.timeoutMs);
+  if (message.includes('memory limit')) return oomError(job.limits.memoryMb);
+  return {
+    name: 'SandboxCrashError',
+    code: SandboxErrorCode.CRASH,
+    message: `The isolate failed: ${capText(scrubHostPaths(message), 1_000)}`,
+  };
+}
+
+function decode(text: string, job: ExecutionJob, stats: IsolateStats): JobOutcome {
+  const first = text.indexOf('\n');
+  const second = text.indexOf('\n', first + 1);
+  const kind = text.slice(0, first);
+  stats.statusDropped = Number(text.slice(first + 1, second)) || 0;
+  const body = text.slice(second + 1);
+  const { maxResultBytes } = job.limits;
+  switch (kind) {
+    case 'ok':
+      return { kind: 'result', json: body, stats };
+    case 'too-big':
+      return {
+        kind: 'error',
+        error: resultTooBig(Number(body), maxResultBytes),
+        stats,
+      };
+    case 'unserializable': {
+      const thrown = parseThrown(body);
+      return {
+        kind: 'error',
+        error: {
+          name: 'SandboxValidationError',
+          code: SandboxErrorCode.VALIDATION,
+          message: `The result is not JSON-serializable: ${thrown.message}`,
+        },
+        stats,
+      };
+    }
+    default: {
+      const thrown = parseThrown(body);
+      if (thrown.message === 'Array buffer allocation failed') {
+        return { kind: 'error', error: oomError(job.limits.memoryMb), stats };
+      }
+      return {
+        kind: 'error',
+        error: {
+          name: 'SandboxRuntimeError',
+          code: SandboxErrorCode.RUNTIME,
+          message: `${thrown.name}: ${thrown.message}`,
+          details: { name: thrown.name, stack: thrown.stack },
+        },
+        stats,
+      };
+    }
+  }
+}
+
+/** The VALIDATION error of an oversized result. */
+export function resultTooBig(size: number, limit: number): SandboxErrorJSON {
+  return {
+    name: 'SandboxValidationError',
+    code: SandboxErrorCode.VALIDATION,
+    message: `The result is ${size} bytes or more, over maxResultBytes (${limit})`,
+    details: { limit, size, field: 'maxResultBytes' },
+  };
+}
+
+function parseThrown(body: string): { name: string; message: string; stack: string } {
+  try {
+    const value = JSON.parse(body) as Record<string, unknown>;
+    const text = (key: string, max: number) =>
+      typeof value[key] === 'string' ? capText(scrubHostPaths(value[key]), max) : '';
+    return {
+      name: text('name', 200) || 'Error',
+      message: text('message', 4_096),
+      stack: text('stack', 8_192),
+    };
+  } catch {
+    return { name: 'Error', message: 'unknown error', stack: '' };
+  }
+}

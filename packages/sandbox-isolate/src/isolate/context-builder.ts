@@ -1,0 +1,120 @@
+// Builds the context user code runs in: an empty V8 context plus dataProxy, reportStatus,
+// console and the configured WASM bindings, installed by the bootstrap closure.
+import ivm from 'isolated-vm';
+import { bootstrapSource } from './bootstrap-source.ts';
+import type { JobHost } from './job.ts';
+import type { LoadedWasmModule } from './wasm-modules.ts';
+
+/** The function the bootstrap returns; only the host holds a Reference to it. */
+export type IsolateRunFunction = (code: string, limitsJson: string) => Promise<string>;
+
+/** An isolate with its context built, waiting for one execution. */
+export interface PreparedIsolate {
+  readonly isolate: ivm.Isolate;
+  readonly context: ivm.Context;
+  /** The isolate's memoryLimit, in MiB. */
+  readonly memoryMb: number;
+  /** Runs user code once; see bootstrap-source.ts for the result format. */
+  readonly run: ivm.Reference<IsolateRunFunction>;
+  /** Receives the bridge calls of the execution this isolate is bound to; unset until then. */
+  host: JobHost | undefined;
+}
+
+/** Options of a {@link ContextBuilder}. */
+export interface ContextBuilderOptions {
+  /** WASM modules to instantiate in every context. */
+  wasmModules?: readonly LoadedWasmModule[];
+  /** Called when isolated-vm reports that V8 lost control of an isolate. */
+  onCatastrophicError?: (message: string) => void;
+}
+
+const levels = new Set(['info', 'warn', 'error']);
+const sources = new Set(['console', 'reportStatus']);
+
+/**
+ * Creates isolates and their contexts. The bridge functions reach the host through a closure in
+ * the bootstrap script; the raw isolated-vm handles never become reachable from user code, and the
+ * host callbacks never throw into the isolate (a host exception would carry host stack frames).
+ */
+export class ContextBuilder {
+  readonly #wasm: readonly LoadedWasmModule[];
+  readonly #onCatastrophicError: (message: string) => void;
+
+  constructor(options: ContextBuilderOptions = {}) {
+    this.#wasm = options.wasmModules ?? [];
+    this.#onCatastrophicError = options.onCatastrophicError ?? (() => {});
+  }
+
+  /** Creates an isolate with `memoryMb` as its memoryLimit and builds its context. */
+  async prepare(memoryMb: number): Promise<PreparedIsolate> {
+    const isolate = new ivm.Isolate({
+      memoryLimit: memoryMb,
+      onCatastrophicError: this.#onCatastrophicError,
+    });
+    try {
+      const context = await isolate.createContext();
+      const holder: { host: JobHost | undefined } = { host: undefined };
+      const status = new ivm.Callback(
+        (source: unknown, level: unknown, message: unknown, dataJson: unknown) => {
+          if (typeof source !== 'string' || !sources.has(source)) return;
+          if (typeof level !== 'string' || !levels.has(level)) return;
+          if (typeof message !== 'string') return;
+          holder.host?.status(
+            source,
+            level as 'info' | 'warn' | 'error',
+            message,
+            typeof dataJson === 'string' ? dataJson : undefined,
+          );
+        },
+      );
+      const data = new ivm.Reference(async (paramsJson: unknown, units: unknown) => {
+        try {
+          const host = holder.host;
+          if (host === undefined) return [false, 'dataProxy is not available'];
+          const answer = await host.data(
+            typeof paramsJson === 'string' ? paramsJson : null,
+            typeof units === 'number' ? units : 0,
+          );
+          return answer.ok ? [true, answer.json] : [false, answer.message];
+        } catch {
+          return [false, 'Data request failed'];
+        }
+      });
+      const wasm = this.#wasm.map((module) => [
+        module.name,
+        module.bytes.slice().buffer,
+        module.binding,
+      ]);
+      const run = (await context.evalClosure(
+        bootstrapSource,
+        [status, data, new ivm.ExternalCopy(wasm).copyInto()],
+        { result: { reference: true }, filename: 'sandbox:bootstrap' },
+      )) as ivm.Reference<IsolateRunFunction>;
+      const prepared: PreparedIsolate = {
+        isolate,
+        context,
+        memoryMb,
+        run,
+        get host() {
+          return holder.host;
+        },
+        set host(value) {
+          holder.host = value;
+        },
+      };
+      return prepared;
+    } catch (error) {
+      disposeQuietly(isolate);
+      throw error;
+    }
+  }
+}
+
+/** Disposes `isolate` unless it already is; never throws. */
+export function disposeQuietly(isolate: ivm.Isolate): void {
+  try {
+    if (!isolate.isDisposed) isolate.dispose();
+  } catch {
+    // Already disposed by isolated-vm itself (memory limit) or mid-dispose: nothing left to free.
+  }
+}

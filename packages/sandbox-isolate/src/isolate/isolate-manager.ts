@@ -1,0 +1,136 @@
+// Tier 5 and the warm pool: isolates are created ahead of time, each used by exactly one
+// execution and disposed after it; the pool refills in the background.
+import { type Logger, SandboxCapacityError, silentLogger } from '@coda/sandbox-core';
+import { type ContextBuilder, disposeQuietly, type PreparedIsolate } from './context-builder.ts';
+
+/** Options of an {@link IsolateManager}. */
+export interface IsolateManagerOptions {
+  /** Builds each isolate's context. */
+  contextBuilder: ContextBuilder;
+  /** Most isolates handed out at once; `acquire()` refuses beyond it (tier 5). */
+  maxConcurrent: number;
+  /** Warm isolates kept ready; 0 disables the pool. */
+  poolSize: number;
+  /** memoryLimit (MiB) of pooled isolates: requests for another limit get a fresh isolate. */
+  poolMemoryMb: number;
+  /** Receives refill failures. */
+  logger?: Logger;
+}
+
+/**
+ * Hands out single-use isolates. `acquire()` takes a warm one when the pool holds one with the
+ * requested memory limit, or builds a fresh one with exactly that limit (so a request for less
+ * memory than the pool's default is never given more). `release()` disposes the isolate.
+ */
+export class IsolateManager {
+  readonly #builder: ContextBuilder;
+  readonly #maxConcurrent: number;
+  readonly #poolSize: number;
+  readonly #poolMemoryMb: number;
+  readonly #logger: Logger;
+  readonly #pool: PreparedIsolate[] = [];
+  readonly #active = new Set<PreparedIsolate>();
+  #reserved = 0;
+  #refilling: Promise<void> | undefined;
+  #disposed = false;
+
+  constructor(options: IsolateManagerOptions) {
+    this.#builder = options.contextBuilder;
+    this.#maxConcurrent = options.maxConcurrent;
+    this.#poolSize = options.poolSize;
+    this.#poolMemoryMb = options.poolMemoryMb;
+    this.#logger = options.logger ?? silentLogger;
+  }
+
+  /** Isolates handed out and not yet released (or being built for a caller). */
+  get activeCount(): number {
+    return this.#active.size + this.#reserved;
+  }
+
+  /** Warm isolates waiting in the pool. */
+  get pooledCount(): number {
+    return this.#pool.length;
+  }
+
+  /**
+   * An isolate for one execution with a memoryLimit of `memoryMb` (the pool's default when
+   * omitted). Throws `SandboxCapacityError` ("IsolateManager at capacity (N)") when `maxConcurrent`
+   * isolates are out.
+   */
+  async acquire(memoryMb: number = this.#poolMemoryMb): Promise<PreparedIsolate> {
+    if (this.#disposed) throw new SandboxCapacityError('IsolateManager is disposed');
+    if (this.activeCount >= this.#maxConcurrent) {
+      throw new SandboxCapacityError(`IsolateManager at capacity (${this.#maxConcurrent})`, {
+        details: { maxConcurrent: this.#maxConcurrent },
+      });
+    }
+    const index = this.#pool.findIndex((prepared) => prepared.memoryMb === memoryMb);
+    let prepared: PreparedIsolate;
+    if (index >= 0) {
+      prepared = this.#pool.splice(index, 1)[0]!;
+    } else {
+      this.#reserved++;
+      try {
+        prepared = await this.#builder.prepare(memoryMb);
+      } finally {
+        this.#reserved--;
+      }
+    }
+    if (this.#disposed) {
+      disposeQuietly(prepared.isolate);
+      throw new SandboxCapacityError('IsolateManager is disposed');
+    }
+    this.#active.add(prepared);
+    this.#refill();
+    return prepared;
+  }
+
+  /** Disposes an isolate handed out by `acquire()`. Never throws; safe to call twice. */
+  release(prepared: PreparedIsolate): void {
+    prepared.host = undefined;
+    this.#active.delete(prepared);
+    try {
+      prepared.run.release();
+    } catch {
+      // The isolate is gone already; its handles went with it.
+    }
+    disposeQuietly(prepared.isolate);
+  }
+
+  /** Resolves when the pool is full (or refilling failed). */
+  async warm(): Promise<void> {
+    this.#refill();
+    while (this.#refilling !== undefined) await this.#refilling;
+  }
+
+  /** Disposes every pooled and active isolate; later `acquire()` calls refuse. */
+  dispose(): void {
+    this.#disposed = true;
+    for (const prepared of this.#pool.splice(0)) disposeQuietly(prepared.isolate);
+    for (const prepared of [...this.#active]) this.release(prepared);
+  }
+
+  #refill(): void {
+    if (this.#refilling !== undefined || this.#disposed) return;
+    if (this.#pool.length >= this.#poolSize) return;
+    this.#refilling = this.#fill().finally(() => {
+      this.#refilling = undefined;
+    });
+  }
+
+  async #fill(): Promise<void> {
+    while (!this.#disposed && this.#pool.length < this.#poolSize) {
+      // Yield first so a refill never delays the execution that triggered it.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (this.#disposed) return;
+      try {
+        const prepared = await this.#builder.prepare(this.#poolMemoryMb);
+        if (this.#disposed) disposeQuietly(prepared.isolate);
+        else this.#pool.push(prepared);
+      } catch (error) {
+        this.#logger.error({ err: error }, 'isolate pool refill failed');
+        return;
+      }
+    }
+  }
+}

@@ -1,0 +1,61 @@
+// What runs jobs wherever isolates live (the host in `in-process` mode, each worker otherwise):
+// an IsolateManager for single-use isolates plus a CodeExecutor for the dual timeout.
+import { type Logger, toSandboxErrorJSON } from '@coda/sandbox-core';
+import { CodeExecutor } from './code-executor.ts';
+import { ContextBuilder } from './context-builder.ts';
+import { IsolateManager } from './isolate-manager.ts';
+import type { ExecutionJob, JobHost, JobOutcome } from './job.ts';
+import type { LoadedWasmModule } from './wasm-modules.ts';
+
+/** Options of an {@link IsolateRuntime}. */
+export interface IsolateRuntimeOptions {
+  maxConcurrent: number;
+  poolSize: number;
+  poolMemoryMb: number;
+  logger: Logger;
+  onCatastrophicError: (message: string) => void;
+}
+
+/** An IsolateManager plus a CodeExecutor: what runs jobs wherever isolates live. */
+export class IsolateRuntime {
+  readonly manager: IsolateManager;
+  readonly #executor = new CodeExecutor();
+
+  constructor(options: IsolateRuntimeOptions, wasmModules: readonly LoadedWasmModule[]) {
+    this.manager = new IsolateManager({
+      contextBuilder: new ContextBuilder({
+        wasmModules,
+        onCatastrophicError: options.onCatastrophicError,
+      }),
+      maxConcurrent: options.maxConcurrent,
+      poolSize: options.poolSize,
+      poolMemoryMb: options.poolMemoryMb,
+      logger: options.logger,
+    });
+  }
+
+  /** Runs one job on a fresh single-use isolate. Never rejects. */
+  async execute(job: ExecutionJob, host: JobHost, signal?: AbortSignal): Promise<JobOutcome> {
+    const started = performance.now();
+    let prepared: Awaited<ReturnType<IsolateManager['acquire']>>;
+    try {
+      prepared = await this.manager.acquire(job.limits.memoryMb);
+    } catch (error) {
+      return {
+        kind: 'error',
+        error: toSandboxErrorJSON(error),
+        stats: {
+          wallMs: performance.now() - started,
+          cpuMs: 0,
+          heapUsedBytes: 0,
+          statusDropped: 0,
+        },
+      };
+    }
+    try {
+      return await this.#executor.run(prepared, job, host, signal);
+    } finally {
+      this.manager.release(prepared);
+    }
+  }
+}

@@ -1,0 +1,41 @@
+// What one execution hands to the isolate side and gets back. Plain JSON, so the same shapes
+// cross the worker-process boundary unchanged.
+import type { ExecutionLimits, SandboxErrorJSON, StatusLevel } from '@coda/sandbox-core';
+
+/** One execution as the isolate side sees it. */
+export interface ExecutionJob {
+  id: string;
+  code: string;
+  limits: ExecutionLimits;
+}
+
+/** Figures measured on the isolate side of one execution. */
+export interface IsolateStats {
+  wallMs: number;
+  cpuMs: number;
+  heapUsedBytes: number;
+  /** Status events the isolate dropped before they crossed (count cap, byte cap). */
+  statusDropped: number;
+}
+
+/** How one execution ended, as the isolate side reports it. */
+export type JobOutcome =
+  | { kind: 'result'; json: string; stats: IsolateStats }
+  | { kind: 'error'; error: SandboxErrorJSON; stats: IsolateStats };
+
+/** The answer to a `dataProxy.request`: the response JSON, or a message to throw in the isolate. */
+export type DataAnswer =
+  | { ok: true; json: string }
+  | {
+      ok: false;
+      message: string /** Ends the execution with this error. */;
+      fatal?: SandboxErrorJSON;
+    };
+
+/** What the isolate side calls on the host while an execution runs. */
+export interface JobHost {
+  /** A status event that passed the isolate's caps; the host applies its own. */
+  status(source: string, level: StatusLevel, message: string, dataJson: string | undefined): void;
+  /** A data request. `paramsJson` is null when the isolate found it over budget (`units` long). */
+  data(paramsJson: string | null, units: number): Promise<DataAnswer>;
+}

@@ -1,0 +1,32 @@
+// Loads the WASM modules of SandboxEngineConfig.wasmModules from disk once per process.
+import { readFileSync } from 'node:fs';
+
+/** A WASM module made available to user code as the global `name`. */
+export interface WasmModuleConfig {
+  /** Global name user code reaches the module by (a JavaScript identifier). */
+  name: string;
+  /** Path of the `.wasm` binary, read once when the engine (or its worker) starts. */
+  wasmPath: string;
+  /**
+   * Path of a trusted JavaScript file run inside each isolate as a function body with the
+   * parameters `wasmModule` (the compiled `WebAssembly.Module`) and `WebAssembly`; its return value
+   * becomes the global. Without it the global is the module instance's `exports`.
+   */
+  jsBindingPath?: string;
+}
+
+/** A WASM module read into memory: name, bytes and binding source. */
+export interface LoadedWasmModule {
+  name: string;
+  bytes: Uint8Array;
+  binding: string | null;
+}
+
+/** Reads every configured module; throws (with the path) when a file cannot be read. */
+export function loadWasmModules(modules: readonly WasmModuleConfig[]): LoadedWasmModule[] {
+  return modules.map((module) => ({
+    name: module.name,
+    bytes: new Uint8Array(readFileSync(module.wasmPath)),
+    binding: module.jsBindingPath === undefined ? null : readFileSync(module.jsBindingPath, 'utf8'),
+  }));
+}

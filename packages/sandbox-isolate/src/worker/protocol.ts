@@ -1,0 +1,38 @@
+// Messages between the host and a worker process (JSON over the IPC channel).
+import type { SandboxErrorJSON, StatusLevel } from '@coda/sandbox-core';
+import type { DataAnswer, ExecutionJob, JobOutcome } from '../isolate/job.ts';
+import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
+
+/** What a worker needs to start its isolate runtime. */
+export interface WorkerInit {
+  maxConcurrent: number;
+  poolSize: number;
+  poolMemoryMb: number;
+  wasmModules: WasmModuleConfig[];
+}
+
+/** Host → worker. */
+export type HostMessage =
+  | { t: 'init'; init: WorkerInit }
+  | { t: 'run'; job: ExecutionJob }
+  | { t: 'abort'; id: string; error: SandboxErrorJSON }
+  | { t: 'data-answer'; id: string; seq: number; answer: DataAnswer };
+
+/** Worker → host. */
+export type WorkerMessage =
+  | { t: 'ready' }
+  | { t: 'init-failed'; message: string }
+  | {
+      t: 'status';
+      id: string;
+      source: string;
+      level: StatusLevel;
+      message: string;
+      dataJson?: string;
+    }
+  | { t: 'data'; id: string; seq: number; paramsJson: string | null; units: number }
+  | { t: 'done'; id: string; outcome: JobOutcome }
+  | { t: 'rss'; rss: number };
+
+/** Prefix of the stderr line a worker writes before it kills itself on a catastrophic error. */
+export const catastrophicMarker = 'coda-sandbox-isolate catastrophic error: ';

@@ -1,0 +1,101 @@
+// The supervisor of `isolation: 'process'`: a fixed number of worker processes, jobs sent to
+// the least busy one, and a dead worker replaced at once (after a short back-off when workers
+// keep dying before they start).
+import type { Logger } from '@coda/sandbox-core';
+import type { ExecutionBackend } from '../engine/backend.ts';
+import type { ExecutionJob, JobHost, JobOutcome } from '../isolate/job.ts';
+import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
+import { WorkerProcess } from './worker-process.ts';
+
+/** Options of a {@link WorkerBackend}. */
+export interface WorkerBackendOptions {
+  workers: number;
+  maxConcurrent: number;
+  poolSize: number;
+  poolMemoryMb: number;
+  workerBaseMemoryMb: number;
+  wasmModules: readonly WasmModuleConfig[];
+  logger: Logger;
+}
+
+const maxRestartDelayMs = 5_000;
+
+/** Runs jobs in supervised worker processes. */
+export class WorkerBackend implements ExecutionBackend {
+  readonly #options: WorkerBackendOptions;
+  readonly #slots: WorkerProcess[] = [];
+  readonly #restartDelays: number[] = [];
+  #disposed = false;
+
+  constructor(options: WorkerBackendOptions) {
+    this.#options = options;
+    for (let slot = 0; slot < options.workers; slot++) {
+      this.#restartDelays[slot] = 0;
+      this.#slots[slot] = this.#spawn(slot);
+    }
+  }
+
+  /** The current worker processes (for tests and diagnostics). */
+  get workers(): readonly WorkerProcess[] {
+    return this.#slots;
+  }
+
+  async ready(): Promise<void> {
+    await Promise.all(this.#slots.map((worker) => worker.ready()));
+  }
+
+  execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
+    return this.#pick().execute(job, host, signal);
+  }
+
+  async dispose(): Promise<void> {
+    this.#disposed = true;
+    for (const worker of this.#slots) worker.kill({ kind: 'dispose' });
+    await Promise.all(this.#slots.map((worker) => worker.exited()));
+  }
+
+  #pick(): WorkerProcess {
+    let best: WorkerProcess | undefined;
+    for (const worker of this.#slots) {
+      if (!worker.alive) continue;
+      if (best === undefined || score(worker) < score(best)) best = worker;
+    }
+    return best ?? this.#slots[0]!;
+  }
+
+  #spawn(slot: number): WorkerProcess {
+    const { options } = { options: this.#options };
+    return new WorkerProcess({
+      init: {
+        maxConcurrent: options.maxConcurrent,
+        poolSize: options.poolSize,
+        poolMemoryMb: options.poolMemoryMb,
+        wasmModules: options.wasmModules.map((module) => ({ ...module })),
+      },
+      baseMemoryMb: options.workerBaseMemoryMb,
+      logger: options.logger,
+      onExit: (worker) => this.#replace(slot, worker),
+    });
+  }
+
+  #replace(slot: number, dead: WorkerProcess): void {
+    if (this.#disposed || this.#slots[slot] !== dead) return;
+    // A worker that never got ready is likely to fail again (missing native module, bad WASM
+    // path): back off instead of forking in a tight loop. A worker killed by its jobs restarts now.
+    const delay = dead.isReady
+      ? 0
+      : Math.min(maxRestartDelayMs, Math.max(100, (this.#restartDelays[slot] ?? 0) * 2));
+    this.#restartDelays[slot] = delay;
+    const restart = () => {
+      if (this.#disposed || this.#slots[slot] !== dead) return;
+      this.#slots[slot] = this.#spawn(slot);
+    };
+    if (delay === 0) restart();
+    else setTimeout(restart, delay).unref();
+  }
+}
+
+/** Lower is better: prefer ready workers, then the least loaded. */
+function score(worker: WorkerProcess): number {
+  return worker.load + (worker.isReady ? 0 : 1_000);
+}

@@ -1,0 +1,375 @@
+// The host side of one worker process: forks it, relays jobs and bridge calls, and supervises
+// it — a per-job deadline past the isolate's own timers, a resident-memory bound, and a clean
+// account of every job it held when it dies.
+import { type ChildProcess, fork } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import {
+  type Logger,
+  SandboxErrorCode,
+  type SandboxErrorJSON,
+  toSandboxErrorJSON,
+} from '@coda/sandbox-core';
+import type { ExecutionJob, JobHost, JobOutcome } from '../isolate/job.ts';
+import {
+  catastrophicMarker,
+  type HostMessage,
+  type WorkerInit,
+  type WorkerMessage,
+} from './protocol.ts';
+
+/** Options of a {@link WorkerProcess}. */
+export interface WorkerProcessOptions {
+  init: WorkerInit;
+  /** Resident memory allowed beyond 3 × memoryMb of each running job, in MiB. */
+  baseMemoryMb: number;
+  logger: Logger;
+  /** Called once, after the process exited and every job it held was answered. */
+  onExit: (worker: WorkerProcess) => void;
+}
+
+interface PendingJob {
+  job: ExecutionJob;
+  host: JobHost;
+  resolve: (outcome: JobOutcome) => void;
+  timers: NodeJS.Timeout[];
+  started: number;
+}
+
+type KillReason =
+  | { kind: 'deadline'; id: string }
+  | { kind: 'memory'; rssMb: number; boundMb: number }
+  | { kind: 'abort-unanswered' }
+  | { kind: 'dispose' };
+
+/** Grace after a job's timeout before the host stops trusting the worker's own timers. */
+const deadlineGraceMs = 2_000;
+/** How long a worker may take to confirm an abort before it is killed. */
+const abortGraceMs = 2_000;
+const sampleEveryMs = 50;
+const stderrKeepChars = 4_096;
+
+const moduleUrl = import.meta.url;
+const fromSource = moduleUrl.endsWith('.ts');
+const workerScript = fileURLToPath(new URL(`./worker-main.${fromSource ? 'ts' : 'js'}`, moduleUrl));
+// isolated-vm needs --no-node-snapshot on Node ≥ 20. Running from sources, Node strips the
+// types itself and the source condition resolves workspace packages to their sources too.
+const workerExecArgv = [
+  '--no-node-snapshot',
+  '--disable-warning=ExperimentalWarning',
+  ...(fromSource ? ['--conditions=@coda/source'] : []),
+];
+
+/** One supervised worker process hosting isolates. */
+export class WorkerProcess {
+  readonly #options: WorkerProcessOptions;
+  readonly #child: ChildProcess;
+  readonly #jobs = new Map<string, PendingJob>();
+  readonly #ready: Promise<boolean>;
+  readonly #exited: Promise<void>;
+  #isReady = false;
+  #alive = true;
+  #killReason: KillReason | undefined;
+  #stderr = '';
+  #reportedRss = 0;
+  #sampler: NodeJS.Timeout | undefined;
+  #initError: string | undefined;
+
+  constructor(options: WorkerProcessOptions) {
+    this.#options = options;
+    // The worker needs nothing from the host's environment, so it gets none of its secrets.
+    this.#child = fork(workerScript, [], {
+      execArgv: workerExecArgv,
+      env: {},
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+      serialization: 'json',
+    });
+    this.#child.stderr?.setEncoding('utf8');
+    this.#child.stderr?.on('data', (chunk: string) => {
+      this.#stderr = (this.#stderr + chunk).slice(-stderrKeepChars);
+    });
+    let markReady: (ready: boolean) => void = () => {};
+    this.#ready = new Promise((resolve) => {
+      markReady = resolve;
+    });
+    this.#child.on('message', (message: WorkerMessage) => {
+      if (message.t === 'ready') {
+        this.#isReady = true;
+        markReady(true);
+      } else if (message.t === 'init-failed') {
+        this.#initError = message.message;
+        markReady(false);
+        this.kill({ kind: 'dispose' });
+      } else this.#onMessage(message);
+    });
+    this.#exited = new Promise((resolve) => {
+      this.#child.once('exit', (code, signal) => {
+        markReady(false);
+        this.#onExit(code, signal);
+        resolve();
+      });
+    });
+    this.#child.once('error', (error) => {
+      options.logger.error({ err: error }, 'sandbox worker process error');
+    });
+    this.#send({ t: 'init', init: options.init });
+    this.#updateRef();
+  }
+
+  /** Operating-system process id. */
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  /** Jobs running in this worker. */
+  get load(): number {
+    return this.#jobs.size;
+  }
+
+  /** Whether the process still runs and accepts jobs. */
+  get alive(): boolean {
+    return this.#alive && this.#killReason === undefined;
+  }
+
+  /** Whether the worker started and has its pool warm. */
+  get isReady(): boolean {
+    return this.#isReady;
+  }
+
+  /** Resolves true once the worker is ready, false if it died first. */
+  ready(): Promise<boolean> {
+    return this.#ready;
+  }
+
+  /** Resolves when the process has exited. */
+  exited(): Promise<void> {
+    return this.#exited;
+  }
+
+  /** Runs `job` in this worker. Never rejects: a dying worker answers with an error outcome. */
+  execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
+    return new Promise<JobOutcome>((resolve) => {
+      const pending: PendingJob = { job, host, resolve, timers: [], started: performance.now() };
+      this.#jobs.set(job.id, pending);
+      this.#updateRef();
+      if (!this.alive) {
+        this.#finish(job.id, this.#deathOutcome(pending, 'the worker process is not running'));
+        return;
+      }
+      const onAbort = () => {
+        this.#send({
+          t: 'abort',
+          id: job.id,
+          error: toSandboxErrorJSON(signal.reason, 'CANCELLED'),
+        });
+        pending.timers.push(
+          setTimeout(() => this.kill({ kind: 'abort-unanswered' }), abortGraceMs).unref(),
+        );
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      pending.resolve = (outcome) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(outcome);
+      };
+      void this.#ready.then((ready) => {
+        if (!this.#jobs.has(job.id)) return;
+        if (!ready) return; // #onExit answers it.
+        pending.timers.push(
+          setTimeout(
+            () => this.kill({ kind: 'deadline', id: job.id }),
+            job.limits.timeoutMs + deadlineGraceMs,
+          ),
+        );
+        this.#send({ t: 'run', job });
+        if (signal.aborted) onAbort();
+        this.#startSampling();
+      });
+    });
+  }
+
+  /** Kills the process (SIGKILL); its jobs end according to `reason`. */
+  kill(reason: KillReason = { kind: 'dispose' }): void {
+    if (!this.#alive) return;
+    this.#killReason ??= reason;
+    // Keep the host alive until the exit is seen, so every job gets its answer.
+    this.#child.ref();
+    this.#child.kill('SIGKILL');
+  }
+
+  #send(message: HostMessage): void {
+    if (!this.#child.connected) return;
+    try {
+      this.#child.send(message);
+    } catch (error) {
+      this.#options.logger.warn({ err: error }, 'could not message a sandbox worker');
+    }
+  }
+
+  #onMessage(message: WorkerMessage): void {
+    switch (message.t) {
+      case 'status': {
+        const pending = this.#jobs.get(message.id);
+        pending?.host.status(message.source, message.level, message.message, message.dataJson);
+        return;
+      }
+      case 'data': {
+        const pending = this.#jobs.get(message.id);
+        if (pending === undefined) return;
+        void pending.host
+          .data(typeof message.paramsJson === 'string' ? message.paramsJson : null, message.units)
+          .catch(() => ({ ok: false as const, message: 'Data request failed' }))
+          .then((answer) =>
+            this.#send({ t: 'data-answer', id: message.id, seq: message.seq, answer }),
+          );
+        return;
+      }
+      case 'done':
+        this.#finish(message.id, message.outcome);
+        return;
+      case 'rss':
+        this.#reportedRss = message.rss;
+        return;
+    }
+  }
+
+  #finish(id: string, outcome: JobOutcome): void {
+    const pending = this.#jobs.get(id);
+    if (pending === undefined) return;
+    this.#jobs.delete(id);
+    for (const timer of pending.timers) clearTimeout(timer);
+    this.#updateRef();
+    pending.resolve(outcome);
+  }
+
+  #onExit(code: number | null, signal: NodeJS.Signals | null): void {
+    this.#alive = false;
+    this.#stopSampling();
+    const catastrophic = this.#stderr
+      .split('\n')
+      .find((line) => line.startsWith(catastrophicMarker))
+      ?.slice(catastrophicMarker.length);
+    const how = catastrophic
+      ? `isolated-vm reported a catastrophic error (${catastrophic})`
+      : `the worker process exited (${signal ?? `code ${code}`})`;
+    if (this.#killReason?.kind !== 'dispose' || this.#jobs.size > 0) {
+      this.#options.logger.warn(
+        {
+          pid: this.#child.pid,
+          code,
+          signal,
+          reason: this.#killReason?.kind,
+          catastrophic,
+          jobs: this.#jobs.size,
+        },
+        'sandbox worker process ended',
+      );
+    }
+    for (const pending of [...this.#jobs.values()]) {
+      this.#finish(pending.job.id, this.#deathOutcome(pending, how));
+    }
+    this.#options.onExit(this);
+  }
+
+  #deathOutcome(pending: PendingJob, how: string): JobOutcome {
+    const stats = {
+      wallMs: performance.now() - pending.started,
+      cpuMs: 0,
+      heapUsedBytes: 0,
+      statusDropped: 0,
+    };
+    return { kind: 'error', error: this.#deathError(pending.job, how), stats };
+  }
+
+  #deathError(job: ExecutionJob, how: string): SandboxErrorJSON {
+    const reason = this.#killReason;
+    if (this.#initError !== undefined || (!this.#isReady && reason === undefined)) {
+      return {
+        name: 'SandboxUnavailableError',
+        code: SandboxErrorCode.UNAVAILABLE,
+        message: `The sandbox worker could not start: ${this.#initError ?? how}`,
+      };
+    }
+    switch (reason?.kind) {
+      case 'dispose':
+        return {
+          name: 'SandboxCancelledError',
+          code: SandboxErrorCode.CANCELLED,
+          message: 'SandboxEngine disposed',
+        };
+      case 'memory':
+        return {
+          name: 'SandboxOOMError',
+          code: SandboxErrorCode.OOM,
+          message: `The worker process used ${reason.rssMb} MiB, over its bound of ${reason.boundMb} MiB, and was killed`,
+          details: { rssMb: reason.rssMb, boundMb: reason.boundMb, memoryMb: job.limits.memoryMb },
+        };
+      case 'deadline':
+        if (reason.id === job.id) {
+          return {
+            name: 'SandboxTimeoutError',
+            code: SandboxErrorCode.TIMEOUT,
+            message: `Execution timed out after ${job.limits.timeoutMs} ms (its worker process did not stop it and was killed)`,
+            details: { timeoutMs: job.limits.timeoutMs },
+          };
+        }
+        break;
+      default:
+        break;
+    }
+    return {
+      name: 'SandboxCrashError',
+      code: SandboxErrorCode.CRASH,
+      message: `The execution's worker process died: ${how}`,
+    };
+  }
+
+  #boundMb(): number {
+    let bound = this.#options.baseMemoryMb;
+    for (const pending of this.#jobs.values()) bound += 3 * pending.job.limits.memoryMb;
+    return bound;
+  }
+
+  #startSampling(): void {
+    if (this.#sampler !== undefined) return;
+    this.#sampler = setInterval(() => {
+      if (this.#jobs.size === 0) {
+        this.#stopSampling();
+        return;
+      }
+      const rss = readRss(this.#child.pid) ?? this.#reportedRss;
+      const rssMb = Math.round(rss / 1_048_576);
+      const boundMb = this.#boundMb();
+      if (rssMb > boundMb) this.kill({ kind: 'memory', rssMb, boundMb });
+    }, sampleEveryMs);
+    this.#sampler.unref();
+  }
+
+  #stopSampling(): void {
+    clearInterval(this.#sampler);
+    this.#sampler = undefined;
+  }
+
+  // An idle worker must not keep the host's event loop alive; a busy one must.
+  #updateRef(): void {
+    const channel = this.#child.channel as { ref(): void; unref(): void } | null | undefined;
+    if (this.#jobs.size > 0) {
+      this.#child.ref();
+      channel?.ref();
+    } else {
+      this.#child.unref();
+      channel?.unref();
+    }
+  }
+}
+
+/** Resident set size of `pid` in bytes from /proc (Linux); undefined where unavailable. */
+function readRss(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+    return match ? Number(match[1]) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,32 @@
+// Shared helpers of this package's tests: collect a handle's events, and assert a terminal event.
+import type {
+  ErrorEvent,
+  ExecutionHandle,
+  ResultEvent,
+  SandboxEvent,
+  TerminalEvent,
+} from '@coda/sandbox-core';
+import { expect } from 'vitest';
+
+/** Every event of `handle`, in order. */
+export async function collect(handle: ExecutionHandle): Promise<SandboxEvent[]> {
+  const events: SandboxEvent[] = [];
+  for await (const event of handle) events.push(event);
+  return events;
+}
+
+/** Asserts `event` is a result and returns it. */
+export function expectResult(event: TerminalEvent): ResultEvent {
+  if (event.type !== 'result') {
+    throw new Error(`expected a result, got ${event.code}: ${event.message}`);
+  }
+  return event;
+}
+
+/** Asserts `event` is an error with `code` and returns it. */
+export function expectError(event: TerminalEvent, code: string): ErrorEvent {
+  expect(event.type, JSON.stringify(event).slice(0, 500)).toBe('error');
+  const error = event as ErrorEvent;
+  expect(error.code, error.message).toBe(code);
+  return error;
+}
