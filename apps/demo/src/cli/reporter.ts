@@ -1,0 +1,43 @@
+// Where parts write what they are doing. In terminal mode lines appear as work progresses; in
+// --json mode nothing is printed until the end, when main writes one JSON document.
+import type { Writable } from 'node:stream';
+import type { Style } from './style.ts';
+import { formatTable } from './table.ts';
+
+/** What a part writes to while it runs. */
+export interface Reporter {
+  readonly style: Style;
+  /** Opens a part: a title line and one line on what it shows. */
+  heading(title: string, summary: string): void;
+  /** One line of progress or output. */
+  line(text?: string): void;
+  /** A table, columns aligned. */
+  table(headers: readonly string[], rows: readonly (readonly string[])[]): void;
+}
+
+/** A reporter that writes to `stream` (stdout in the terminal). */
+export function createTerminalReporter(stream: Writable, style: Style): Reporter {
+  const write = (text: string) => stream.write(`${text}\n`);
+  return {
+    style,
+    heading(title, summary) {
+      write('');
+      write(style.bold(style.cyan(`━━ ${title}`)));
+      write(style.dim(summary));
+    },
+    line(text = '') {
+      write(text);
+    },
+    table(headers, rows) {
+      const [head = '', rule = '', ...body] = formatTable(headers, rows).split('\n');
+      write(style.bold(head));
+      write(style.dim(rule));
+      for (const row of body) write(row);
+    },
+  };
+}
+
+/** A reporter that prints nothing: --json mode collects results instead. */
+export function createSilentReporter(style: Style): Reporter {
+  return { style, heading() {}, line() {}, table() {} };
+}

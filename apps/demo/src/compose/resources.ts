@@ -1,0 +1,49 @@
+// The layers the guided run shares between its parts, each opened on first use and closed once
+// at the end — the lifecycle a backend gives them too: create at start-up, dispose on shutdown.
+import type { ParserHost } from '@coda/sandbox-parser-host';
+import { createDemoGuards, guidedRunGuardSettings } from './guards.ts';
+import { type DemoEngine, openDemoEngine } from './isolate-engine.ts';
+import { type OpenLimitStore, openLimitStore } from './limit-store.ts';
+import { createTelemetryParserHost } from './parser-host.ts';
+
+/** Layers opened lazily for the parts of one run. */
+export interface DemoResources {
+  /** The isolate engine with the sample data behind `dataProxy`; undefined until it lands. */
+  engine(): Promise<DemoEngine | undefined>;
+  /** The tier 3/4 store: in memory, or Redis when REDIS_URL is set. */
+  limitStore(): Promise<OpenLimitStore>;
+  parserHost(): ParserHost;
+  /** Closes whatever was opened. */
+  close(): Promise<void>;
+}
+
+/** Creates the resources of one run; nothing opens until a part asks. */
+export function createDemoResources(env: NodeJS.ProcessEnv = process.env): DemoResources {
+  let engine: Promise<DemoEngine | undefined> | undefined;
+  let store: Promise<OpenLimitStore> | undefined;
+  let parserHost: ParserHost | undefined;
+  const limitStore = () => {
+    store ??= openLimitStore(env.REDIS_URL);
+    return store;
+  };
+  return {
+    engine() {
+      // The engine's guards key on the execution context: snippets and attacks run without a
+      // user or turn and pass; the limits part names both and meets tiers 3 and 4.
+      engine ??= limitStore().then(({ store: opened }) =>
+        openDemoEngine(createDemoGuards(opened, guidedRunGuardSettings, 'allow')),
+      );
+      return engine;
+    },
+    limitStore,
+    parserHost() {
+      parserHost ??= createTelemetryParserHost();
+      return parserHost;
+    },
+    async close() {
+      // The engine first: its executions may still hold leases in the store.
+      await engine?.then((opened) => opened?.dispose()).catch(() => {});
+      await Promise.allSettled([store?.then((opened) => opened.close()), parserHost?.close()]);
+    },
+  };
+}

@@ -1,0 +1,17 @@
+// The one thing the HTTP layer needs from a sandbox: start an execution and get core's handle.
+// `SandboxEngine` from @coda/sandbox-isolate fits it; so would any runner that speaks core's
+// events, which keeps the server testable and the engine swappable.
+import type { ExecutionContext, ExecutionHandle, ExecutionLimits } from '@coda/sandbox-core';
+
+/** What the server submits. */
+export interface ExecutionSubmission {
+  code: string;
+  /** Over the engine's defaults; fields left undefined keep them. */
+  limits?: { [Key in keyof ExecutionLimits]?: ExecutionLimits[Key] | undefined };
+  context: ExecutionContext;
+}
+
+/** Starts executions; the handle yields status events, then exactly one terminal event. */
+export interface ExecutionRunner {
+  submit(submission: ExecutionSubmission): ExecutionHandle;
+}
