@@ -36,8 +36,11 @@ const kindCodes: Record<ResponseErrorKind, SandboxErrorCode> = {
   'result-too-large': 'VALIDATION',
 };
 
+// Reversed so that the first name of a number wins (SIGABRT over its alias SIGIOT).
 const signalNames = new Map<number, NodeJS.Signals>(
-  Object.entries(constants.signals).map(([name, number]) => [number, name as NodeJS.Signals]),
+  Object.entries(constants.signals)
+    .reverse()
+    .map(([name, number]) => [number, name as NodeJS.Signals]),
 );
 
 /**
@@ -47,7 +50,7 @@ const signalNames = new Map<number, NodeJS.Signals>(
 export function effectiveExit(exit: ChildExit, confinement: ConfinementReport): ChildExit {
   if (confinement.sandbox === 'none' || exit.exitCode === null || exit.exitCode <= 128) return exit;
   const signal = signalNames.get(exit.exitCode - 128);
-  return signal === undefined ? exit : { exitCode: null, signal };
+  return signal === undefined ? exit : { ...exit, exitCode: null, signal };
 }
 
 /** The result of a finished call. */
@@ -87,8 +90,8 @@ export function classify(outcome: CallOutcome): ParserResult {
   if (outcome.heapExhausted) {
     return fail('OOM', 'memory limit exceeded: JavaScript heap out of memory');
   }
-  if (exit.signal === 'SIGKILL' && outcome.confinement.memory === 'cgroup') {
-    return fail('OOM', `child was killed (SIGKILL), at the memory limit (${limits.memoryBytes})`);
+  if (exit.memoryExceeded === true) {
+    return fail('OOM', `memory limit exceeded: the cgroup limit (${limits.memoryBytes} bytes)`);
   }
   return fail('CRASH', `child ${describeExit(exit)} without a response`);
 }

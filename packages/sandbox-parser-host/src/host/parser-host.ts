@@ -41,8 +41,8 @@ export interface ParserHost {
     payload: unknown,
     options?: RunParserOptions,
   ): Promise<ParserResult<Data>>;
-  /** What confines this host's children (also in every result). */
-  readonly confinement: ConfinementReport;
+  /** What confined the last child this host started (also in every result); undefined before. */
+  readonly confinement: ConfinementReport | undefined;
   /** The host's settings after defaults. */
   readonly settings: Readonly<Omit<ResolvedHostSettings, 'logger'>>;
   /** Calls running and waiting now. */
@@ -116,7 +116,7 @@ class Host implements ParserHost {
     this.#replenish();
   }
 
-  get confinement(): ConfinementReport {
+  get confinement(): ConfinementReport | undefined {
     return this.#spawner.confinement;
   }
 

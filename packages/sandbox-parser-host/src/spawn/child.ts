@@ -7,6 +7,8 @@ export interface ChildExit {
   exitCode: number | null;
   /** The signal that ended it, if one did. */
   signal: NodeJS.Signals | null;
+  /** The memory cgroup recorded that the child hit its limit. */
+  memoryExceeded?: boolean;
 }
 
 /** Which mechanisms confine a parser child; every result carries it. */
@@ -24,6 +26,8 @@ export interface ConfinementReport {
   permissionModel: true;
   /** Why the sandbox is weaker than full confinement, when it is. */
   degraded?: string;
+  /** The subprocess layer's controls that applied (`namespace:net`, `seccomp`, ...), if used. */
+  controls?: readonly string[];
 }
 
 /** A started runner child. */
