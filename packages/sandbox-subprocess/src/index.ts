@@ -1,3 +1,12 @@
+export { loadSandboxConfig, loosenedFields } from './config/config-file.ts';
+export {
+  type ConfigAppliedEvent,
+  type ConfigInvalidEvent,
+  type ConfigWatcherEvents,
+  type ConfigWatcherOptions,
+  SandboxConfigWatcher,
+  watchSandboxConfig,
+} from './config/config-watcher.ts';
 export { seatbeltProfile } from './darwin/seatbelt.ts';
 export {
   buildSeccompFilter,

@@ -209,6 +209,11 @@ export class SubprocessSandbox {
     this.#policy = resolveSubprocessPolicy(policy, this.#policy);
   }
 
+  /** Replaces the whole policy: fields not given take their defaults (used by the config watcher). */
+  replacePolicy(policy: SubprocessPolicyInput | Partial<SandboxPolicy>): void {
+    this.#policy = resolveSubprocessPolicy(policy);
+  }
+
   /** A copy of the current policy. */
   getPolicy(): SubprocessPolicy {
     return structuredClone(this.#policy);

@@ -125,11 +125,15 @@ export function bwrapArgs(
   } else {
     controls.push(SandboxControl.noFileWrites);
   }
-  // The cwd, the program and the caller's read-only paths stay visible even under /tmp or a
-  // hidden path; bound after the writable directory so that a read-only path inside it wins.
+  // The cwd and the program stay visible even under /tmp or a hidden path, and the caller's
+  // read-only paths always; bound after the writable directory so that a read-only path inside
+  // it wins.
   const writable = request.writableDirectory;
+  const overlaid = ['/tmp', '/dev', '/proc', ...policy.hidePaths.map((path) => realOrUndefined(path) ?? path)];
   const implicit = [request.cwd, request.executable].filter(
-    (path) => writable === undefined || !isInside(path, writable),
+    (path) =>
+      (writable === undefined || !isInside(path, writable)) &&
+      overlaid.some((dir) => isInside(path, dir)),
   );
   for (const path of new Set([...implicit, ...request.readOnlyPaths])) {
     args.push('--ro-bind', path, path);

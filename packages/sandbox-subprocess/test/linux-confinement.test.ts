@@ -1,0 +1,230 @@
+// Real bubblewrap, real seccomp, real cgroups: what a confined command can and cannot do.
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { x86_64Syscalls } from '../src/linux/seccomp/syscalls-x86-64.ts';
+import { aarch64Syscalls } from '../src/linux/seccomp/syscalls-aarch64.ts';
+import { createSandbox, SandboxControl } from '../src/index.ts';
+import { python, tempDir } from './support/helpers.ts';
+
+const fixture = (name: string): string => join(import.meta.dirname, 'fixtures', name);
+const EPERM = 1;
+
+describe('network', () => {
+  let server: Server;
+  let port = 0;
+  let connections = 0;
+  beforeAll(async () => {
+    server = createServer((socket) => {
+      connections++;
+      socket.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as { port: number }).port;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  const connect = (): string[] => [
+    '-c',
+    `import socket\ntry:\n socket.create_connection(("127.0.0.1", ${port}), 2).close(); print("connected")\nexcept OSError as e: print("blocked", e.errno)`,
+  ];
+
+  it('is denied: a connection to a loopback server never arrives', async () => {
+    const before = connections;
+    const result = await createSandbox({ allowNetwork: false }).run(python, connect());
+    expect(result.stdout).toBe(`blocked ${EPERM}\n`);
+    expect(result.controls).toEqual(
+      expect.arrayContaining([SandboxControl.networkNamespace, SandboxControl.seccompNoInet]),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(connections).toBe(before);
+  });
+
+  it('is allowed when the policy says so', async () => {
+    const before = connections;
+    const result = await createSandbox({ allowNetwork: true }).run(python, connect());
+    expect(result.stdout).toBe('connected\n');
+    expect(result.controls).not.toContain(SandboxControl.networkNamespace);
+    expect(connections).toBe(before + 1);
+  });
+});
+
+describe('file system', () => {
+  // Under /var/tmp, which the sandbox sees read-only (its /tmp is private), so that a write
+  // outside the allowed directory would land on the host if confinement failed.
+  it('lets a command write only inside the allowed directory', async () => {
+    const base = tempDir('/var/tmp');
+    const allowed = join(base, 'allowed');
+    mkdirSync(allowed);
+    symlinkSync(base, join(allowed, 'escape-link'));
+    const sandbox = createSandbox({ allowFileWrites: true, restrictToDirectory: allowed });
+    const script = [
+      'echo inside > inside.txt && echo wrote-inside',
+      'echo x > ../outside.txt 2>/dev/null || echo dotdot-refused',
+      'echo x > escape-link/linked.txt 2>/dev/null || echo symlink-refused',
+      `echo x > ${base}/absolute.txt 2>/dev/null || echo absolute-refused`,
+      'echo x > /etc/coda-test 2>/dev/null || echo etc-refused',
+      'echo x > /tmp/private && echo tmp-private',
+    ].join('\n');
+    const result = await sandbox.run('/bin/sh', ['-c', script]);
+    expect(result.stdout).toBe(
+      'wrote-inside\ndotdot-refused\nsymlink-refused\nabsolute-refused\netc-refused\ntmp-private\n',
+    );
+    expect(readFileSync(join(allowed, 'inside.txt'), 'utf8')).toBe('inside\n');
+    for (const file of ['outside.txt', 'linked.txt', 'absolute.txt']) {
+      expect(existsSync(join(base, file))).toBe(false);
+    }
+    expect(existsSync('/tmp/private')).toBe(false);
+    expect(result.controls).toContain(SandboxControl.writableDirectory);
+  });
+
+  it('resolves `..` and symlinks in restrictToDirectory before binding it', async () => {
+    const base = tempDir('/var/tmp');
+    mkdirSync(join(base, 'real'));
+    symlinkSync(join(base, 'real'), join(base, 'link'));
+    const sandbox = createSandbox({ restrictToDirectory: join(base, 'real', '..', 'link') });
+    const result = await sandbox.run('/bin/sh', ['-c', 'pwd; echo ok > f.txt']);
+    expect(result.stdout).toBe(`${join(base, 'real')}\n`);
+    expect(readFileSync(join(base, 'real', 'f.txt'), 'utf8')).toBe('ok\n');
+  });
+
+  it('allows no writes at all when allowFileWrites is false', async () => {
+    const dir = tempDir('/var/tmp');
+    const sandbox = createSandbox({ allowFileWrites: false, restrictToDirectory: dir });
+    const result = await sandbox.run('/bin/sh', [
+      '-c',
+      'echo x > here.txt 2>/dev/null || echo cwd-refused; echo x > /tmp/t 2>/dev/null || echo tmp-refused',
+    ]);
+    expect(result.stdout).toBe('cwd-refused\ntmp-refused\n');
+    expect(existsSync(join(dir, 'here.txt'))).toBe(false);
+    expect(result.controls).toContain(SandboxControl.noFileWrites);
+  });
+
+  it('hides host paths listed in hidePaths', async () => {
+    const dir = tempDir('/var/tmp');
+    writeFileSync(join(dir, 'secret.txt'), 'top secret');
+    const sandbox = createSandbox({ hidePaths: [dir], allowFileWrites: false });
+    const result = await sandbox.run('/bin/sh', ['-c', `ls -A ${dir} | wc -l`], { cwd: '/' });
+    expect(result.stdout.trim()).toBe('0');
+    expect(result.controls).toContain(SandboxControl.hiddenPaths);
+  });
+});
+
+describe('process confinement', () => {
+  it('hides the host environment', async () => {
+    process.env.CODA_TEST_SECRET = 'hunter2';
+    try {
+      const sandbox = createSandbox({ env: { GREETING: 'hello' } });
+      const result = await sandbox.run('/usr/bin/env', [], { env: { EXTRA: '1' } });
+      expect(result.stdout).not.toContain('hunter2');
+      const names = result.stdout
+        .trim()
+        .split('\n')
+        .map((line) => line.split('=')[0])
+        .sort();
+      // PWD is set by bubblewrap's --chdir.
+      const expected = ['EXTRA', 'GREETING', 'PWD', 'PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM']
+        .filter((name) => ['EXTRA', 'GREETING', 'PWD'].includes(name) || process.env[name] !== undefined)
+        .sort();
+      expect(names).toEqual(expected);
+    } finally {
+      delete process.env.CODA_TEST_SECRET;
+    }
+  });
+
+  it('runs with seccomp in filter mode and no new privileges', async () => {
+    const result = await createSandbox().run('/bin/grep', ['-E', '^(Seccomp|NoNewPrivs|CapEff):', '/proc/self/status']);
+    expect(result.stdout.trim().split('\n').sort()).toEqual([
+      'CapEff:\t0000000000000000',
+      'NoNewPrivs:\t1',
+      'Seccomp:\t2',
+    ]);
+    expect(result.success).toBe(true);
+    expect(result.sandboxApplied).toBe(true);
+  });
+
+  it('refuses ptrace, mount, new namespaces and inet sockets, keeps unix sockets', async () => {
+    const result = await createSandbox({ allowNetwork: false }).run(python, [fixture('syscalls.py')]);
+    expect(JSON.parse(result.stdout)).toEqual({
+      ptrace: EPERM,
+      mount: EPERM,
+      unshare_user: EPERM,
+      inet_socket: EPERM,
+      unix_socket: 0,
+    });
+  });
+
+  it('blocks a syscall outside the allowlist', async () => {
+    const table = process.arch === 'arm64' ? aarch64Syscalls : x86_64Syscalls;
+    const allowed = Object.keys(table).filter((name) => name !== 'mkdir' && name !== 'mkdirat');
+    const sandbox = createSandbox({ allowedSyscalls: allowed, allowFileWrites: true });
+    const dir = tempDir('/var/tmp');
+    const result = await sandbox.run('/bin/mkdir', ['made'], { cwd: dir });
+    expect(result.success).toBe(false);
+    expect(result.stderr).toContain('Operation not permitted');
+    expect(existsSync(join(dir, 'made'))).toBe(false);
+    expect(result.controls).toContain(SandboxControl.seccompAllowlist);
+    const ok = await sandbox.run('/bin/echo', ['fine']);
+    expect(ok.stdout).toBe('fine\n');
+  });
+
+  it('passes shell metacharacters as plain text', async () => {
+    const marker = join(tempDir('/var/tmp'), 'pwned');
+    const result = await createSandbox().exec(`echo a; touch ${marker} && $(id) \`id\` | cat`);
+    expect(result.stdout).toBe(`a; touch ${marker} && $(id) \`id\` | cat\n`);
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  it('reports a missing binary clearly', async () => {
+    const result = await createSandbox().exec('no-such-binary-coda --flag');
+    expect(result).toMatchObject({
+      success: false,
+      exitCode: null,
+      error: 'Command not found: no-such-binary-coda',
+      sandboxApplied: false,
+    });
+  });
+
+  it('caps a flood of output and keeps the first bytes', async () => {
+    const result = await createSandbox({ maxOutputBytes: 1024 * 1024 }).run('/usr/bin/head', [
+      '-c',
+      '20000000',
+      '/dev/zero',
+    ]);
+    expect(result.success).toBe(true);
+    expect(result.stdout.length).toBe(1024 * 1024);
+    expect(result.stdoutTruncated).toBe(true);
+    expect(result.stderrTruncated).toBe(false);
+  });
+
+  it('lists every control it enforced', async () => {
+    const result = await createSandbox({ allowNetwork: false, timeoutMs: 5_000 }).run('/bin/true');
+    expect(result.controls).toEqual(
+      expect.arrayContaining([
+        'bubblewrap',
+        'namespace:user',
+        'namespace:pid',
+        'namespace:ipc',
+        'namespace:uts',
+        'namespace:mount',
+        'namespace:net',
+        'read-only-root',
+        'private-tmp',
+        'new-session',
+        'capabilities-dropped',
+        'no-new-privileges',
+        'seccomp',
+        'seccomp-no-inet-sockets',
+        'clean-environment',
+        'rlimit-cpu',
+        'rlimit-nofile',
+        'rlimit-fsize',
+        'rlimit-core',
+        'wall-clock-timeout',
+        'kill:pid-namespace',
+        'output-cap',
+      ]),
+    );
+  });
+});
