@@ -13,6 +13,6 @@ export interface AttackResult {
 export interface AttackCase {
   attack: string;
   layer: 'isolate' | 'subprocess' | 'parser-host' | 'limits';
-  /** Tries the attack; `pending` when the layer's package has not landed yet. */
-  run(resources: DemoResources): Promise<AttackResult | 'pending'>;
+  /** Tries the attack. May throw: the table then shows it as not contained. */
+  run(resources: DemoResources): Promise<AttackResult>;
 }

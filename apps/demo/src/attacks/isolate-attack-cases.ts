@@ -12,7 +12,6 @@ function toCase(attack: IsolateAttack): AttackCase {
     layer: 'isolate',
     async run(resources) {
       const engine = await resources.engine();
-      if (engine === undefined) return 'pending';
       const handle = engine.submit({
         code: attack.code,
         ...(attack.limits === undefined ? {} : { limits: attack.limits }),

@@ -1,8 +1,9 @@
 // Small formatters shared by the parts' terminal output.
 import type { ExecutionStats, TerminalEvent } from '@coda/sandbox-core';
 
-/** `1.2 s` or `85 ms`. */
+/** `85 ms`, `1.2 s`, `60 min`. */
 export function formatMs(ms: number): string {
+  if (ms >= 120_000) return `${Math.round(ms / 60_000)} min`;
   return ms >= 1_000 ? `${(ms / 1_000).toFixed(1)} s` : `${Math.round(ms)} ms`;
 }
 

@@ -67,7 +67,5 @@ function statusLine(reporter: Reporter, report: PartReport, ms: number): string 
   const { style } = reporter;
   const time = style.dim(`(${formatMs(ms)})`);
   if (report.status === 'ok') return `${style.green('✓')} ${report.part} ${time}`;
-  if (report.status === 'pending')
-    return `${style.yellow('…')} ${report.part}: ${report.reason} ${time}`;
   return `${style.red('✗')} ${report.part}: ${report.reason} ${time}`;
 }

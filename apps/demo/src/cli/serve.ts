@@ -2,7 +2,7 @@
 // guards on the shared store, until SIGINT/SIGTERM shuts it down gracefully.
 import type { Logger } from '@coda/sandbox-core';
 import { createDemoGuards } from '../compose/guards.ts';
-import { openDemoEngine } from '../compose/isolate-engine.ts';
+import { createDemoEngine } from '../compose/isolate-engine.ts';
 import { openLimitStore } from '../compose/limit-store.ts';
 import { createDemoServer } from '../server/create-server.ts';
 import type { Style } from './style.ts';
@@ -10,14 +10,7 @@ import type { Style } from './style.ts';
 /** Starts the server and resolves when it has shut down. */
 export async function serve(port: number, host: string, style: Style): Promise<number> {
   const store = await openLimitStore(process.env.REDIS_URL);
-  const engine = await openDemoEngine();
-  if (engine === undefined) {
-    console.error(
-      'serve waits for @coda/sandbox-isolate (SandboxEngine), which has not landed yet.',
-    );
-    await store.close();
-    return 1;
-  }
+  const engine = createDemoEngine();
   // Guards run in the server (admission before the stream opens, so a refusal is a 429), not in
   // the engine: an execution is counted once.
   const server = await createDemoServer({

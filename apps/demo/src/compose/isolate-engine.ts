@@ -1,32 +1,28 @@
-// The isolate engine as the demo (and the HTTP server) uses it: the sample data behind
-// `dataProxy.request`, guards optional.
-//
-// TEMPORARY: @coda/sandbox-isolate has not exported SandboxEngine yet, so it is looked up at run
-// time and the parts that need it report themselves as pending. Replaced by a static import when
-// the package lands.
-import type { ExecutionGuard, ExecutionHandle, JsonValue } from '@coda/sandbox-core';
+// The isolate engine as the demo and the HTTP server use it: the sample data behind
+// `dataProxy.request`, and whatever guards the caller composes in.
+import type { ExecutionGuard } from '@coda/sandbox-core';
+import { SandboxEngine } from '@coda/sandbox-isolate';
 import { answerDataRequest } from '../sample-data/data-request.ts';
-import type { ExecutionRunner, ExecutionSubmission } from '../server/execution-runner.ts';
 
-/** The engine the demo runs snippets on. */
-export interface DemoEngine extends ExecutionRunner {
-  submit(submission: ExecutionSubmission): ExecutionHandle;
-  dispose(): Promise<void>;
+/** Options of {@link createDemoEngine}. */
+export interface DemoEngineOptions {
+  /** Asked before every execution; the engine ends refused ones with the guard's code. */
+  guards?: readonly ExecutionGuard[];
+  /** Tier 5: executions running at once; more end with `CAPACITY`. Default the engine's (8). */
+  maxConcurrent?: number;
 }
 
-interface EngineConstructor {
-  new (config: {
-    dataHandler?: (params: JsonValue) => unknown;
-    guards?: readonly ExecutionGuard[];
-    maxConcurrent?: number;
-  }): DemoEngine;
-}
-
-/** Opens an engine answering data requests from the sample data; undefined while pending. */
-export async function openDemoEngine(
-  guards: readonly ExecutionGuard[] = [],
-): Promise<DemoEngine | undefined> {
-  const isolate = (await import('@coda/sandbox-isolate')) as { SandboxEngine?: EngineConstructor };
-  if (isolate.SandboxEngine === undefined) return undefined;
-  return new isolate.SandboxEngine({ dataHandler: answerDataRequest, guards });
+/**
+ * An engine whose `dataProxy.request(params)` reads the sample order book. Isolates run in
+ * supervised worker processes (the engine's default), so even a V8 failure costs a worker, not
+ * this process. Call `dispose()` on shutdown.
+ */
+export function createDemoEngine(options: DemoEngineOptions = {}): SandboxEngine {
+  return new SandboxEngine({
+    // Params arrive as JSON from untrusted code; answerDataRequest validates them with zod and
+    // its throws reach user code as a rejected request, never the host.
+    dataHandler: (params) => answerDataRequest(params),
+    ...(options.guards === undefined ? {} : { guards: options.guards }),
+    ...(options.maxConcurrent === undefined ? {} : { maxConcurrent: options.maxConcurrent }),
+  });
 }

@@ -10,7 +10,6 @@ export const attacksPart: DemoPart = {
   async run(reporter, resources) {
     const { style } = reporter;
     const attacks: AttackOutcome[] = [];
-    let pending = 0;
     for (const [index, attackCase] of allAttackCases.entries()) {
       reporter.line(
         style.dim(
@@ -22,10 +21,6 @@ export const attacksPart: DemoPart = {
         contained: false,
         outcome: `threw: ${error instanceof Error ? error.message : String(error)}`,
       }));
-      if (result === 'pending') {
-        pending++;
-        continue;
-      }
       attacks.push({
         attack: attackCase.attack,
         layer: attackCase.layer,
@@ -52,14 +47,12 @@ export const attacksPart: DemoPart = {
         ? style.green(`${attacks.length} of ${attacks.length} attacks contained.`)
         : style.red(`${escaped} of ${attacks.length} attacks were NOT contained.`),
     );
-    if (pending > 0)
-      reporter.line(style.yellow(`${pending} attacks wait for a layer that has not landed.`));
     return {
       part: 'attacks',
       status: escaped > 0 ? 'failed' : 'ok',
       ...(escaped > 0 ? { reason: `${escaped} attacks not contained` } : {}),
       attacks,
-      runs: pending > 0 ? [{ pendingAttacks: pending }] : [],
+      runs: [],
     };
   },
 };

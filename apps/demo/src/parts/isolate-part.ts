@@ -13,15 +13,6 @@ export const isolatePart: DemoPart = {
   summary: 'LLM-written snippets in V8 isolates, reading sample data through dataProxy.request.',
   async run(reporter, resources) {
     const engine = await resources.engine();
-    if (engine === undefined) {
-      return {
-        part: 'isolate',
-        status: 'pending',
-        reason: 'waits for @coda/sandbox-isolate (SandboxEngine)',
-        attacks: [],
-        runs: [],
-      };
-    }
     const runs: JsonValue[] = [];
     let failed = 0;
     for (const example of examples) {

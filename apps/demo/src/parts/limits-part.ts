@@ -2,9 +2,9 @@
 // ExecutionGuard interface); it asks them before each run and ends refused runs with their code.
 import { randomUUID } from 'node:crypto';
 import type { ExecutionContext, JsonObject, TerminalEvent } from '@coda/sandbox-core';
+import type { SandboxEngine } from '@coda/sandbox-isolate';
 import { formatMs } from '../cli/format.ts';
 import { guidedRunGuardSettings } from '../compose/guards.ts';
-import type { DemoEngine } from '../compose/isolate-engine.ts';
 import type { DemoPart } from './part.ts';
 import { runToEnd } from './run-execution.ts';
 
@@ -40,7 +40,6 @@ export const limitsPart: DemoPart = {
   async run(reporter, resources) {
     const { style } = reporter;
     const [engine, store] = await Promise.all([resources.engine(), resources.limitStore()]);
-    if (engine === undefined) return pending();
     const { maxExecutionsPerTurn, ratePerUser, windowMs } = guidedRunGuardSettings;
     reporter.line(
       `  store: ${style.bold(store.description)} · ${maxExecutionsPerTurn} executions per turn · ` +
@@ -77,7 +76,7 @@ export const limitsPart: DemoPart = {
 };
 
 async function submit(
-  engine: DemoEngine,
+  engine: SandboxEngine,
   context: Omit<ExecutionContext, 'executionId'>,
 ): Promise<TerminalEvent> {
   const handle = engine.submit({
@@ -85,14 +84,4 @@ async function submit(
     context: { executionId: randomUUID(), ...context },
   });
   return (await runToEnd(handle)).terminal;
-}
-
-function pending() {
-  return {
-    part: 'limits' as const,
-    status: 'pending' as const,
-    reason: 'waits for @coda/sandbox-isolate (SandboxEngine)',
-    attacks: [],
-    runs: [],
-  };
 }

@@ -21,9 +21,9 @@ export interface AttackOutcome {
 /** What a part reports when it is done. */
 export interface PartReport {
   part: PartName;
-  /** `ok` ran as expected; `failed` something did not; `pending` its package has not landed. */
-  status: 'ok' | 'failed' | 'pending';
-  /** Why it failed or is pending. */
+  /** `ok` ran as expected; `failed` something did not. */
+  status: 'ok' | 'failed';
+  /** Why it failed. */
   reason?: string;
   /** Attacks the part tried (empty for parts that try none). */
   attacks: AttackOutcome[];

@@ -1,18 +1,137 @@
-// Part 3: commands under a restrictive OS sandbox policy, with the controls that applied.
-// TEMPORARY: pending until @coda/sandbox-subprocess exports createSandbox.
+// Part 3: commands under a restrictive OS sandbox policy, with the controls that applied on this
+// machine — and, where bubblewrap or cgroups are missing, what degraded.
+import { existsSync } from 'node:fs';
+import type { JsonObject } from '@coda/sandbox-core';
+import { degradedWarning, type SandboxResult } from '@coda/sandbox-subprocess';
+import { formatMs, truncate } from '../cli/format.ts';
+import type { Reporter } from '../cli/reporter.ts';
+import { restrictivePolicy } from '../compose/subprocess-sandbox.ts';
+import { connectScript, listenOnLoopback } from '../sample-data/loopback-listener.ts';
 import type { DemoPart } from './part.ts';
+
+/** Controls full confinement brings on Linux; the ones missing from a result degraded. */
+const fullConfinement = [
+  'bubblewrap',
+  'namespace:net',
+  'namespace:pid',
+  'read-only-root',
+  'no-file-writes',
+  'seccomp',
+  'seccomp-no-inet-sockets',
+  'capabilities-dropped',
+  'clean-environment',
+  'wall-clock-timeout',
+] as const;
+
+const forbiddenFile = '/var/tmp/coda-demo-was-here';
 
 export const subprocessPart: DemoPart = {
   name: 'subprocess',
   title: 'Subprocess sandbox',
-  summary: 'Commands under a restrictive policy: no network, no writes, short time limit.',
-  async run() {
+  summary: `Commands under a restrictive policy: ${JSON.stringify(restrictivePolicy)}.`,
+  async run(reporter, resources) {
+    const sandbox = resources.subprocessSandbox();
+    const listener = await listenOnLoopback();
+    const runs: JsonObject[] = [];
+    let failed = 0;
+    try {
+      const checks: [string, () => Promise<SandboxResult>, (result: SandboxResult) => boolean][] = [
+        ['uname -sr', () => sandbox.exec('uname -sr'), (result) => result.success],
+        [
+          'env (the host has secrets; the command must not see them)',
+          () => sandbox.exec('env'),
+          (result) => onlyAllowedVariables(result.stdout),
+        ],
+        [
+          `touch ${forbiddenFile}`,
+          () => sandbox.exec(`touch ${forbiddenFile}`),
+          (result) => !result.success && !existsSync(forbiddenFile),
+        ],
+        [
+          `node: connect to the host's 127.0.0.1:${listener.port}`,
+          () => sandbox.run(process.execPath, ['-e', connectScript(listener.port)]),
+          (result) => !result.success && listener.connections === 0,
+        ],
+      ];
+      for (const [label, run, holds] of checks) {
+        const result = await run();
+        const ok = holds(result);
+        if (!ok) failed++;
+        describe(reporter, label, result, ok);
+        runs.push({ command: label, held: ok, ...summarise(result) });
+      }
+    } finally {
+      await listener.close();
+    }
+    const last = runs.at(-1);
+    showControls(
+      reporter,
+      (last?.controls as string[] | undefined) ?? [],
+      last?.sandboxApplied === true,
+    );
     return {
       part: 'subprocess',
-      status: 'pending',
-      reason: 'waits for @coda/sandbox-subprocess (createSandbox)',
+      status: failed === 0 ? 'ok' : 'failed',
+      ...(failed > 0 ? { reason: `${failed} commands were not confined as expected` } : {}),
       attacks: [],
-      runs: [],
+      runs,
     };
   },
 };
+
+/** Whether every variable in `env` output is one the policy lets through (plus the cwd). */
+function onlyAllowedVariables(output: string): boolean {
+  const allowed = new Set([
+    'PATH',
+    'HOME',
+    'LANG',
+    'LC_ALL',
+    'LC_CTYPE',
+    'TZ',
+    'TERM',
+    'PWD',
+    'SHLVL',
+    '_',
+  ]);
+  const names = output
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split('=')[0] ?? '');
+  return names.every((name) => allowed.has(name));
+}
+
+function describe(reporter: Reporter, label: string, result: SandboxResult, held: boolean): void {
+  const { style } = reporter;
+  const mark = held ? style.green('✓') : style.red('✗');
+  const output = (result.stdout.trim() || result.stderr.trim() || result.error || '').split('\n');
+  const shown =
+    output.length > 1 ? `${output.length} lines: ${output.join(' ')}` : (output[0] ?? '');
+  reporter.line(`  ${mark} ${style.bold(label)} ${style.dim(`(${formatMs(result.durationMs)})`)}`);
+  reporter.line(
+    `      ${result.success ? 'exit 0' : (result.error ?? 'failed')}: ${truncate(shown, 100)}`,
+  );
+}
+
+function showControls(reporter: Reporter, controls: readonly string[], applied: boolean): void {
+  const { style } = reporter;
+  reporter.line();
+  reporter.line(`  sandboxApplied: ${applied ? style.green('yes') : style.yellow('no')}`);
+  reporter.line(`  controls enforced here: ${controls.join(', ')}`);
+  const missing = fullConfinement.filter((control) => !controls.includes(control));
+  if (missing.length > 0) {
+    reporter.line(style.yellow(`  degraded: ${degradedWarning}`));
+    reporter.line(style.yellow(`  missing on this machine: ${missing.join(', ')}`));
+  }
+}
+
+function summarise(result: SandboxResult): JsonObject {
+  return {
+    success: result.success,
+    exitCode: result.exitCode,
+    timedOut: result.timedOut,
+    durationMs: Math.round(result.durationMs),
+    sandboxApplied: result.sandboxApplied,
+    controls: [...result.controls],
+    ...(result.error === undefined ? {} : { error: result.error }),
+  };
+}

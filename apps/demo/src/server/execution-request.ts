@@ -15,22 +15,26 @@ const identifier = z.string().min(1).max(256);
 
 /** Builds the body schema for a server whose ceilings are `maxLimits`. */
 function executionBodySchema(maxLimits: Readonly<ExecutionLimits>) {
-  const limits = ExecutionLimitsSchema.partial().superRefine((given, context) => {
-    for (const [key, value] of Object.entries(given) as [keyof ExecutionLimits, number][]) {
-      const ceiling = maxLimits[key];
-      if (value > ceiling) {
-        context.addIssue({
-          code: 'too_big',
-          origin: 'number',
-          maximum: ceiling,
-          inclusive: true,
-          path: [key],
-          input: value,
-          message: `at most ${ceiling} on this server`,
-        });
+  const limits = ExecutionLimitsSchema.partial()
+    .superRefine((given, context) => {
+      for (const [key, value] of Object.entries(given) as [keyof ExecutionLimits, number][]) {
+        // A value the field's own rule refuses is already reported; name each problem once.
+        if (!ExecutionLimitsSchema.shape[key].safeParse(value).success) continue;
+        const ceiling = maxLimits[key];
+        if (value > ceiling) {
+          context.addIssue({
+            code: 'too_big',
+            origin: 'number',
+            maximum: ceiling,
+            inclusive: true,
+            path: [key],
+            input: value,
+            message: `at most ${ceiling} on this server`,
+          });
+        }
       }
-    }
-  });
+    })
+    .transform(withoutUndefined);
   return z.strictObject({
     /** The body of an async function; its size is the engine's to judge (`maxCodeBytes`). */
     code: z.string().min(1),
@@ -39,6 +43,15 @@ function executionBodySchema(maxLimits: Readonly<ExecutionLimits>) {
     conversationId: identifier.optional(),
     turnId: identifier.optional(),
   });
+}
+
+/** Drops fields given as `undefined`, so they keep the engine's defaults. */
+function withoutUndefined(
+  limits: {
+    [Key in keyof ExecutionLimits]?: number | undefined;
+  },
+): Partial<ExecutionLimits> {
+  return Object.fromEntries(Object.entries(limits).filter(([, value]) => value !== undefined));
 }
 
 /** A validated execution request. */

@@ -6,8 +6,8 @@ import type { ExecutionContext, ExecutionHandle, ExecutionLimits } from '@coda/s
 /** What the server submits. */
 export interface ExecutionSubmission {
   code: string;
-  /** Over the engine's defaults; fields left undefined keep them. */
-  limits?: { [Key in keyof ExecutionLimits]?: ExecutionLimits[Key] | undefined };
+  /** Over the engine's defaults. */
+  limits?: Partial<ExecutionLimits>;
   context: ExecutionContext;
 }
 
