@@ -144,36 +144,52 @@ export function limitSuite(makeBackend: () => Promise<Backend>): void {
   });
 
   describe.concurrent('rate limit (GCRA)', () => {
-    it('answers remaining, reset and retry-after, and refills one unit per interval', async () => {
-      // 4 per 400 ms: one unit every 100 ms, bursts of up to 4.
-      const guard = createRateLimitGuard({ store: stores[0]!, limit: 4, windowMs: 400 });
+    it('answers remaining, reset and retry-after exactly under concurrency', async () => {
+      const guard = createRateLimitGuard({ store: stores[0]!, limit: 4, windowMs: 40_000 });
       const userId = newId('user');
-      const remaining: number[] = [];
-      for (let i = 0; i < 4; i++) {
-        const lease = await guard.acquire(context({ userId }));
-        remaining.push(lease.decision!.remaining);
-        expect(lease.decision!.resetMs).toBeGreaterThan(0);
-        expect(lease.decision!.resetMs).toBeLessThanOrEqual(400);
-      }
-      expect(remaining).toEqual([3, 2, 1, 0]);
-      // Hammering while refused consumes nothing.
-      let error: SandboxError | undefined;
-      for (let i = 0; i < 20; i++) error = await refusal(guard.acquire(context({ userId })));
-      expect(error!.code).toBe('RATE_LIMITED');
-      const retryAfterMs = error!.details?.retryAfterMs as number;
-      expect(retryAfterMs).toBeGreaterThan(0);
-      expect(retryAfterMs).toBeLessThanOrEqual(100);
-      expect(error!.details).toMatchObject({ limit: 4, windowMs: 400, burst: 4, remaining: 0 });
+      const leases = await Promise.all(
+        Array.from({ length: 4 }, () => guard.acquire(context({ userId }))),
+      );
+      const remaining = leases.map((lease) => lease.decision!.remaining).sort();
+      expect(remaining).toEqual([0, 1, 2, 3]);
+      // Time until the bucket is full again: one more interval (10 s) per unit taken.
+      const resets = leases.map((lease) => lease.decision!.resetMs).sort((a, b) => a - b);
+      resets.forEach((resetMs, i) => {
+        expect(resetMs).toBeGreaterThan((i + 1) * 10_000 - 1_000);
+        expect(resetMs).toBeLessThanOrEqual((i + 1) * 10_000);
+      });
+      const error = await refusal(guard.acquire(context({ userId })));
+      expect(error.code).toBe('RATE_LIMITED');
+      expect(error.details).toMatchObject({ limit: 4, windowMs: 40_000, burst: 4, remaining: 0 });
+      expect(error.details?.retryAfterMs).toBeGreaterThan(9_000);
+      expect(error.details?.retryAfterMs).toBeLessThanOrEqual(10_000);
+      expect(error.details?.resetMs).toBeGreaterThan(30_000);
+    });
 
-      await sleep(retryAfterMs + 15);
+    it('rolls over one unit per interval, and a refused check consumes nothing', async () => {
+      // 2 per 600 ms: one unit back every 300 ms, bursts of up to 2.
+      const guard = createRateLimitGuard({ store: stores[1]!, limit: 2, windowMs: 600 });
+      const userId = newId('user');
+      await Promise.all([guard.acquire(context({ userId })), guard.acquire(context({ userId }))]);
+      // Hammering while refused consumes nothing (rate-limiter-flexible would count these).
+      const refused = await Promise.all(
+        Array.from({ length: 20 }, () => refusal(guard.acquire(context({ userId })))),
+      );
+      const retryAfterMs = Math.max(
+        ...refused.map((error) => error.details?.retryAfterMs as number),
+      );
+      expect(retryAfterMs).toBeGreaterThan(0);
+      expect(retryAfterMs).toBeLessThanOrEqual(300);
+
+      await sleep(retryAfterMs + 20);
       // One unit came back, not a whole window's worth: no burst at a window edge.
       const next = await guard.acquire(context({ userId }));
       expect(next.decision!.remaining).toBe(0);
       expect((await refusal(guard.acquire(context({ userId })))).code).toBe('RATE_LIMITED');
 
-      await sleep(450);
+      await sleep(650);
       const rested = await guard.acquire(context({ userId }));
-      expect(rested.decision!.remaining).toBe(3);
+      expect(rested.decision!.remaining).toBe(1);
     });
 
     it('limits bursts to `burst` while keeping the sustained rate', async () => {

@@ -10,9 +10,45 @@ import {
 /** A lease with nothing to give back (budgets and rates are not returned when work ends). */
 export const nothingToRelease = async (): Promise<void> => {};
 
-/** Validates `context` (the one boundary every guard shares) and returns it parsed. */
+const contextKeys: ReadonlySet<string> = new Set([
+  'executionId',
+  'userId',
+  'conversationId',
+  'turnId',
+]);
+const maxIdLength = 65_536;
+
+/**
+ * The common case, checked by hand because it runs on every admission (zod costs ~1 µs): a plain
+ * object of known keys whose values are ids. Returns a copy (each property read once, so a getter
+ * cannot answer differently later), or `undefined` to let the schema decide and explain.
+ */
+function plainContext(context: unknown): ExecutionContext | undefined {
+  if (typeof context !== 'object' || context === null) return undefined;
+  if (Object.getPrototypeOf(context) !== Object.prototype) return undefined;
+  const copy: Record<string, string> = {};
+  for (const key of Object.keys(context)) {
+    if (!contextKeys.has(key)) return undefined;
+    const value: unknown = (context as Record<string, unknown>)[key];
+    if (value === undefined && key !== 'executionId') continue;
+    if (typeof value !== 'string' || value.length === 0 || value.length > maxIdLength) {
+      return undefined;
+    }
+    copy[key] = value;
+  }
+  return copy.executionId === undefined ? undefined : (copy as ExecutionContext);
+}
+
+/**
+ * Validates `context` (the one boundary every guard shares) against core's
+ * `ExecutionContextSchema`; anything but a plain, well-formed context goes through the schema,
+ * which names every bad field.
+ */
 export function checkContext(context: unknown, guard: string): ExecutionContext {
-  return validate(ExecutionContextSchema, context, `execution context for ${guard}`);
+  return (
+    plainContext(context) ??
+    validate(ExecutionContextSchema, context, `execution context for ${guard}`)
+  );
 }
 
 /**

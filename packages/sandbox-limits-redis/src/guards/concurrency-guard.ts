@@ -18,7 +18,7 @@ import {
   millis,
   whenMissingSchema,
 } from './guard-options.ts';
-import { callStore, type StoreCallSettings } from './store-call.ts';
+import { createStoreCaller } from './store-call.ts';
 
 /** Options of {@link createConcurrencyGuard}. */
 export interface ConcurrencyGuardOptions extends GuardOptions {
@@ -78,6 +78,7 @@ interface Slot {
 export function createConcurrencyGuard(options: ConcurrencyGuardOptions): ConcurrencyGuard {
   const settings = validate(ConcurrencyGuardOptionsSchema, options, 'concurrency guard options');
   const { name, store, leaseTtlMs, logger } = settings;
+  const callStore = createStoreCaller(settings);
   const renewEveryMs = settings.renewEveryMs ?? Math.max(1, Math.floor(leaseTtlMs / 3));
   const globalSlot: Slot | undefined =
     settings.maxGlobal === undefined
@@ -85,7 +86,7 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       : { key: `${name}:conc:{*}`, limit: settings.maxGlobal, scope: 'global' };
 
   const giveBack = (slot: Slot, leaseId: string) =>
-    callStore(settings, 'releaseLease', () => store.releaseLease(slot.key, leaseId)).then(
+    callStore('releaseLease', () => store.releaseLease(slot.key, leaseId)).then(
       () => {},
       (error: unknown) =>
         logger.warn({ guard: name, err: String(error) }, `${name}: could not release a lease`),
@@ -93,7 +94,6 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
 
   async function take(slot: Slot, leaseId: string, signal?: AbortSignal): Promise<boolean> {
     const outcome = await callStore(
-      settings,
       'acquireLease',
       () => store.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
       signal,
@@ -133,7 +133,7 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
         await Promise.all(held.map((slot) => giveBack(slot, leaseId)));
         throw error;
       }
-      const renewal = held.length === 0 ? undefined : startRenewal(settings, held, leaseId);
+      const renewal = held.length === 0 ? undefined : startRenewal(held, leaseId);
       return lease({ leaseId }, async () => {
         if (renewal !== undefined) clearInterval(renewal);
         await Promise.all(held.map((slot) => giveBack(slot, leaseId)));
@@ -141,10 +141,10 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     },
   };
 
-  function startRenewal(call: StoreCallSettings, held: Slot[], leaseId: string) {
+  function startRenewal(held: Slot[], leaseId: string) {
     const timer = setInterval(() => {
       for (const slot of held) {
-        callStore(call, 'renewLease', () =>
+        callStore('renewLease', () =>
           store.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
         ).then(
           (outcome) => {

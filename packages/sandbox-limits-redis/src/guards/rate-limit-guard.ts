@@ -17,7 +17,7 @@ import {
   millis,
   whenMissingSchema,
 } from './guard-options.ts';
-import { callStore } from './store-call.ts';
+import { createStoreCaller } from './store-call.ts';
 
 /** Options of {@link createRateLimitGuard}. */
 export interface RateLimitGuardOptions extends GuardOptions {
@@ -68,6 +68,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const settings = validate(RateLimitGuardOptionsSchema, options, 'rate limit guard options');
   const { name, store, limit, windowMs } = settings;
   const rule = { limit, windowMs, burst: settings.burst ?? limit };
+  const callStore = createStoreCaller(settings);
   return {
     name,
     async acquire(context, signal) {
@@ -75,12 +76,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       const userId = requiredId(parsed, 'userId', settings.whenNoUser, name);
       if (userId === undefined) return lease({ decision: undefined });
       const key = `${name}:rate:${hashTag(keyPart(userId))}`;
-      const outcome = await callStore(
-        settings,
-        'rateLimit',
-        () => store.rateLimit(key, rule),
-        signal,
-      );
+      const outcome = await callStore('rateLimit', () => store.rateLimit(key, rule), signal);
       if (!outcome.ok) return lease({ decision: undefined });
       const decision = outcome.value;
       if (!decision.allowed) {

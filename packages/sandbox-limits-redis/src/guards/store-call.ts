@@ -14,71 +14,114 @@ export interface StoreCallSettings {
 /** The store answered (`ok`), or it failed and the guard fails open (`ok: false`). */
 export type StoreOutcome<T> = { ok: true; value: T } | { ok: false };
 
-/**
- * Calls `operation` and settles with its answer, or when `timeoutMs` passes or `signal` aborts.
- * A failure or timeout rejects with `UNAVAILABLE` (fail closed) or resolves `{ ok: false }` after
- * a warning (fail open); an abort rejects with `CANCELLED`. If the operation succeeds after the
- * call gave up, `undo` receives its answer (to give back a lease nobody will release).
- */
-export function callStore<T>(
-  settings: StoreCallSettings,
+/** Calls a store operation under a guard's settings; see {@link createStoreCaller}. */
+export type StoreCaller = <T>(
   what: string,
   operation: () => Promise<T>,
   signal?: AbortSignal,
   undo?: (value: T) => void,
-): Promise<StoreOutcome<T>> {
-  if (signal?.aborted) {
-    return Promise.reject(
-      new SandboxCancelledError(`${settings.name}: cancelled before admission`, {
-        details: { guard: settings.name },
-      }),
-    );
-  }
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    const finish = (action: () => void) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      action();
-    };
-    const fail = (cause: unknown) => {
-      const reason = cause instanceof Error ? cause.message : String(cause);
-      if (settings.failMode === 'open') {
-        settings.logger.warn(
-          { guard: settings.name, operation: what, err: reason },
-          `${settings.name}: limit store failed, admitting without the limit (failMode open)`,
-        );
-        resolve({ ok: false });
-        return;
+) => Promise<StoreOutcome<T>>;
+
+interface Pending {
+  deadline: number;
+  expire(): void;
+}
+
+/**
+ * Makes the function a guard calls its store through. Each call settles with the store's answer,
+ * or when `timeoutMs` passes or `signal` aborts. A failure or timeout rejects with `UNAVAILABLE`
+ * (fail closed) or resolves `{ ok: false }` after a warning (fail open); an abort rejects with
+ * `CANCELLED`. If the operation succeeds after the call gave up, `undo` receives its answer (to
+ * give back a lease nobody will release).
+ *
+ * Deadlines are watched by one interval per guard that runs only while calls are pending, rather
+ * than a timer per call: a timer costs about as much as the rest of an admission. A timeout
+ * therefore fires between `timeoutMs` and `timeoutMs` + a tenth of it (at least 5 ms) late.
+ */
+export function createStoreCaller(settings: StoreCallSettings): StoreCaller {
+  const pending = new Set<Pending>();
+  const everyMs = Math.max(5, Math.ceil(settings.timeoutMs / 10));
+  let watcher: ReturnType<typeof setInterval> | undefined;
+
+  const watch = () => {
+    const now = performance.now();
+    for (const call of pending) if (call.deadline <= now) call.expire();
+    if (pending.size === 0) {
+      clearInterval(watcher);
+      watcher = undefined;
+    }
+  };
+
+  const failure = (what: string, cause: unknown) => {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    if (settings.failMode === 'open') {
+      settings.logger.warn(
+        { guard: settings.name, operation: what, err: reason },
+        `${settings.name}: limit store failed, admitting without the limit (failMode open)`,
+      );
+      return undefined;
+    }
+    return new SandboxUnavailableError(`${settings.name}: limit store unavailable (${reason})`, {
+      cause,
+      details: { guard: settings.name, failMode: settings.failMode },
+    });
+  };
+
+  const cancelled = (when: string) =>
+    new SandboxCancelledError(`${settings.name}: cancelled ${when}`, {
+      details: { guard: settings.name },
+    });
+
+  return <T>(
+    what: string,
+    operation: () => Promise<T>,
+    signal?: AbortSignal,
+    undo?: (value: T) => void,
+  ): Promise<StoreOutcome<T>> => {
+    if (signal?.aborted) return Promise.reject(cancelled('before admission'));
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const finish = () => {
+        settled = true;
+        pending.delete(call);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const fail = (cause: unknown) => {
+        finish();
+        const error = failure(what, cause);
+        if (error === undefined) resolve({ ok: false });
+        else reject(error);
+      };
+      const onAbort = () => {
+        finish();
+        reject(cancelled('while waiting for the store'));
+      };
+      const call: Pending = {
+        deadline: performance.now() + settings.timeoutMs,
+        expire: () => fail(new Error(`no answer within ${settings.timeoutMs} ms`)),
+      };
+      pending.add(call);
+      watcher ??= setInterval(watch, everyMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      let answer: Promise<T>;
+      try {
+        answer = operation();
+      } catch (error) {
+        answer = Promise.reject(error);
       }
-      reject(
-        new SandboxUnavailableError(`${settings.name}: limit store unavailable (${reason})`, {
-          cause,
-          details: { guard: settings.name, failMode: settings.failMode },
-        }),
+      answer.then(
+        (value) => {
+          if (settled) {
+            undo?.(value);
+            return;
+          }
+          finish();
+          resolve({ ok: true, value });
+        },
+        (error: unknown) => {
+          if (!settled) fail(error);
+        },
       );
-    };
-    const onAbort = () =>
-      finish(() =>
-        reject(
-          new SandboxCancelledError(`${settings.name}: cancelled while waiting for the store`, {
-            details: { guard: settings.name },
-          }),
-        ),
-      );
-    const timer = setTimeout(
-      () => finish(() => fail(new Error(`no answer within ${settings.timeoutMs} ms`))),
-      settings.timeoutMs,
-    );
-    signal?.addEventListener('abort', onAbort, { once: true });
-    new Promise<T>((run) => run(operation())).then(
-      (value) => {
-        if (settled) undo?.(value);
-        else finish(() => resolve({ ok: true, value }));
-      },
-      (error: unknown) => finish(() => fail(error)),
-    );
-  });
+    });
+  };
 }

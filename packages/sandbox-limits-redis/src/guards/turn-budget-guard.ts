@@ -17,7 +17,7 @@ import {
   millis,
   whenMissingSchema,
 } from './guard-options.ts';
-import { callStore } from './store-call.ts';
+import { createStoreCaller } from './store-call.ts';
 
 /** Options of {@link createTurnBudgetGuard}. */
 export interface TurnBudgetGuardOptions extends GuardOptions {
@@ -58,6 +58,7 @@ const TurnBudgetGuardOptionsSchema = z.strictObject({
 export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudgetGuard {
   const settings = validate(TurnBudgetGuardOptionsSchema, options, 'turn budget guard options');
   const { name, store, maxExecutionsPerTurn: limit, turnTtlMs } = settings;
+  const callStore = createStoreCaller(settings);
   return {
     name,
     async acquire(context, signal) {
@@ -70,7 +71,6 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
       const key = `${name}:turn:${hashTag(conversation, keyPart(turnId))}`;
       const member = keyPart(parsed.executionId);
       const outcome = await callStore(
-        settings,
         'claimBudget',
         () => store.claimBudget(key, member, limit, turnTtlMs),
         signal,

@@ -1,0 +1,149 @@
+// Rate-limit checks per second and latency at 50 concurrent callers, against the same local
+// Redis in the same run: this package's guard (and its store alone) versus rate-limiter-flexible's
+// RateLimiterRedis. Also counts the commands each check sends, with MONITOR.
+// Usage: pnpm bench (starts its own redis-server; REDIS_URL uses an existing one instead).
+import { cpus, totalmem } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { Bench } from 'tinybench';
+import { createRateLimitGuard, createRedisLimitStore, fromIoredis } from '../src/index.ts';
+import { type RedisProcess, startRedis } from '../test/redis-servers.ts';
+
+const callers = 50;
+const users = 1_000;
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+const timeMs = Number(process.env.BENCH_TIME_MS ?? 3_000);
+
+let server: RedisProcess | undefined;
+let target: { host: string; port: number };
+if (process.env.REDIS_URL) {
+  const url = new URL(process.env.REDIS_URL);
+  target = { host: url.hostname, port: Number(url.port || 6379) };
+} else {
+  server = await startRedis();
+  target = { host: '127.0.0.1', port: server.port };
+}
+
+const connect = async () => {
+  const client = new Redis({ ...target, enableOfflineQueue: true, maxRetriesPerRequest: 1 });
+  await client.ping();
+  return client;
+};
+const [ours, theirs, storeOnly, admin] = await Promise.all([
+  connect(),
+  connect(),
+  connect(),
+  connect(),
+]);
+const prefix = `bench:${Date.now()}:`;
+
+// Limits high enough that every check is admitted: both sides take their write path.
+const guard = createRateLimitGuard({
+  store: createRedisLimitStore({ client: fromIoredis(ours), keyPrefix: prefix }),
+  limit: 1_000_000,
+  windowMs: 60_000,
+});
+const store = createRedisLimitStore({ client: fromIoredis(storeOnly), keyPrefix: `${prefix}s:` });
+const rule = { limit: 1_000_000, windowMs: 60_000, burst: 1_000_000 };
+const flexible = new RateLimiterRedis({
+  storeClient: theirs,
+  keyPrefix: `${prefix}rlf`,
+  points: 1_000_000,
+  duration: 60,
+});
+
+let sequence = 0;
+const nextUser = () => `user-${sequence++ % users}`;
+const contenders: Record<string, () => Promise<unknown>> = {
+  'sandbox-limits-redis guard': () =>
+    guard.acquire({ executionId: String(sequence), userId: nextUser() }),
+  'sandbox-limits-redis store only': () => store.rateLimit(`rate:{=${nextUser()}}`, rule),
+  'rate-limiter-flexible RateLimiterRedis': () => flexible.consume(nextUser()),
+};
+
+/** Commands the server received per check (MONITOR, leaving out those scripts run inside). */
+async function commandsPerCheck(check: () => Promise<unknown>, checks = 500): Promise<string> {
+  for (let i = 0; i < 20; i++) await check(); // scripts cached first
+  const watcher = new Redis(target);
+  const monitor = await watcher.monitor();
+  const seen = new Map<string, number>();
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source === 'lua') return;
+    const name = args[0]!.toLowerCase();
+    seen.set(name, (seen.get(name) ?? 0) + 1);
+  });
+  await Promise.all(Array.from({ length: checks }, check));
+  await sleep(200);
+  monitor.disconnect();
+  watcher.disconnect();
+  return [...seen].map(([name, count]) => `${(count / checks).toFixed(2)} ${name}`).join(', ');
+}
+
+interface Figures {
+  throughput: number;
+  p50: number;
+  p99: number;
+}
+
+async function measure(name: string, check: () => Promise<unknown>): Promise<Figures> {
+  const bench = new Bench({
+    concurrency: 'task',
+    threshold: callers,
+    time: timeMs,
+    iterations: 0,
+    warmup: false,
+    retainSamples: false,
+  });
+  bench.add(name, check);
+  for (let i = 0; i < 2_000; i++) await check();
+  const started = performance.now();
+  await bench.run();
+  const elapsed = performance.now() - started;
+  const result = bench.tasks[0]!.result;
+  if (result.state !== 'completed') throw new Error(`${name}: ${result.state}`);
+  return {
+    throughput: bench.tasks[0]!.runs / (elapsed / 1_000),
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+  };
+}
+
+const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+const rows: Record<string, Figures[]> = {};
+for (let round = 0; round < rounds; round++) {
+  // Alternate the order each round so background load hits every contender alike.
+  const names = Object.keys(contenders);
+  if (round % 2 === 1) names.reverse();
+  for (const name of names) (rows[name] ??= []).push(await measure(name, contenders[name]!));
+}
+
+const redisVersion = /redis_version:(\S+)/.exec(await admin.info('server'))?.[1];
+const commands: Record<string, string> = {};
+for (const [name, check] of Object.entries(contenders)) {
+  commands[name] = await commandsPerCheck(check);
+}
+
+const baseline = median(
+  rows['rate-limiter-flexible RateLimiterRedis']!.map((row) => row.throughput),
+);
+console.log(
+  `\nMachine: ${cpus()[0]?.model} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, Redis ${redisVersion} (local, TCP)`,
+);
+console.log(
+  `${callers} concurrent callers, ${users} users, ${rounds} rounds of ${timeMs} ms; medians.\n`,
+);
+console.log(
+  '| contender | checks/s | vs RateLimiterRedis | p50 ms | p99 ms | commands per check |',
+);
+console.log('| --- | --- | --- | --- | --- | --- |');
+for (const [name, figures] of Object.entries(rows)) {
+  const throughput = median(figures.map((row) => row.throughput));
+  console.log(
+    `| ${name} | ${Math.round(throughput)} | ${(throughput / baseline).toFixed(2)}× | ${median(figures.map((row) => row.p50)).toFixed(2)} | ${median(figures.map((row) => row.p99)).toFixed(2)} | ${commands[name]} |`,
+  );
+}
+
+await Promise.all([ours, theirs, storeOnly, admin].map((client) => client.quit()));
+await server?.stop();
