@@ -30,3 +30,11 @@ export function expectError(event: TerminalEvent, code: string): ErrorEvent {
   expect(error.code, error.message).toBe(code);
   return error;
 }
+
+/** Asserts the engine still serves a fresh execution correctly. */
+export async function expectHealthy(engine: {
+  run(request: { code: string }): Promise<TerminalEvent>;
+}): Promise<void> {
+  const event = await engine.run({ code: 'return globalThis.leftover ?? "fresh"' });
+  expect(expectResult(event).payload).toBe('fresh');
+}

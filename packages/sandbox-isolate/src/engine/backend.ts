@@ -7,6 +7,8 @@ export interface ExecutionBackend {
   ready(): Promise<void>;
   /** Runs `job`; never rejects. `signal` aborts it (its reason becomes the error). */
   execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome>;
+  /** Process ids of the worker processes running isolates (none in-process). */
+  pids(): number[];
   /** Ends every job and frees every isolate and process. */
   dispose(): Promise<void>;
 }

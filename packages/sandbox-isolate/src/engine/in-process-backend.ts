@@ -22,6 +22,10 @@ export class InProcessBackend implements ExecutionBackend {
     return this.#runtime.execute(job, host, signal);
   }
 
+  pids(): number[] {
+    return [];
+  }
+
   async dispose(): Promise<void> {
     this.#runtime.manager.dispose();
   }

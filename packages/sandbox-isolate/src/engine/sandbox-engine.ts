@@ -43,6 +43,8 @@ export interface SandboxEngineStats {
   maxConcurrent: number;
   /** `process` or `in-process`. */
   isolation: 'process' | 'in-process';
+  /** Process ids of the live worker processes (empty in `in-process` mode). */
+  workerPids: number[];
 }
 
 /**
@@ -59,7 +61,7 @@ export class SandboxEngine {
   readonly #defaults: ExecutionLimits;
   readonly #backend: ExecutionBackend;
   readonly #logger: Logger;
-  readonly #running = new Set<AbortController>();
+  readonly #running = new Set<ExecutionHandle>();
   readonly #settled = new Set<Promise<void>>();
   #active = 0;
   #disposed = false;
@@ -107,6 +109,7 @@ export class SandboxEngine {
       active: this.#active,
       maxConcurrent: this.#config.maxConcurrent,
       isolation: this.#config.isolation,
+      workerPids: this.#backend.pids(),
     };
   }
 
@@ -149,9 +152,7 @@ export class SandboxEngine {
   async dispose(): Promise<void> {
     if (this.#disposed) return;
     this.#disposed = true;
-    for (const controller of this.#running) {
-      controller.abort(new SandboxCancelledError('SandboxEngine disposed'));
-    }
+    for (const handle of [...this.#running]) handle.cancel('SandboxEngine disposed');
     await this.#backend.dispose();
     await Promise.allSettled([...this.#settled]);
   }
@@ -187,7 +188,7 @@ export class SandboxEngine {
       return;
     }
     this.#active++;
-    this.#running.add(controller);
+    this.#running.add(channel.handle);
     const userSignal = valid.signal;
     const onUserAbort = () => channel.handle.cancel('Execution cancelled by its AbortSignal');
     if (userSignal?.aborted) onUserAbort();
@@ -203,13 +204,17 @@ export class SandboxEngine {
       if (lease === undefined) return;
       try {
         if (controller.signal.aborted) return;
+        if (this.#disposed) {
+          channel.handle.cancel('SandboxEngine disposed');
+          return;
+        }
         await this.#run(valid.code, limits, context, channel, controller.signal);
       } finally {
         await lease.release();
       }
     } finally {
       userSignal?.removeEventListener('abort', onUserAbort);
-      this.#running.delete(controller);
+      this.#running.delete(channel.handle);
       this.#active--;
     }
   }

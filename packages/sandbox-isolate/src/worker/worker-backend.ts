@@ -40,6 +40,12 @@ export class WorkerBackend implements ExecutionBackend {
     return this.#slots;
   }
 
+  pids(): number[] {
+    return this.#slots.flatMap((worker) =>
+      worker.alive && worker.pid !== undefined ? [worker.pid] : [],
+    );
+  }
+
   async ready(): Promise<void> {
     await Promise.all(this.#slots.map((worker) => worker.ready()));
   }
@@ -64,7 +70,7 @@ export class WorkerBackend implements ExecutionBackend {
   }
 
   #spawn(slot: number): WorkerProcess {
-    const { options } = { options: this.#options };
+    const options = this.#options;
     return new WorkerProcess({
       init: {
         maxConcurrent: options.maxConcurrent,

@@ -1,0 +1,127 @@
+// Failures that isolated-vm cannot recover from stay inside a worker process: the worker is
+// replaced, the executions it held end with an error, and the host and every other execution
+// go on.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SandboxEngine } from '../src/index.ts';
+import { writeGrowWasm } from './fixtures/grow-wasm.ts';
+import { expectError, expectHealthy, expectResult } from './helpers.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'sandbox-isolate-crash-'));
+const engine = new SandboxEngine({
+  workers: 2,
+  wasmModules: [{ name: 'wasm', wasmPath: writeGrowWasm(dir) }],
+  // The isolate has no timers: user code waits on the host through a data request.
+  dataHandler: async (params) => {
+    const ms = (params as { sleepMs?: number } | null)?.sleepMs ?? 0;
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    return 'slept';
+  },
+});
+afterAll(async () => {
+  await engine.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function waitForWorkers(count: number): Promise<number[]> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const pids = engine.stats().workerPids;
+    if (pids.length === count) {
+      await engine.ready();
+      return pids;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error('workers were not replaced');
+}
+
+describe('crash containment', () => {
+  it('the same snippet under a loose worker bound: the fill cannot be interrupted, the host deadline kills its worker: TIMEOUT', async () => {
+    const unbounded = new SandboxEngine({ workers: 1, poolSize: 0, workerBaseMemoryMb: 3_072 });
+    try {
+      await unbounded.ready();
+      const [before] = unbounded.stats().workerPids;
+      const event = await unbounded.run({
+        code: 'Array(1e9).fill(0); return 1',
+        limits: { memoryMb: 32, timeoutMs: 1_000 },
+      });
+      // V8 cannot interrupt the fill (isolated-vm would report "Script failed to terminate" a few
+      // seconds later); the host stops trusting the worker 2 s after the timeout and kills it.
+      const error = expectError(event, 'TIMEOUT');
+      expect(error.message).toBe(
+        'Execution timed out after 1000 ms (its worker process did not stop it and was killed)',
+      );
+      expect(error.stats?.wallMs).toBeGreaterThanOrEqual(3_000);
+      await unbounded.ready();
+      expect(unbounded.stats().workerPids).not.toEqual([before]);
+      await expectHealthy(unbounded);
+    } finally {
+      await unbounded.dispose();
+    }
+  }, 60_000);
+
+  it('Array(1e9).fill(0) under 32 MiB hits the worker memory bound: OOM, and the engine goes on', async () => {
+    await engine.ready();
+    const before = await waitForWorkers(2);
+    const hostRss = process.memoryUsage.rss();
+    const bystander = engine.run({
+      code: 'await dataProxy.request({ sleepMs: 50 }); return "bystander ok"',
+    });
+    const bomb = await engine.run({
+      code: 'Array(1e9).fill(0); return 1',
+      limits: { memoryMb: 32, timeoutMs: 1_000 },
+    });
+    // V8 lets the fill grow far past the isolate's heap limit (isolated-vm grants room near the
+    // limit); the supervisor's resident-memory bound stops it.
+    expect(expectError(bomb, 'OOM').details).toMatchObject({ memoryMb: 32, boundMb: 352 });
+    expect(expectResult(await bystander).payload).toBe('bystander ok');
+    const after = await waitForWorkers(2);
+    expect(after).not.toEqual(before);
+    expect(process.memoryUsage.rss() - hostRss).toBeLessThan(64 * 1024 * 1024);
+    await expectHealthy(engine);
+  }, 60_000);
+
+  it('a worker killed from outside ends its executions with CRASH; the others finish', async () => {
+    await waitForWorkers(2);
+    const long = Array.from({ length: 4 }, () =>
+      engine.run({ code: 'await dataProxy.request({ sleepMs: 1_500 }); return "survived"' }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const [victim] = engine.stats().workerPids;
+    process.kill(victim!, 'SIGKILL');
+    const events = await Promise.all(long);
+    const crashed = events.filter((event) => event.type === 'error');
+    const survived = events.filter((event) => event.type === 'result');
+    expect(crashed.length).toBeGreaterThan(0);
+    expect(survived.length).toBeGreaterThan(0);
+    for (const event of crashed) {
+      expect(expectError(event, 'CRASH').message).toContain('SIGKILL');
+    }
+    await waitForWorkers(2);
+    await expectHealthy(engine);
+  }, 30_000);
+
+  it('memory V8 does not count (a WebAssembly memory) hits the worker bound: OOM', async () => {
+    await waitForWorkers(2);
+    const hostRss = process.memoryUsage.rss();
+    const event = await engine.run({
+      code: 'wasm.grow(12_000); new Uint8Array(wasm.memory.buffer).fill(1); return "committed"',
+      limits: { memoryMb: 32, timeoutMs: 10_000 },
+    });
+    const error = expectError(event, 'OOM');
+    expect(error.details).toMatchObject({ memoryMb: 32, boundMb: 256 + 3 * 32 });
+    expect(process.memoryUsage.rss() - hostRss).toBeLessThan(64 * 1024 * 1024);
+    await waitForWorkers(2);
+    await expectHealthy(engine);
+  }, 30_000);
+
+  it('WASM modules are bound as configured globals and stay usable', async () => {
+    const event = await engine.run({
+      code: 'return [typeof wasm.grow, wasm.grow(1), typeof WebAssembly]',
+    });
+    expect(expectResult(event).payload).toEqual(['function', 1, 'undefined']);
+  });
+});
