@@ -116,7 +116,10 @@ for (let round = 0; round < rounds; round++) {
   // Alternate the order each round so background load hits every contender alike.
   const names = Object.keys(contenders);
   if (round % 2 === 1) names.reverse();
-  for (const name of names) (rows[name] ??= []).push(await measure(name, contenders[name]!));
+  for (const name of names) {
+    rows[name] ??= [];
+    rows[name].push(await measure(name, contenders[name]!));
+  }
 }
 
 const redisVersion = /redis_version:(\S+)/.exec(await admin.info('server'))?.[1];

@@ -16,7 +16,7 @@ import {
   fromIoredis,
 } from '../src/index.ts';
 import { failFast } from './backends.ts';
-import { type RedisProcess, redisCli, startRedis } from './redis-servers.ts';
+import { type RedisProcess, startRedis } from './redis-servers.ts';
 
 async function refusal(promise: Promise<unknown>): Promise<SandboxError> {
   const error = await promise.then(
