@@ -18,14 +18,8 @@ export async function readJsonBody(request: IncomingMessage, maxBytes: number): 
   }
   const declared = Number(request.headers['content-length']);
   if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(maxBytes);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of request as AsyncIterable<Buffer>) {
-    size += chunk.byteLength;
-    if (size > maxBytes) throw tooLarge(maxBytes);
-    chunks.push(chunk);
-  }
-  const text = Buffer.concat(chunks).toString('utf8');
+  const body = await readCapped(request, maxBytes);
+  const text = body.toString('utf8');
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
@@ -34,6 +28,36 @@ export async function readJsonBody(request: IncomingMessage, maxBytes: number): 
       message: `Body is not valid JSON: ${error instanceof SyntaxError ? error.message : 'parse failed'}`,
     });
   }
+}
+
+/**
+ * Collects the body, refusing once it passes `maxBytes`. The request is paused, not destroyed,
+ * on refusal: destroying it would reset the connection before the 413 reaches the client.
+ */
+function readCapped(request: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const settle = () => {
+      request.off('data', onData).off('end', onEnd).off('error', onError);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (size <= maxBytes) return void chunks.push(chunk);
+      settle();
+      request.pause();
+      reject(tooLarge(maxBytes));
+    };
+    const onEnd = () => {
+      settle();
+      resolve(Buffer.concat(chunks));
+    };
+    const onError = (error: Error) => {
+      settle();
+      reject(error);
+    };
+    request.on('data', onData).on('end', onEnd).on('error', onError);
+  });
 }
 
 function tooLarge(maxBytes: number): HttpError {

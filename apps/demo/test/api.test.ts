@@ -1,0 +1,215 @@
+// The HTTP API over real HTTP: a real server, a real isolate engine, real guards.
+import { randomUUID } from 'node:crypto';
+import type { SandboxEvent, TerminalEvent } from '@coda/sandbox-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { examples } from '../src/snippets/examples.ts';
+import { type StartedServer, startDemoServer } from './helpers/demo-server.ts';
+import { readSse, waitFor } from './helpers/sse.ts';
+
+let started: StartedServer;
+
+beforeAll(async () => {
+  started = await startDemoServer();
+  await started.engine.ready();
+});
+afterAll(() => started.stop());
+
+function post(body: unknown, headers: Record<string, string> = {}) {
+  return fetch(`${started.url}/v1/executions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-user-id': randomUUID(), ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+/** A loop that reports once, then runs until cancelled (or its 25 s clock). */
+const longRunning = {
+  code: "reportStatus('started');\nwhile (true) { await Promise.resolve(); }",
+  limits: { timeoutMs: 25_000 },
+};
+
+describe('GET /healthz', () => {
+  it('answers ok with the number of running executions', async () => {
+    const response = await fetch(`${started.url}/healthz`);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ status: 'ok', running: 0 });
+  });
+});
+
+describe('POST /v1/executions', () => {
+  it('streams status events, then the result, as Server-Sent Events', async () => {
+    const statusStream = examples.find((example) => example.id === 'status-stream')!;
+    const response = await post({ code: statusStream.code });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    expect(response.headers.get('x-execution-id')).toMatch(/^[0-9a-f-]{36}$/);
+    const events: SandboxEvent[] = [];
+    for await (const event of readSse(response.body!)) events.push(event);
+    const statuses = events.filter((event) => event.type === 'status');
+    expect(statuses.map((event) => event.message)).toContain('Checked acme (1/8)');
+    expect(statuses).toHaveLength(10);
+    const last = events.at(-1) as TerminalEvent;
+    expect(last.type).toBe('result');
+    expect(last.type === 'result' && Array.isArray(last.payload) && last.payload.length).toBe(8);
+    expect(last.stats?.dataRequests).toBe(9);
+  });
+
+  it('returns only the terminal event as JSON for Accept: application/json', async () => {
+    const response = await post({ code: 'return 6 * 7;' }, { accept: 'application/json' });
+    expect(response.status).toBe(200);
+    const event = (await response.json()) as TerminalEvent;
+    expect(event).toMatchObject({ type: 'result', payload: 42 });
+  });
+
+  it('reports a contained attack as its error event', async () => {
+    const response = await post(
+      { code: 'while (true) {}', limits: { timeoutMs: 300 } },
+      { accept: 'application/json' },
+    );
+    expect(await response.json()).toMatchObject({ type: 'error', code: 'TIMEOUT' });
+  });
+
+  it('refuses malformed JSON with 400', async () => {
+    const response = await post('{"code": "return 1"', {});
+    expect(response.status).toBe(400);
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('MALFORMED_JSON');
+  });
+
+  it('refuses a body that is not JSON with 415', async () => {
+    const response = await post({ code: 'return 1' }, { 'content-type': 'text/plain' });
+    expect(response.status).toBe(415);
+  });
+
+  it('names every bad field, and the missing x-user-id header, in one 400', async () => {
+    const response = await fetch(`${started.url}/v1/executions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ code: 5, limits: { memoryMb: 1_024, timeoutMs: -1 }, extra: true }),
+    });
+    expect(response.status).toBe(400);
+    const { error } = (await response.json()) as {
+      error: { code: string; details: { issues: { path: string; message: string }[] } };
+    };
+    expect(error.code).toBe('VALIDATION');
+    expect(error.details.issues.map((issue) => issue.path).sort()).toEqual([
+      'code',
+      'extra',
+      'headers.x-user-id',
+      'limits.memoryMb',
+      'limits.timeoutMs',
+    ]);
+    const memory = error.details.issues.find((issue) => issue.path === 'limits.memoryMb');
+    expect(memory?.message).toBe('at most 256 on this server');
+  });
+
+  it('refuses a body over the cap with 413, by Content-Length and while streaming', async () => {
+    const big = JSON.stringify({ code: `return '${'x'.repeat(1_100_000)}';` });
+    const declared = await post(big);
+    expect(declared.status).toBe(413);
+    expect(await declared.json()).toMatchObject({ error: { code: 'PAYLOAD_TOO_LARGE' } });
+
+    // Chunked, no Content-Length: refused once the running count passes the cap.
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        const chunk = new TextEncoder().encode(big.slice(0, 200_000));
+        for (let sent = 0; sent < 6; sent++) controller.enqueue(chunk);
+        controller.close();
+      },
+    });
+    const streamed = await fetch(`${started.url}/v1/executions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-user-id': 'chunked' },
+      body: stream,
+      duplex: 'half',
+    } as RequestInit);
+    expect(streamed.status).toBe(413);
+  });
+
+  it('refuses a user over the rate limit with 429 and Retry-After', async () => {
+    const userId = `busy-${randomUUID()}`;
+    const statuses: number[] = [];
+    for (let attempt = 0; attempt < 4; attempt++) {
+      const response = await post(
+        { code: 'return 1;' },
+        { 'x-user-id': userId, accept: 'application/json' },
+      );
+      statuses.push(response.status);
+      if (response.status === 429) {
+        expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        expect(await response.json()).toMatchObject({ error: { code: 'RATE_LIMITED' } });
+      } else {
+        await response.arrayBuffer();
+      }
+    }
+    expect(statuses).toEqual([200, 200, 200, 429]);
+  });
+
+  it('refuses a turn over its budget with 429 BUDGET_EXHAUSTED', async () => {
+    const turn = { conversationId: `chat-${randomUUID()}`, turnId: 'turn-1' };
+    const codes: string[] = [];
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const response = await post({ code: 'return 1;', ...turn }, { accept: 'application/json' });
+      const body = (await response.json()) as { type?: string; error?: { code: string } };
+      codes.push(
+        response.status === 200 ? String(body.type) : `${response.status} ${body.error?.code}`,
+      );
+    }
+    expect(codes).toEqual(['result', 'result', '429 BUDGET_EXHAUSTED']);
+  });
+
+  it('cancels the execution when the client disconnects mid-stream', async () => {
+    const disconnect = new AbortController();
+    const started_ = Date.now();
+    const response = await fetch(`${started.url}/v1/executions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-user-id': randomUUID() },
+      body: JSON.stringify(longRunning),
+      signal: disconnect.signal,
+    });
+    const events = readSse(response.body!);
+    expect((await events.next()).value).toMatchObject({ type: 'status', message: 'started' });
+    expect(started.server.running).toBe(1);
+    disconnect.abort();
+    // Long before the 25 s clock: the server noticed the disconnect and cancelled.
+    await waitFor(() => started.server.running === 0 && started.engine.stats().active === 0);
+    expect(Date.now() - started_).toBeLessThan(15_000);
+  });
+
+  it('answers 404 for an unknown path and 405 for a wrong method', async () => {
+    expect((await fetch(`${started.url}/nope`)).status).toBe(404);
+    const wrong = await fetch(`${started.url}/v1/executions`);
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get('allow')).toBe('POST');
+  });
+});
+
+describe('graceful shutdown', () => {
+  it('ends running executions with CANCELLED, then closes', async () => {
+    const own = await startDemoServer();
+    try {
+      const response = await fetch(`${own.url}/v1/executions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-user-id': 'shutdown' },
+        body: JSON.stringify(longRunning),
+      });
+      const events = readSse(response.body!);
+      expect((await events.next()).value).toMatchObject({ type: 'status' });
+      const closed = own.server.close();
+      const rest: SandboxEvent[] = [];
+      for await (const event of events) rest.push(event);
+      expect(rest).toEqual([
+        expect.objectContaining({
+          type: 'error',
+          code: 'CANCELLED',
+          message: 'Server shutting down',
+        }),
+      ]);
+      await closed;
+      expect(own.server.running).toBe(0);
+      await expect(fetch(`${own.url}/healthz`)).rejects.toThrow();
+    } finally {
+      await own.stop();
+    }
+  });
+});
