@@ -3,9 +3,9 @@ import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { x86_64Syscalls } from '../src/linux/seccomp/syscalls-x86-64.ts';
-import { aarch64Syscalls } from '../src/linux/seccomp/syscalls-aarch64.ts';
 import { createSandbox, SandboxControl } from '../src/index.ts';
+import { aarch64Syscalls } from '../src/linux/seccomp/syscalls-aarch64.ts';
+import { x86_64Syscalls } from '../src/linux/seccomp/syscalls-x86-64.ts';
 import { python, tempDir } from './support/helpers.ts';
 
 const fixture = (name: string): string => join(import.meta.dirname, 'fixtures', name);
@@ -124,8 +124,21 @@ describe('process confinement', () => {
         .map((line) => line.split('=')[0])
         .sort();
       // PWD is set by bubblewrap's --chdir.
-      const expected = ['EXTRA', 'GREETING', 'PWD', 'PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM']
-        .filter((name) => ['EXTRA', 'GREETING', 'PWD'].includes(name) || process.env[name] !== undefined)
+      const expected = [
+        'EXTRA',
+        'GREETING',
+        'PWD',
+        'PATH',
+        'HOME',
+        'LANG',
+        'LC_ALL',
+        'LC_CTYPE',
+        'TZ',
+        'TERM',
+      ]
+        .filter(
+          (name) => ['EXTRA', 'GREETING', 'PWD'].includes(name) || process.env[name] !== undefined,
+        )
         .sort();
       expect(names).toEqual(expected);
     } finally {
@@ -134,7 +147,11 @@ describe('process confinement', () => {
   });
 
   it('runs with seccomp in filter mode and no new privileges', async () => {
-    const result = await createSandbox().run('/bin/grep', ['-E', '^(Seccomp|NoNewPrivs|CapEff):', '/proc/self/status']);
+    const result = await createSandbox().run('/bin/grep', [
+      '-E',
+      '^(Seccomp|NoNewPrivs|CapEff):',
+      '/proc/self/status',
+    ]);
     expect(result.stdout.trim().split('\n').sort()).toEqual([
       'CapEff:\t0000000000000000',
       'NoNewPrivs:\t1',
@@ -145,7 +162,9 @@ describe('process confinement', () => {
   });
 
   it('refuses ptrace, mount, new namespaces and inet sockets, keeps unix sockets', async () => {
-    const result = await createSandbox({ allowNetwork: false }).run(python, [fixture('syscalls.py')]);
+    const result = await createSandbox({ allowNetwork: false }).run(python, [
+      fixture('syscalls.py'),
+    ]);
     expect(JSON.parse(result.stdout)).toEqual({
       ptrace: EPERM,
       mount: EPERM,

@@ -129,7 +129,12 @@ export function bwrapArgs(
   // read-only paths always; bound after the writable directory so that a read-only path inside
   // it wins.
   const writable = request.writableDirectory;
-  const overlaid = ['/tmp', '/dev', '/proc', ...policy.hidePaths.map((path) => realOrUndefined(path) ?? path)];
+  const overlaid = [
+    '/tmp',
+    '/dev',
+    '/proc',
+    ...policy.hidePaths.map((path) => realOrUndefined(path) ?? path),
+  ];
   const implicit = [request.cwd, request.executable].filter(
     (path) =>
       (writable === undefined || !isInside(path, writable)) &&

@@ -34,7 +34,10 @@ export const SubprocessPolicySchema = SandboxPolicySchema.extend({
       z
         .string()
         .regex(/^[a-z0-9_]+$/, 'expected a syscall name such as "read"')
-        .refine(isKnownSyscall, 'unknown syscall on x86_64 and aarch64'),
+        .refine(
+          (name) => !/^[a-z0-9_]+$/.test(name) || isKnownSyscall(name),
+          'unknown syscall on x86_64 and aarch64',
+        ),
     )
     .optional(),
   /** Refuse to run (instead of degrading) when full confinement is not available. */

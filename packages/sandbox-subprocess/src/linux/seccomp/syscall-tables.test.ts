@@ -7,7 +7,8 @@ import { x86_64Syscalls } from './syscalls-x86-64.ts';
 
 /** Names resolved in one shell per architecture (hundreds of tiny processes otherwise). */
 function resolveAll(arch: string, names: readonly string[]): Map<string, number | undefined> {
-  const script = 'for n in "$@"; do printf "%s %s\\n" "$n" "$(scmp_sys_resolver -a "$0" "$n")"; done';
+  const script =
+    'for n in "$@"; do printf "%s %s\\n" "$n" "$(scmp_sys_resolver -a "$0" "$n")"; done';
   const out = execFileSync('/bin/sh', ['-c', script, arch, ...names], { encoding: 'utf8' });
   const resolved = new Map<string, number | undefined>();
   for (const line of out.trim().split('\n')) {
