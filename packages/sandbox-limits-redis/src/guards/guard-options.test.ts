@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { createRedisLimitStore } from '../redis/redis-store.ts';
 import { createMemoryLimitStore } from '../store/memory-store.ts';
 import { createConcurrencyGuard } from './concurrency-guard.ts';
+import { createLimitGuards } from './limit-guards.ts';
 import { createRateLimitGuard } from './rate-limit-guard.ts';
 import { createTurnBudgetGuard } from './turn-budget-guard.ts';
 
@@ -107,5 +108,25 @@ describe('execution context', () => {
       .acquire({ executionId: 'e', userId: 'u' }, AbortSignal.abort())
       .catch((reason: unknown) => reason);
     expect(error).toMatchObject({ code: 'CANCELLED' });
+  });
+});
+
+describe('createLimitGuards', () => {
+  it('orders concurrency, rate limit, turn budget, sharing the store', async () => {
+    const guards = createLimitGuards({
+      store,
+      turnBudget: { maxExecutionsPerTurn: 1 },
+      rateLimit: { limit: 5, windowMs: 1_000 },
+      concurrency: { maxPerUser: 2 },
+    });
+    expect(guards.map((guard) => guard.name)).toEqual(['concurrency', 'rate-limit', 'turn-budget']);
+    expect(createLimitGuards({ store })).toEqual([]);
+  });
+
+  it('names the section of a bad field', () => {
+    const error = validationError(() =>
+      createLimitGuards({ store, rateLimit: { limit: -1, windowMs: 1_000 } }),
+    );
+    expect(error.issues.map((issue) => issue.path)).toEqual(['rateLimit.limit']);
   });
 });

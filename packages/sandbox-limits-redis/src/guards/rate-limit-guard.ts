@@ -54,10 +54,15 @@ const RateLimitGuardOptionsSchema = z
     burst: count(1_000_000).optional(),
     whenNoUser: whenMissingSchema,
   })
-  .refine((options) => options.windowMs / options.limit >= 0.001, {
-    message: 'limit per windowMs must not exceed 1 000 per millisecond',
-    path: ['limit'],
-  });
+  .refine(
+    // Judged only once both figures are valid, so a bad one is reported once.
+    (options) =>
+      !(options.limit >= 1 && options.windowMs >= 1) || options.windowMs / options.limit >= 0.001,
+    {
+      message: 'limit per windowMs must not exceed 1 000 per millisecond',
+      path: ['limit'],
+    },
+  );
 
 /**
  * Tier 4: at most `limit` executions per user per `windowMs`, across every host that shares the
