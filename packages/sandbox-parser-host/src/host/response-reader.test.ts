@@ -11,6 +11,8 @@ function frame(body: string, secret = nonce): Buffer {
   return Buffer.concat([secret, length, bytes]);
 }
 
+const readyNotice = frame('');
+
 function feed(reader: ResponseReader, bytes: Buffer, step: number) {
   let state = reader.state;
   for (let at = 0; at < bytes.length; at += step)
@@ -19,42 +21,46 @@ function feed(reader: ResponseReader, bytes: Buffer, step: number) {
 }
 
 describe('ResponseReader', () => {
-  const genuine = frame('{"ok":true,"data":[1,"two"]}');
   const stream = Buffer.concat([
-    Buffer.from([1]),
-    Buffer.from('garbage'),
+    Buffer.from('garbage before the ready notice'),
+    readyNotice,
     frame('{"ok":true,"data":"forged"}', randomBytes(32)),
     nonce.subarray(0, 31),
-    genuine,
+    frame('{"ok":true,"data":[1,"two"]}'),
     Buffer.from('trailing bytes are ignored'),
   ]);
 
-  it('finds the genuine frame behind forged ones, whatever the chunking', () => {
-    for (const step of [1, 2, 7, 31, 32, 33, 1000]) {
-      const reader = new ResponseReader(nonce, 1024);
+  it('finds the genuine frames behind forged ones, whatever the chunking', () => {
+    for (const step of [1, 2, 7, 31, 32, 33, 36, 1000]) {
+      let ready = 0;
+      const reader = new ResponseReader(nonce, 1024, () => ready++);
       expect(feed(reader, stream, step)).toEqual({
         kind: 'complete',
         response: { ok: true, data: [1, 'two'] },
       });
+      expect(ready).toBe(1);
     }
   });
 
-  it('says when the runner is ready', () => {
-    let ready = 0;
-    const reader = new ResponseReader(nonce, 1024, () => ready++);
-    reader.push(Buffer.from([1]));
+  it('a forged ready notice (wrong nonce) is not ready', () => {
+    const reader = new ResponseReader(nonce, 1024);
+    reader.push(frame('', randomBytes(32)));
+    expect(reader.ready).toBe(false);
+    reader.push(readyNotice);
     expect(reader.ready).toBe(true);
-    expect(ready).toBe(1);
   });
 
-  it('refuses a channel that does not start with the ready byte', () => {
+  it('refuses a second ready notice', () => {
     const reader = new ResponseReader(nonce, 1024);
-    expect(reader.push(Buffer.from('x'))).toMatchObject({ kind: 'refused', reason: 'malformed' });
+    expect(reader.push(Buffer.concat([readyNotice, readyNotice]))).toMatchObject({
+      kind: 'refused',
+      reason: 'malformed',
+    });
   });
 
   it('refuses a declared length over the cap without buffering it', () => {
     const reader = new ResponseReader(nonce, 10);
-    const header = Buffer.concat([Buffer.from([1]), nonce, Buffer.from([0x7f, 0, 0, 0])]);
+    const header = Buffer.concat([nonce, Buffer.from([0x7f, 0, 0, 0])]);
     expect(reader.push(header)).toEqual({
       kind: 'refused',
       reason: 'too-large',
@@ -62,17 +68,23 @@ describe('ResponseReader', () => {
     });
   });
 
+  it('refuses a flood of bytes that hold no nonce, keeping only a short tail', () => {
+    const reader = new ResponseReader(nonce, 1000);
+    expect(reader.push(Buffer.alloc(900, 0x41)).kind).toBe('reading');
+    expect(reader.push(Buffer.alloc(200, 0x41))).toMatchObject({ kind: 'refused' });
+  });
+
   it('refuses malformed and wrongly shaped bodies', () => {
     for (const body of ['not json', '[1]', '{"ok":true}', '{"ok":false,"error":"x"}']) {
       const reader = new ResponseReader(nonce, 1024);
-      expect(feed(reader, Buffer.concat([Buffer.from([1]), frame(body)]), 5).kind).toBe('refused');
+      expect(feed(reader, frame(body), 5).kind).toBe('refused');
     }
   });
 
-  it('accepts every error kind', () => {
+  it('accepts an error response', () => {
     const reader = new ResponseReader(nonce, 1024);
     const body = '{"ok":false,"error":"Unknown parser: x","kind":"unknown-parser"}';
-    expect(feed(reader, Buffer.concat([Buffer.from([1]), frame(body)]), 3)).toEqual({
+    expect(feed(reader, frame(body), 3)).toEqual({
       kind: 'complete',
       response: { ok: false, error: 'Unknown parser: x', kind: 'unknown-parser' },
     });

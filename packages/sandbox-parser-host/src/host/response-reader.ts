@@ -1,8 +1,9 @@
-// Reads the response channel (the child's fd 3): the ready byte, then bytes nobody may trust
-// until the per-call nonce, then the length and the body. Memory stays flat whatever arrives:
-// bytes before the nonce are scanned and dropped, and a body over the cap is never buffered.
+// Reads the response channel (the child's fd 3): bytes nobody may trust until the per-call
+// nonce, then a length and a body. An empty body is the runner's ready notice; the next frame
+// is the response. Memory stays flat whatever arrives: bytes before a nonce are scanned and
+// dropped, and a body over the cap is never buffered.
 import type { ParserResponse } from '../protocol/wire.ts';
-import { lengthBytes, nonceBytes, readyByte } from '../protocol/wire.ts';
+import { lengthBytes, nonceBytes, readyLength } from '../protocol/wire.ts';
 
 /** Room beyond `maxOutputBytes` for the response envelope and an error message (16 Ki chars). */
 export const envelopeAllowance = 128 * 1024;
@@ -29,12 +30,13 @@ export class ResponseReader {
   #ready = false;
   #tail: Buffer = Buffer.alloc(0);
   #skipped = 0;
+  /** Bytes of the length after a nonce; undefined while scanning for a nonce. */
   #header: Buffer | undefined;
   #bodyLength = -1;
   #body: Buffer[] = [];
   #bodyReceived = 0;
   #state: ReaderState = { kind: 'reading' };
-  #onReady: (() => void) | undefined;
+  readonly #onReady: (() => void) | undefined;
 
   constructor(nonce: Buffer, maxOutputBytes: number, onReady?: () => void) {
     this.#nonce = nonce;
@@ -54,16 +56,10 @@ export class ResponseReader {
 
   /** Takes the next chunk of the channel and returns the state after it. */
   push(chunk: Buffer): ReaderState {
-    if (this.#state.kind !== 'reading' || chunk.length === 0) return this.#state;
     let rest = chunk;
-    if (!this.#ready) {
-      if (rest[0] !== readyByte) return this.#refuse('malformed', 'the runner did not start');
-      this.#ready = true;
-      this.#onReady?.();
-      rest = rest.subarray(1);
+    while (this.#state.kind === 'reading' && rest.length > 0) {
+      rest = this.#header === undefined ? this.#scan(rest) : this.#collect(rest);
     }
-    if (this.#header === undefined) rest = this.#scan(rest);
-    if (this.#header !== undefined && this.#state.kind === 'reading') this.#collect(rest);
     return this.#state;
   }
 
@@ -84,27 +80,30 @@ export class ResponseReader {
       }
       return Buffer.alloc(0);
     }
+    this.#skipped += at;
     this.#header = Buffer.alloc(0);
     this.#tail = Buffer.alloc(0);
     return window.subarray(at + nonceBytes);
   }
 
-  #collect(chunk: Buffer): void {
+  /** Reads the length, then the body; returns what follows the frame. */
+  #collect(chunk: Buffer): Buffer {
     let rest = chunk;
     if (this.#bodyLength === -1) {
       const header = Buffer.concat([this.#header as Buffer, rest]);
       if (header.length < lengthBytes) {
         this.#header = header;
-        return;
+        return Buffer.alloc(0);
       }
       this.#bodyLength = header.readUInt32BE(0);
       rest = header.subarray(lengthBytes);
+      if (this.#bodyLength === readyLength) return this.#readyNotice(rest);
       if (this.#bodyLength > this.#maxOutputBytes + envelopeAllowance) {
         this.#refuse(
           'too-large',
           `parser response is ${this.#bodyLength} bytes, over maxOutputBytes (${this.#maxOutputBytes})`,
         );
-        return;
+        return Buffer.alloc(0);
       }
     }
     const needed = this.#bodyLength - this.#bodyReceived;
@@ -114,6 +113,19 @@ export class ResponseReader {
       this.#bodyReceived += piece.length;
     }
     if (this.#bodyReceived === this.#bodyLength) this.#finish();
+    return Buffer.alloc(0);
+  }
+
+  #readyNotice(rest: Buffer): Buffer {
+    this.#header = undefined;
+    this.#bodyLength = -1;
+    if (this.#ready) {
+      this.#refuse('malformed', 'the runner said it was ready twice');
+      return Buffer.alloc(0);
+    }
+    this.#ready = true;
+    this.#onReady?.();
+    return rest;
   }
 
   #finish(): void {
@@ -131,11 +143,10 @@ export class ResponseReader {
     else this.#state = { kind: 'complete', response };
   }
 
-  #refuse(reason: 'too-large' | 'malformed', message: string): ReaderState {
+  #refuse(reason: 'too-large' | 'malformed', message: string): void {
     this.#state = { kind: 'refused', reason, message };
     this.#body = [];
     this.#tail = Buffer.alloc(0);
-    return this.#state;
   }
 }
 

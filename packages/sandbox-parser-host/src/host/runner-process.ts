@@ -71,6 +71,8 @@ export class RunnerProcess {
     for (const stream of [child.stdin, child.stdout, child.stderr, child.response]) {
       stream.on('error', () => {});
     }
+    // The nonce goes first, at spawn: the runner takes it before it loads the parser module.
+    child.stdin.write(this.#nonce);
     void child.exited.then(() => {
       this.#exitedEarly = !this.#used;
       markReady();
@@ -92,9 +94,8 @@ export class RunnerProcess {
   async run(request: CallRequest, startedAt: number): Promise<ParserResult> {
     this.#used = true;
     const { child } = this;
-    const header = Buffer.alloc(this.#nonce.length + lengthBytes);
-    this.#nonce.copy(header);
-    header.writeUInt32BE(request.body.length, this.#nonce.length);
+    const header = Buffer.alloc(lengthBytes);
+    header.writeUInt32BE(request.body.length);
     child.stdin.end(Buffer.concat([header, request.body]));
 
     const timer = setTimeout(() => this.#kill({ kind: 'timeout' }), request.limits.timeout);

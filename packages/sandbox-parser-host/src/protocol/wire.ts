@@ -10,8 +10,11 @@ export const nonceBytes = 32;
 /** Bytes of the big-endian length that follows the nonce in both directions. */
 export const lengthBytes = 4;
 
-/** The one byte a runner writes on the response channel as soon as it can take a request. */
-export const readyByte = 0x01;
+/**
+ * The length of the ready notice: a frame with an empty body, which a runner writes once the
+ * parser module has loaded and it waits for the request. A response body is never empty.
+ */
+export const readyLength = 0;
 
 /** The child's file descriptor that carries the response (stdin, stdout, stderr, then this). */
 export const responseFd = 3;

@@ -14,11 +14,17 @@ import {
   type ParserRequest,
   type ParserResponse,
   protocolVersion,
-  readyByte,
+  readyLength,
   responseFd,
   runnerExitCode,
 } from '../protocol/wire.ts';
 
+// Builtin ESM bindings follow `syncBuiltinESMExports()`, which a parser may call after patching
+// `fs`: copy the functions into constants now.
+const readFd = readSync;
+const writeFd = writeSync;
+const reflectApply = Reflect.apply;
+const setBytes = Uint8Array.prototype.set;
 const stringify = JSON.stringify;
 const parseJson = JSON.parse;
 const hasOwn = Object.hasOwn;
@@ -40,7 +46,7 @@ function readExactly(length: number): Buffer | undefined {
   while (filled < length) {
     let read: number;
     try {
-      read = readSync(0, buffer, filled, length - filled, null);
+      read = readFd(0, buffer, filled, length - filled, null);
     } catch (error) {
       // A non-blocking stdin (not what the host sets up, but possible) reports EAGAIN: wait a bit.
       if ((error as NodeJS.ErrnoException).code === 'EAGAIN') {
@@ -59,7 +65,7 @@ function writeAll(bytes: Buffer): void {
   let written = 0;
   while (written < bytes.length) {
     try {
-      written += writeSync(responseFd, bytes, written, bytes.length - written);
+      written += writeFd(responseFd, bytes, written, bytes.length - written);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
     }
@@ -72,21 +78,27 @@ function fail(message: string): never {
   throw new Error('unreachable');
 }
 
-function readRequest(): { nonce: Buffer; request: ParserRequest } {
-  const header = readExactly(nonceBytes + lengthBytes);
-  if (header === undefined) fail('stdin closed before a request arrived');
+/** Takes the nonce off stdin into its own off-heap buffer; the host sends it at spawn. */
+function readNonce(): Buffer {
+  const received = readExactly(nonceBytes);
+  if (received === undefined) fail('stdin closed before the nonce arrived');
   const nonce = allocSlow(nonceBytes);
-  header.copy(nonce, 0, 0, nonceBytes);
-  const length = header.readUInt32BE(nonceBytes);
-  header.fill(0);
-  const body = readExactly(length);
+  reflectApply(setBytes, nonce, [received, 0]);
+  received.fill(0);
+  return nonce;
+}
+
+function readRequest(): ParserRequest {
+  const header = readExactly(lengthBytes);
+  if (header === undefined) fail('stdin closed before a request arrived');
+  const body = readExactly(header.readUInt32BE(0));
   if (body === undefined) fail('stdin closed in the middle of the request');
   const request = parseJson(body.toString('utf8')) as ParserRequest;
   if (typeof request !== 'object' || request === null || request.v !== protocolVersion) {
     fail(`unsupported request (expected protocol version ${protocolVersion})`);
   }
   if (typeof request.parser !== 'string') fail('request.parser must be a string');
-  return { nonce, request };
+  return request;
 }
 
 function describeThrown(thrown: unknown): string {
@@ -99,13 +111,22 @@ function describeThrown(thrown: unknown): string {
   return message.length > errorMessageLimit ? `${message.slice(0, errorMessageLimit)}…` : message;
 }
 
-function respond(nonce: Buffer, responseJson: string, exitCode: number): never {
-  const body = bufferFrom(responseJson, 'utf8');
+/** The nonce, the body's length (big-endian) and the body. */
+function frameOf(nonce: Buffer, body: Buffer): Buffer {
   const frame = allocSlow(nonceBytes + lengthBytes + body.length);
-  nonce.copy(frame, 0);
-  frame.writeUInt32BE(body.length, nonceBytes);
-  body.copy(frame, nonceBytes + lengthBytes);
-  writeAll(frame);
+  // Typed-array primitives and index writes only: Buffer methods may be patched by now, and a
+  // patched `copy` would see the nonce.
+  reflectApply(setBytes, frame, [nonce, 0]);
+  frame[nonceBytes] = (body.length >>> 24) & 0xff;
+  frame[nonceBytes + 1] = (body.length >>> 16) & 0xff;
+  frame[nonceBytes + 2] = (body.length >>> 8) & 0xff;
+  frame[nonceBytes + 3] = body.length & 0xff;
+  reflectApply(setBytes, frame, [body, nonceBytes + lengthBytes]);
+  return frame;
+}
+
+function respond(nonce: Buffer, responseJson: string, exitCode: number): never {
+  writeAll(frameOf(nonce, bufferFrom(responseJson, 'utf8')));
   reallyExit(exitCode);
   throw new Error('unreachable');
 }
@@ -140,22 +161,31 @@ function encodeResult(nonce: Buffer, data: unknown, maxOutputBytes: number): nev
   return respond(nonce, `{"ok":true,"data":${dataJson}}`, runnerExitCode.ok);
 }
 
+/** Imports the parser module; a module that fails to load is reported once the request came. */
+async function loadModule(
+  moduleUrl: string,
+): Promise<{ namespace: Record<string, unknown> } | { failed: string }> {
+  try {
+    return { namespace: (await import(moduleUrl)) as Record<string, unknown> };
+  } catch (error) {
+    return { failed: `cannot load parser module: ${describeThrown(error)}` };
+  }
+}
+
 async function main(): Promise<void> {
   const moduleUrl = process.argv[2];
   if (moduleUrl === undefined) fail('usage: runner <parser module URL>');
-  writeAll(bufferFrom([readyByte]));
-  const { nonce, request } = readRequest();
-  const { parser, payload, kwargs, limits } = request;
-  let namespace: Record<string, unknown>;
-  try {
-    namespace = (await import(moduleUrl)) as Record<string, unknown>;
-  } catch (error) {
-    respondError(nonce, {
-      ok: false,
-      kind: 'load-error',
-      error: `cannot load parser module: ${describeThrown(error)}`,
-    });
+  // The nonce is taken off stdin before the module loads: once parser code runs, whatever is
+  // still in the pipe is readable by it, and the nonce must not be.
+  const nonce = readNonce();
+  // A warm spare loads the module while it waits, so the call does not pay for the import.
+  const loaded = await loadModule(moduleUrl);
+  writeAll(frameOf(nonce, allocSlow(readyLength)));
+  const { parser, payload, kwargs, limits } = readRequest();
+  if ('failed' in loaded) {
+    respondError(nonce, { ok: false, kind: 'load-error', error: loaded.failed });
   }
+  const { namespace } = loaded;
   // Only an own export that is a function: `__proto__`, `constructor` and inherited names miss.
   const fn = hasOwn(namespace, parser) ? namespace[parser] : undefined;
   if (typeof fn !== 'function') {
