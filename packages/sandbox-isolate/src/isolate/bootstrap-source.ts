@@ -3,7 +3,7 @@
 // inject (coverage counters, helpers), and it must survive user code tampering with builtins.
 //
 // Arguments: $0 = status callback (sync ivm.Callback: source, level, message, dataJson?),
-// $1 = data Reference (async host function: paramsJson | null, units → [ok, text]),
+// $1 = data Reference (async host function: paramsJson | null, units → '1' + json | '0' + message),
 // $2 = WASM modules as [name, bytes, bindingSource | null][].
 // It captures them in this closure (they are never reachable from the global object) and
 // returns the `run` function, whose Reference only the host holds.
@@ -107,9 +107,11 @@ async function request(params) {
   if (json === undefined) json = 'null';
   const max = limits === null ? 0 : limits.maxDataBytes;
   const args = json.length > max ? [null, json.length] : [json, json.length];
+  // A string answer: resolving with an object would consult a then method user code planted.
   const answer = await dataRef.apply(undefined, args, applyOptions);
-  if (answer[0] === true) return parse(answer[1]);
-  throw new ErrorCtor(answer[1]);
+  const text = ReflectApply(stringSlice, answer, [1]);
+  if (answer[0] === '1') return parse(text);
+  throw new ErrorCtor(text);
 }
 
 function describe(error) {

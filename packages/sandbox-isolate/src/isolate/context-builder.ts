@@ -70,14 +70,14 @@ export class ContextBuilder {
       const data = new ivm.Reference(async (paramsJson: unknown, units: unknown) => {
         try {
           const host = holder.host;
-          if (host === undefined) return [false, 'dataProxy is not available'];
+          if (host === undefined) return '0dataProxy is not available';
           const answer = await host.data(
             typeof paramsJson === 'string' ? paramsJson : null,
             typeof units === 'number' ? units : 0,
           );
-          return answer.ok ? [true, answer.json] : [false, answer.message];
+          return answer.ok ? `1${answer.json}` : `0${answer.message}`;
         } catch {
-          return [false, 'Data request failed'];
+          return '0Data request failed';
         }
       });
       const wasm = this.#wasm.map((module) => [

@@ -10,6 +10,7 @@ import {
   type SandboxErrorJSON,
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
+import { capText, scrubHostPaths } from '../bridge/safe-json.ts';
 import type { ExecutionJob, JobHost, JobOutcome } from '../isolate/job.ts';
 import {
   catastrophicMarker,
@@ -74,6 +75,8 @@ export class WorkerProcess {
   #reportedRss = 0;
   #sampler: NodeJS.Timeout | undefined;
   #initError: string | undefined;
+  /** The worker died of memory exhaustion while running exactly one job: that job's fault. */
+  #outOfMemory = false;
 
   constructor(options: WorkerProcessOptions) {
     this.#options = options;
@@ -103,7 +106,8 @@ export class WorkerProcess {
       } else this.#onMessage(message);
     });
     this.#exited = new Promise((resolve) => {
-      this.#child.once('exit', (code, signal) => {
+      // 'close' comes after 'exit' and after stderr drained, so the crash reason is complete.
+      this.#child.once('close', (code, signal) => {
         markReady(false);
         this.#onExit(code, signal);
         resolve();
@@ -244,13 +248,8 @@ export class WorkerProcess {
   #onExit(code: number | null, signal: NodeJS.Signals | null): void {
     this.#alive = false;
     this.#stopSampling();
-    const catastrophic = this.#stderr
-      .split('\n')
-      .find((line) => line.startsWith(catastrophicMarker))
-      ?.slice(catastrophicMarker.length);
-    const how = catastrophic
-      ? `isolated-vm reported a catastrophic error (${catastrophic})`
-      : `the worker process exited (${signal ?? `code ${code}`})`;
+    const { how, outOfMemory } = describeDeath(this.#stderr, code, signal);
+    this.#outOfMemory = outOfMemory && this.#jobs.size === 1;
     if (this.#killReason?.kind !== 'dispose' || this.#jobs.size > 0) {
       this.#options.logger.warn(
         {
@@ -258,8 +257,8 @@ export class WorkerProcess {
           code,
           signal,
           reason: this.#killReason?.kind,
-          catastrophic,
           jobs: this.#jobs.size,
+          stderr: this.#stderr.slice(-1_000),
         },
         'sandbox worker process ended',
       );
@@ -316,6 +315,14 @@ export class WorkerProcess {
       default:
         break;
     }
+    if (this.#outOfMemory) {
+      return {
+        name: 'SandboxOOMError',
+        code: SandboxErrorCode.OOM,
+        message: `Execution exhausted memory and its worker process died: ${how}`,
+        details: { memoryMb: job.limits.memoryMb },
+      };
+    }
     return {
       name: 'SandboxCrashError',
       code: SandboxErrorCode.CRASH,
@@ -360,6 +367,32 @@ export class WorkerProcess {
       channel?.unref();
     }
   }
+}
+
+/**
+ * Why a worker died, from its stderr: isolated-vm's catastrophic-error line (written by the
+ * worker itself) or V8's fatal-error banner, else the exit code or signal.
+ */
+function describeDeath(
+  stderr: string,
+  code: number | null,
+  signal: NodeJS.Signals | null,
+): { how: string; outOfMemory: boolean } {
+  const lines = stderr.split('\n');
+  const catastrophic = lines
+    .find((line) => line.startsWith(catastrophicMarker))
+    ?.slice(catastrophicMarker.length);
+  const fatal = lines.find((line) => /^# Fatal (?!error in)/.test(line))?.slice(2);
+  const exit = signal ?? `code ${code}`;
+  let how = `the worker process exited (${exit})`;
+  if (catastrophic !== undefined)
+    how = `isolated-vm reported a catastrophic error (${catastrophic})`;
+  else if (fatal !== undefined) how = `V8 aborted the worker process (${exit}): ${fatal}`;
+  const cause = catastrophic ?? fatal ?? '';
+  return {
+    how: capText(scrubHostPaths(how), 500),
+    outOfMemory: /out[- ]of[- ]memory|heap limit/i.test(cause),
+  };
 }
 
 /** Resident set size of `pid` in bytes from /proc (Linux); undefined where unavailable. */
