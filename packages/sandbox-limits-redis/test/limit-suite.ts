@@ -17,22 +17,13 @@ import {
   type LimitStore,
 } from '../src/index.ts';
 import type { Backend } from './backends.ts';
+import { refusal } from './refusal.ts';
 
 const newId = (what: string) => `${what}-${randomUUID()}`;
 const context = (fields: Omit<ExecutionContext, 'executionId'> = {}): ExecutionContext => ({
   executionId: newId('exec'),
   ...fields,
 });
-
-/** The error a promise rejected with, as a SandboxError (fails the test if it resolved). */
-async function refusal(promise: Promise<unknown>): Promise<SandboxError> {
-  const error = await promise.then(
-    () => undefined,
-    (reason: unknown) => reason,
-  );
-  if (!isSandboxError(error)) throw new Error(`expected a SandboxError, got ${String(error)}`);
-  return error;
-}
 
 /** Splits settled acquisitions into leases and refusal codes. */
 function tally<Lease extends GuardLease>(results: PromiseSettledResult<Lease>[]) {

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isSandboxError, type Logger, type SandboxError } from '@coda/sandbox-core';
+import { isSandboxError, type Logger } from '@coda/sandbox-core';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -17,15 +17,7 @@ import {
 } from '../src/index.ts';
 import { failFast } from './backends.ts';
 import { type RedisProcess, startRedis } from './redis-servers.ts';
-
-async function refusal(promise: Promise<unknown>): Promise<SandboxError> {
-  const error = await promise.then(
-    () => undefined,
-    (reason: unknown) => reason,
-  );
-  if (!isSandboxError(error)) throw new Error(`expected a SandboxError, got ${String(error)}`);
-  return error;
-}
+import { refusal } from './refusal.ts';
 
 /**
  * Records the commands clients send to the server (MONITOR), leaving out those a script runs

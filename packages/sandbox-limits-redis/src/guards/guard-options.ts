@@ -27,25 +27,24 @@ export interface GuardOptions {
   logger?: Logger;
 }
 
-const isFunction = (value: unknown) => typeof value === 'function';
+/** An object that has every one of `methods` (a store, a logger): checked, not cloned. */
+function withMethods<T>(methods: readonly string[], message: string) {
+  return z.custom<T>(
+    (value) =>
+      typeof value === 'object' &&
+      value !== null &&
+      methods.every((method) => typeof (value as Record<string, unknown>)[method] === 'function'),
+    message,
+  );
+}
 
-const storeSchema = z.custom<LimitStore>(
-  (value) =>
-    typeof value === 'object' &&
-    value !== null &&
-    ['rateLimit', 'claimBudget', 'acquireLease', 'releaseLease'].every((method) =>
-      isFunction((value as Record<string, unknown>)[method]),
-    ),
+const storeSchema = withMethods<LimitStore>(
+  ['rateLimit', 'claimBudget', 'acquireLease', 'releaseLease'],
   'expected a LimitStore from createRedisLimitStore() or createMemoryLimitStore()',
 );
 
-const loggerSchema = z.custom<Logger>(
-  (value) =>
-    typeof value === 'object' &&
-    value !== null &&
-    ['debug', 'info', 'warn', 'error'].every((method) =>
-      isFunction((value as Record<string, unknown>)[method]),
-    ),
+const loggerSchema = withMethods<Logger>(
+  ['debug', 'info', 'warn', 'error'],
   'expected a logger with debug, info, warn and error methods',
 );
 
