@@ -28,11 +28,15 @@ export const defaultGuardSettings: Readonly<GuardSettings> = Object.freeze({
   maxConcurrentPerUser: 2,
 });
 
-/** What the guided run's engine admits: small, so the limits part reaches them in a few runs. */
+/**
+ * What the guided run's engine admits: small, so the limits part reaches them in a few runs. The
+ * window is long enough that no unit refills while a slow machine runs the part (GCRA gives one
+ * back every windowMs / ratePerUser).
+ */
 export const guidedRunGuardSettings: Readonly<GuardSettings> = Object.freeze({
   maxExecutionsPerTurn: 3,
   ratePerUser: 5,
-  windowMs: 10_000,
+  windowMs: 60_000,
   maxConcurrentPerUser: 2,
 });
 

@@ -166,8 +166,8 @@ function showStats(stats) {
   statsBody.replaceChildren();
   if (!stats) return;
   const rows = [
-    ['wall time', `${stats.wallMs} ms`],
-    ['CPU time', `${stats.cpuMs} ms`],
+    ['wall time', `${Math.round(stats.wallMs)} ms`],
+    ['CPU time', `${Math.round(stats.cpuMs)} ms`],
     ['heap used', formatBytes(stats.heapUsedBytes)],
     ['data requests', stats.dataRequests],
     ['data received', formatBytes(stats.dataBytes)],

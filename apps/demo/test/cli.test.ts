@@ -1,0 +1,66 @@
+// The CLI end to end, as a user runs it: a real process, every layer, every attack.
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import type { DemoSummary } from '../src/cli/run-parts.ts';
+
+const run = promisify(execFile);
+const appDirectory = fileURLToPath(new URL('..', import.meta.url));
+
+/** Runs `pnpm demo` (what it runs, without pnpm) with `args`; never throws on a non-zero exit. */
+async function demo(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const argv = ['--conditions=@coda/source', '--no-node-snapshot', 'src/main.ts', ...args];
+  try {
+    const { stdout, stderr } = await run(process.execPath, argv, {
+      cwd: appDirectory,
+      env: { ...process.env, REDIS_URL: '', ...env },
+      maxBuffer: 16 * 1024 * 1024,
+      timeout: 150_000,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code?: number; stdout?: string; stderr?: string };
+    return { code: failed.code ?? -1, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' };
+  }
+}
+
+describe('pnpm demo', () => {
+  it('--json: runs every part and contains every attack of the threat model', async () => {
+    const { code, stdout, stderr } = await demo(['--json']);
+    const summary = JSON.parse(stdout) as DemoSummary;
+    expect(summary.parts.map((part) => [part.part, part.status, part.reason])).toEqual([
+      ['isolate', 'ok', undefined],
+      ['attacks', 'ok', undefined],
+      ['subprocess', 'ok', undefined],
+      ['parser', 'ok', undefined],
+      ['limits', 'ok', undefined],
+    ]);
+    const attacks = summary.parts.flatMap((part) => part.attacks);
+    const notContained = attacks.filter((attack) => !attack.contained);
+    expect(notContained).toEqual([]);
+    // Seed 000's eleven attacks (module escape twice: require and import), plus the other layers'.
+    expect(attacks.filter((attack) => attack.layer === 'isolate')).toHaveLength(12);
+    expect(new Set(attacks.map((attack) => attack.layer))).toEqual(
+      new Set(['isolate', 'subprocess', 'parser-host', 'limits']),
+    );
+    expect(summary.attacks).toEqual({ total: attacks.length, contained: attacks.length });
+    expect(summary.ok).toBe(true);
+    expect(code, stderr).toBe(0);
+  }, 160_000);
+
+  it('prints plain text without colour codes when stdout is not a terminal', async () => {
+    const { code, stdout } = await demo(['limits'], { FORCE_COLOR: '1' });
+    expect(code).toBe(0);
+    expect(stdout).toContain('refused: BUDGET_EXHAUSTED');
+    expect(stdout).toContain('refused: RATE_LIMITED');
+    expect(stdout).not.toContain('\u001b[');
+  }, 60_000);
+
+  it('exits 2 with the usage on an unknown part', async () => {
+    const { code, stderr } = await demo(['nonsense']);
+    expect(code).toBe(2);
+    expect(stderr).toContain('Unknown part: nonsense');
+    expect(stderr).toContain('Usage: pnpm demo');
+  });
+});
