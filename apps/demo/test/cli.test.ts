@@ -2,8 +2,10 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import type { DemoSummary } from '../src/cli/run-parts.ts';
+import { startRedis } from './helpers/redis-server.ts';
 
 const run = promisify(execFile);
 const appDirectory = fileURLToPath(new URL('..', import.meta.url));
@@ -55,6 +57,26 @@ describe('pnpm demo', () => {
     expect(stdout).toContain('refused: BUDGET_EXHAUSTED');
     expect(stdout).toContain('refused: RATE_LIMITED');
     expect(stdout).not.toContain('\u001b[');
+  }, 60_000);
+
+  it('limits: keeps tier 3 and 4 counts in Redis when REDIS_URL is set', async () => {
+    const redis = await startRedis();
+    try {
+      const { code, stdout } = await demo(['limits', '--json'], { REDIS_URL: redis.url });
+      const summary = JSON.parse(stdout) as DemoSummary;
+      expect(summary.parts[0]?.runs[0]).toEqual({ store: `redis ${redis.url}` });
+      expect(summary.parts[0]?.status).toBe('ok');
+      expect(code).toBe(0);
+      // Every key the demo wrote is under its own prefix and expires on its own.
+      const client = new Redis(redis.url);
+      const keys = await client.keys('coda:demo:*');
+      expect(keys.length).toBeGreaterThan(0);
+      const ttls = await Promise.all(keys.map((key) => client.pttl(key)));
+      expect(ttls.every((ttl) => ttl > 0)).toBe(true);
+      await client.quit();
+    } finally {
+      await redis.stop();
+    }
   }, 60_000);
 
   it('exits 2 with the usage on an unknown part', async () => {

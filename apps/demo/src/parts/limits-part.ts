@@ -46,7 +46,7 @@ export const limitsPart: DemoPart = {
         `${ratePerUser} per user per ${formatMs(windowMs)}`,
     );
     const rows: string[][] = [];
-    const runs: JsonObject[] = [];
+    const runs: JsonObject[] = [{ store: store.description }];
     let unexpected = 0;
     for (const step of plan()) {
       const terminal = await submit(engine, step.context);
