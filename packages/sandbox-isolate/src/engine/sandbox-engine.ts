@@ -9,6 +9,7 @@ import {
   type ExecutionContext,
   type ExecutionHandle,
   type ExecutionLimits,
+  type GuardLease,
   type Logger,
   resolveExecutionLimits,
   SandboxCancelledError,
@@ -193,22 +194,22 @@ export class SandboxEngine {
     const onUserAbort = () => channel.handle.cancel('Execution cancelled by its AbortSignal');
     if (userSignal?.aborted) onUserAbort();
     userSignal?.addEventListener('abort', onUserAbort, { once: true });
+    // The terminal event goes out only after the slot and the guard leases are released, so a
+    // caller who submits again as soon as it has the result is never refused for capacity.
+    let terminal: TerminalEvent | undefined;
     try {
       const context: ExecutionContext = { ...valid.context, executionId };
-      const lease = await acquireGuards(this.#config.guards, context, controller.signal).catch(
-        (error: unknown) => {
-          fail(error);
-          return undefined;
-        },
-      );
-      if (lease === undefined) return;
+      let lease: GuardLease;
       try {
+        lease = await acquireGuards(this.#config.guards, context, controller.signal);
+      } catch (error) {
+        terminal = errorEvent(toSandboxErrorJSON(error));
+        return;
+      }
+      try {
+        if (this.#disposed) channel.handle.cancel('SandboxEngine disposed');
         if (controller.signal.aborted) return;
-        if (this.#disposed) {
-          channel.handle.cancel('SandboxEngine disposed');
-          return;
-        }
-        await this.#run(valid.code, limits, context, channel, controller.signal);
+        terminal = await this.#run(valid.code, limits, context, channel, controller.signal);
       } finally {
         await lease.release();
       }
@@ -216,6 +217,7 @@ export class SandboxEngine {
       userSignal?.removeEventListener('abort', onUserAbort);
       this.#running.delete(channel.handle);
       this.#active--;
+      if (terminal !== undefined) channel.push(terminal);
     }
   }
 
@@ -225,7 +227,7 @@ export class SandboxEngine {
     context: ExecutionContext,
     channel: ExecutionChannel,
     signal: AbortSignal,
-  ): Promise<void> {
+  ): Promise<TerminalEvent> {
     const session = new ExecutionSession({
       limits,
       context,
@@ -252,7 +254,7 @@ export class SandboxEngine {
       },
       'execution ended',
     );
-    channel.push(event);
+    return event;
   }
 }
 

@@ -36,11 +36,13 @@ export class CodeExecutor {
     const { limits } = job;
     const started = performance.now();
     let ended: SandboxErrorJSON | undefined;
-    let endStats: IsolateStats | undefined;
+    let cpuAtEnd = 0;
     const end = (error: SandboxErrorJSON) => {
       if (ended !== undefined) return;
       ended = error;
-      endStats = measure(prepared, started);
+      // Only the CPU counter: heap statistics need the isolate's lock, which a running script
+      // holds until it stops, and this must not block the caller's thread.
+      cpuAtEnd = readCpuMs(prepared);
       disposeQuietly(prepared.isolate);
     };
     prepared.host = {
@@ -78,12 +80,19 @@ export class CodeExecutor {
     }
     const stats = measure(prepared, started);
     if (ended !== undefined) {
-      if (endStats !== undefined) stats.cpuMs = endStats.cpuMs;
-      if (endStats !== undefined) stats.heapUsedBytes = endStats.heapUsedBytes;
+      stats.cpuMs = Math.max(stats.cpuMs, cpuAtEnd);
       return { kind: 'error', error: ended, stats };
     }
     if (typeof text !== 'string') return { kind: 'error', error: mapFailure(failure, job), stats };
     return decode(text, job, stats);
+  }
+}
+
+function readCpuMs(prepared: PreparedIsolate): number {
+  try {
+    return prepared.isolate.isDisposed ? 0 : Number(prepared.isolate.cpuTime) / 1e6;
+  } catch {
+    return 0;
   }
 }
 
