@@ -86,10 +86,9 @@ describe.each(['process', 'in-process'] as const)('SandboxEngine (%s)', (isolati
       } as never),
       'VALIDATION',
     );
-    expect((limits.details?.issues as { path: string }[]).map((issue) => issue.path)).toEqual([
-      'timeoutMs',
-      'maxResultBytes',
-    ]);
+    expect(
+      (limits.details?.issues as { path: string }[] | undefined)?.map((issue) => issue.path),
+    ).toEqual(['timeoutMs', 'maxResultBytes']);
   });
 
   it('counts maxCodeBytes in UTF-8 bytes', async () => {
