@@ -1,4 +1,16 @@
 import { defineConfig } from 'vitest/config';
 import { sharedTestConfig } from '../../vitest.shared.ts';
 
-export default defineConfig(sharedTestConfig);
+export default defineConfig({
+  ...sharedTestConfig,
+  test: {
+    ...sharedTestConfig.test,
+    // A real redis-server for every file, started once.
+    globalSetup: ['src/support/global-setup.ts'],
+    // isolated-vm needs it in any process that loads it; the engine's worker processes get it
+    // themselves, this covers a test that loads isolated-vm in the test process.
+    execArgv: ['--no-node-snapshot'],
+    // Two files at a time on a 2-core machine: the soak and the timing bounds stay meaningful.
+    maxWorkers: 2,
+  },
+});
