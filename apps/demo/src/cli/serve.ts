@@ -28,10 +28,15 @@ export async function serve(port: number, host: string, style: Style): Promise<n
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
-  console.log('Shutting down: ending running executions…');
+  console.log('Shutting down: ending running executions… (again to force)');
+  // A second signal means the user will not wait for the grace period.
+  const force = () => process.exit(130);
+  process.once('SIGINT', force);
+  process.once('SIGTERM', force);
   await server.close();
   await engine.dispose();
   await store.close();
+  console.log('Stopped.');
   return 0;
 }
 

@@ -97,8 +97,12 @@ export async function createDemoServer(options: DemoServerOptions): Promise<Demo
   async function shutdown(): Promise<void> {
     server.close();
     registry.cancelAll('Server shutting down');
-    const grace = options.shutdownGraceMs ?? 5_000;
-    await Promise.race([registry.drained(), new Promise((resolve) => setTimeout(resolve, grace))]);
+    let timer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise((resolve) => {
+      timer = setTimeout(resolve, options.shutdownGraceMs ?? 5_000);
+    });
+    await Promise.race([registry.drained(), graceOver]);
+    clearTimeout(timer);
     server.closeIdleConnections();
     server.closeAllConnections();
   }
