@@ -46,3 +46,12 @@ export interface ParserChild {
   /** Kills the child and everything it started; safe to call more than once. */
   kill(): void;
 }
+
+/** Builds a {@link ParserChild} from a started process's standard streams and the rest. */
+export function toParserChild(
+  process: Pick<ParserChild, 'stdin' | 'stdout' | 'stderr'> & { pid?: number | undefined },
+  rest: Pick<ParserChild, 'response' | 'exited' | 'confinement' | 'kill'>,
+): ParserChild {
+  const { pid, stdin, stdout, stderr } = process;
+  return { pid, stdin, stdout, stderr, ...rest };
+}

@@ -9,7 +9,12 @@ import {
   type SandboxedProcess,
   type SubprocessSandbox,
 } from '@coda/sandbox-subprocess';
-import type { ChildExit, ConfinementReport, ParserChild } from './child.ts';
+import {
+  type ChildExit,
+  type ConfinementReport,
+  type ParserChild,
+  toParserChild,
+} from './child.ts';
 import type { RunnerPlan } from './node-command.ts';
 import { runnerCommand } from './runner-command.ts';
 import { runnerPath, wirePath } from './runner-files.ts';
@@ -91,14 +96,10 @@ function wrap(child: SandboxedProcess, cgroupMemory: boolean): ParserChild {
       memoryExceeded: exit.memoryExceeded,
     }),
   );
-  return {
-    pid: child.pid,
-    stdin: child.stdin,
-    stdout: child.stdout,
-    stderr: child.stderr,
+  return toParserChild(child, {
     response: child.pipes[0] as Readable,
     exited,
     confinement,
     kill: () => child.kill(),
-  };
+  });
 }

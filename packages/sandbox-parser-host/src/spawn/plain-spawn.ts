@@ -3,7 +3,12 @@
 // path, and the "same kind of limits as the seed" path of the benchmark.
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import type { ChildExit, ConfinementReport, ParserChild } from './child.ts';
+import {
+  type ChildExit,
+  type ConfinementReport,
+  type ParserChild,
+  toParserChild,
+} from './child.ts';
 import type { RunnerPlan } from './node-command.ts';
 import { runnerCommand } from './runner-command.ts';
 
@@ -22,11 +27,7 @@ export function spawnPlainChild(plan: RunnerPlan, confinement: ConfinementReport
     child.once('error', () => resolve({ exitCode: null, signal: null }));
   });
   let killed = false;
-  return {
-    pid: child.pid,
-    stdin: child.stdin,
-    stdout: child.stdout,
-    stderr: child.stderr,
+  return toParserChild(child, {
     response: child.stdio[3] as Readable,
     exited,
     confinement,
@@ -41,5 +42,5 @@ export function spawnPlainChild(plan: RunnerPlan, confinement: ConfinementReport
         child.kill('SIGKILL');
       }
     },
-  };
+  });
 }
