@@ -74,7 +74,12 @@ describe('concurrency', () => {
   });
 
   it('the warm spare serves default-limit calls and is replaced after each', async () => {
-    const host = makeHost({ warmSpare: true });
+    const messages: string[] = [];
+    const record = (fields: object | string, message?: string): void => {
+      messages.push(typeof fields === 'string' ? fields : (message ?? ''));
+    };
+    const logger = { debug: record, info: record, warn: record, error: record };
+    const host = makeHost({ warmSpare: true, logger });
     await host.warm();
     const warm = await host.runParser('echo', 'warm');
     await host.warm();

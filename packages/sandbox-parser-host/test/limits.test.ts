@@ -18,10 +18,18 @@ describe('limits', () => {
     expect(result.confinement?.cpu).toBe('rlimit');
   });
 
-  it('an infinite loop under a short wall clock ends at the wall clock', async () => {
-    const host = makeHost();
+  it('an infinite loop under a short wall clock ends at the wall clock, leaving nothing', async () => {
+    const pids: number[] = [];
+    const debug = (fields: object | string): void => {
+      const pid = typeof fields === 'object' ? (fields as { pid?: unknown }).pid : undefined;
+      if (typeof pid === 'number') pids.push(pid);
+    };
+    const logger = { debug, info: debug, warn: debug, error: debug };
+    const host = makeHost({ logger });
     const result = await host.runParser('spin', null, { timeout: 500, cpuSecs: 30 });
     expect(result).toMatchObject({ ok: false, timedOut: true, error: 'sandbox timeout' });
+    expect(pids).toHaveLength(1);
+    expect(() => process.kill(pids[0] as number, 0)).toThrow(/ESRCH/);
   });
 
   it('a promise that never settles is reported at once, not at the wall clock', async () => {

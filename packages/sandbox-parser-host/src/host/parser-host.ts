@@ -230,6 +230,7 @@ class Host implements ParserHost {
     const spare = this.#spare;
     if (spare?.usable && sameLimits(spare.limits, limits)) {
       this.#spare = undefined;
+      this.#logger.debug({ pid: spare.child.pid }, 'parser call takes the warm spare');
       setImmediate(() => this.#replenish());
       return spare;
     }
