@@ -1,7 +1,7 @@
 // Part 2: every attack of the threat model, live, against the layer that owns its defence.
 import { allAttackCases } from '../attacks/all-attacks.ts';
 import { formatMs } from '../cli/format.ts';
-import type { AttackOutcome, DemoPart } from './part.ts';
+import { type AttackOutcome, type DemoPart, partReport } from './part.ts';
 
 export const attacksPart: DemoPart = {
   name: 'attacks',
@@ -47,12 +47,6 @@ export const attacksPart: DemoPart = {
         ? style.green(`${attacks.length} of ${attacks.length} attacks contained.`)
         : style.red(`${escaped} of ${attacks.length} attacks were NOT contained.`),
     );
-    return {
-      part: 'attacks',
-      status: escaped > 0 ? 'failed' : 'ok',
-      ...(escaped > 0 ? { reason: `${escaped} attacks not contained` } : {}),
-      attacks,
-      runs: [],
-    };
+    return partReport('attacks', escaped, 'attacks not contained', [], attacks);
   },
 };

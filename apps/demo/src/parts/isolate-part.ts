@@ -4,7 +4,7 @@ import type { JsonValue, SandboxEvent } from '@coda/sandbox-core';
 import { formatStats, truncate } from '../cli/format.ts';
 import type { Reporter } from '../cli/reporter.ts';
 import { examples } from '../snippets/examples.ts';
-import type { DemoPart } from './part.ts';
+import { type DemoPart, partReport } from './part.ts';
 import { runToEnd } from './run-execution.ts';
 
 export const isolatePart: DemoPart = {
@@ -27,13 +27,7 @@ export const isolatePart: DemoPart = {
       reporter.line(reporter.style.dim(`    ${formatStats(terminal.stats)}`));
       runs.push({ example: example.id, statusEvents, terminal: terminal as unknown as JsonValue });
     }
-    return {
-      part: 'isolate',
-      status: failed === 0 ? 'ok' : 'failed',
-      ...(failed > 0 ? { reason: `${failed} snippets ended in an error` } : {}),
-      attacks: [],
-      runs,
-    };
+    return partReport('isolate', failed, 'snippets ended in an error', runs);
   },
 };
 

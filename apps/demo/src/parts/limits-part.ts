@@ -5,7 +5,7 @@ import type { ExecutionContext, JsonObject, TerminalEvent } from '@coda/sandbox-
 import type { SandboxEngine } from '@coda/sandbox-isolate';
 import { formatMs } from '../cli/format.ts';
 import { guidedRunGuardSettings } from '../compose/guards.ts';
-import type { DemoPart } from './part.ts';
+import { type DemoPart, partReport } from './part.ts';
 import { runToEnd } from './run-execution.ts';
 
 interface Step {
@@ -63,15 +63,7 @@ export const limitsPart: DemoPart = {
       runs.push({ tier: step.tier, ...step.context, outcome, expected: step.expect });
     }
     reporter.table(['tier', 'user / conversation', 'outcome', ''], rows);
-    return {
-      part: 'limits',
-      status: unexpected === 0 ? 'ok' : 'failed',
-      ...(unexpected > 0
-        ? { reason: `${unexpected} executions did not meet the expected limit` }
-        : {}),
-      attacks: [],
-      runs,
-    };
+    return partReport('limits', unexpected, 'executions did not meet the expected limit', runs);
   },
 };
 

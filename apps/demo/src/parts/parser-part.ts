@@ -9,7 +9,7 @@ import {
   memoryBombFeed,
   sampleTelemetryFeed,
 } from '../sample-data/telemetry-feeds.ts';
-import type { DemoPart } from './part.ts';
+import { type DemoPart, partReport } from './part.ts';
 
 interface ParserCall {
   label: string;
@@ -75,13 +75,7 @@ export const parserPart: DemoPart = {
     reporter.line(
       reporter.style.dim(`  confinement: ${JSON.stringify(confinement ?? 'none reported')}`),
     );
-    return {
-      part: 'parser',
-      status: unexpected === 0 ? 'ok' : 'failed',
-      ...(unexpected > 0 ? { reason: `${unexpected} calls did not end as expected` } : {}),
-      attacks: [],
-      runs,
-    };
+    return partReport('parser', unexpected, 'calls did not end as expected', runs);
   },
 };
 

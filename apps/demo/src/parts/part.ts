@@ -39,3 +39,18 @@ export interface DemoPart {
   readonly summary: string;
   run(reporter: Reporter, resources: DemoResources): Promise<PartReport>;
 }
+
+/**
+ * Builds a part's report: `ok`, or `failed` with `${failures} ${what}` as the reason when
+ * anything did not go as the part expected.
+ */
+export function partReport(
+  part: PartName,
+  failures: number,
+  what: string,
+  runs: JsonValue[],
+  attacks: AttackOutcome[] = [],
+): PartReport {
+  if (failures === 0) return { part, status: 'ok', attacks, runs };
+  return { part, status: 'failed', reason: `${failures} ${what}`, attacks, runs };
+}

@@ -7,7 +7,7 @@ import { formatMs, truncate } from '../cli/format.ts';
 import type { Reporter } from '../cli/reporter.ts';
 import { restrictivePolicy } from '../compose/subprocess-sandbox.ts';
 import { connectScript, listenOnLoopback } from '../sample-data/loopback-listener.ts';
-import type { DemoPart } from './part.ts';
+import { type DemoPart, partReport } from './part.ts';
 
 /** Controls full confinement brings on Linux; the ones missing from a result degraded. */
 const fullConfinement = [
@@ -69,13 +69,7 @@ export const subprocessPart: DemoPart = {
       (last?.controls as string[] | undefined) ?? [],
       last?.sandboxApplied === true,
     );
-    return {
-      part: 'subprocess',
-      status: failed === 0 ? 'ok' : 'failed',
-      ...(failed > 0 ? { reason: `${failed} commands were not confined as expected` } : {}),
-      attacks: [],
-      runs,
-    };
+    return partReport('subprocess', failed, 'commands were not confined as expected', runs);
   },
 };
 
