@@ -89,4 +89,28 @@ describe('concurrency', () => {
     for (const result of [warm, again, cold])
       expect(result).toMatchObject({ ok: true, exitCode: 0 });
   });
+
+  it('a spare that died while waiting is replaced, and the call still succeeds', async () => {
+    const started: number[] = [];
+    const taken: number[] = [];
+    const debug = (fields: object | string, message?: string): void => {
+      const pid = typeof fields === 'object' ? (fields as { pid?: unknown }).pid : undefined;
+      if (typeof pid !== 'number') return;
+      if (message === 'parser child started') started.push(pid);
+      if (message === 'parser call takes the warm spare') taken.push(pid);
+    };
+    const host = makeHost({
+      warmSpare: true,
+      logger: { debug, info: debug, warn: debug, error: debug },
+    });
+    await host.warm();
+    process.kill(started[0] as number, 'SIGKILL');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await host.runParser('echo', 1)).toMatchObject({ ok: true });
+    expect(taken).toEqual([]);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await host.warm();
+    expect(await host.runParser('echo', 2)).toMatchObject({ ok: true });
+    expect(taken).toHaveLength(1);
+  });
 });

@@ -228,7 +228,11 @@ class Host implements ParserHost {
 
   #takeChild(limits: ParserLimits): RunnerProcess {
     const spare = this.#spare;
-    if (spare?.usable && sameLimits(spare.limits, limits)) {
+    if (spare !== undefined && !spare.usable) {
+      // It died while waiting (killed from outside, say): replace it for the next call.
+      this.#spare = undefined;
+      setImmediate(() => this.#replenish());
+    } else if (spare !== undefined && sameLimits(spare.limits, limits)) {
       this.#spare = undefined;
       this.#logger.debug({ pid: spare.child.pid }, 'parser call takes the warm spare');
       setImmediate(() => this.#replenish());
