@@ -1,5 +1,8 @@
 // The CLI end to end, as a user runs it: a real process, every layer, every attack.
 import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
@@ -76,6 +79,26 @@ describe('pnpm demo', () => {
       await client.quit();
     } finally {
       await redis.stop();
+    }
+  }, 60_000);
+
+  it('subprocess: reports what degraded when bubblewrap is missing', async () => {
+    // PATH without bwrap: every program of /usr/bin but that one.
+    const bin = await mkdtemp(join(tmpdir(), 'coda-demo-no-bwrap-'));
+    try {
+      const programs = (await readdir('/usr/bin')).filter((name) => name !== 'bwrap');
+      await Promise.all(programs.map((name) => symlink(join('/usr/bin', name), join(bin, name))));
+      const path = `${dirname(process.execPath)}:${bin}`;
+      const { code, stdout } = await demo(['subprocess', '--json'], { PATH: path });
+      const [part] = (JSON.parse(stdout) as DemoSummary).parts;
+      expect(part?.status).toBe('ok');
+      const runs = (part?.runs ?? []) as { degraded: boolean; sandboxApplied: boolean }[];
+      expect(runs.map((run) => run.sandboxApplied)).toEqual([false, false, false, false]);
+      // The write and the connection are no longer stopped, and the demo says so.
+      expect(runs.map((run) => run.degraded)).toEqual([false, false, true, true]);
+      expect(code).toBe(0);
+    } finally {
+      await rm(bin, { recursive: true, force: true });
     }
   }, 60_000);
 

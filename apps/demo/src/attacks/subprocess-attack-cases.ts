@@ -3,12 +3,13 @@ import type { SandboxResult } from '@coda/sandbox-subprocess';
 import { connectScript, listenOnLoopback } from '../sample-data/loopback-listener.ts';
 import type { AttackCase, AttackResult } from './attack-case.ts';
 
-/** What ended a command, in the table's words. */
+/** What ended a command, in the table's words; says so when OS confinement was missing. */
 function ending(result: SandboxResult): string {
-  if (result.timedOut) return 'TIMEOUT';
-  if (result.memoryExceeded) return 'OOM';
-  if (result.signal !== null) return result.signal;
-  return `exit ${result.exitCode}`;
+  const degraded = result.sandboxApplied ? '' : ' (degraded: no OS confinement here)';
+  if (result.timedOut) return `TIMEOUT${degraded}`;
+  if (result.memoryExceeded) return `OOM${degraded}`;
+  if (result.signal !== null) return `${result.signal}${degraded}`;
+  return `exit ${result.exitCode}${degraded}`;
 }
 
 /** Commands that try to phone home, burn CPU, and eat memory. */

@@ -1,6 +1,7 @@
 // Part 3: commands under a restrictive OS sandbox policy, with the controls that applied on this
 // machine — and, where bubblewrap or cgroups are missing, what degraded.
 import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import type { JsonObject } from '@coda/sandbox-core';
 import { degradedWarning, type SandboxResult } from '@coda/sandbox-subprocess';
 import { formatMs, truncate } from '../cli/format.ts';
@@ -23,7 +24,17 @@ const fullConfinement = [
   'wall-clock-timeout',
 ] as const;
 
-const forbiddenFile = '/var/tmp/coda-demo-was-here';
+/** Outside anything the policy allows; per process, so parallel runs never see each other's. */
+const forbiddenFile = `/var/tmp/coda-demo-${process.pid}-was-here`;
+
+/** One command and what must hold for it. */
+interface Check {
+  label: string;
+  run(): Promise<SandboxResult>;
+  holds(result: SandboxResult): boolean;
+  /** Holds only under OS confinement (bubblewrap): without it this is a degradation, not a bug. */
+  needsConfinement: boolean;
+}
 
 export const subprocessPart: DemoPart = {
   name: 'subprocess',
@@ -34,34 +45,45 @@ export const subprocessPart: DemoPart = {
     const listener = await listenOnLoopback();
     const runs: JsonObject[] = [];
     let failed = 0;
+    const checks: Check[] = [
+      {
+        label: 'uname -sr',
+        run: () => sandbox.exec('uname -sr'),
+        holds: (result) => result.success,
+        needsConfinement: false,
+      },
+      {
+        label: 'env (the host has secrets; the command must not see them)',
+        run: () => sandbox.exec('env'),
+        holds: (result) => onlyAllowedVariables(result.stdout),
+        needsConfinement: false,
+      },
+      {
+        label: `touch ${forbiddenFile}`,
+        run: () => sandbox.exec(`touch ${forbiddenFile}`),
+        holds: (result) => !result.success && !existsSync(forbiddenFile),
+        needsConfinement: true,
+      },
+      {
+        label: `node: connect to the host's 127.0.0.1:${listener.port}`,
+        run: () => sandbox.run(process.execPath, ['-e', connectScript(listener.port)]),
+        holds: (result) => !result.success && listener.connections === 0,
+        needsConfinement: true,
+      },
+    ];
     try {
-      const checks: [string, () => Promise<SandboxResult>, (result: SandboxResult) => boolean][] = [
-        ['uname -sr', () => sandbox.exec('uname -sr'), (result) => result.success],
-        [
-          'env (the host has secrets; the command must not see them)',
-          () => sandbox.exec('env'),
-          (result) => onlyAllowedVariables(result.stdout),
-        ],
-        [
-          `touch ${forbiddenFile}`,
-          () => sandbox.exec(`touch ${forbiddenFile}`),
-          (result) => !result.success && !existsSync(forbiddenFile),
-        ],
-        [
-          `node: connect to the host's 127.0.0.1:${listener.port}`,
-          () => sandbox.run(process.execPath, ['-e', connectScript(listener.port)]),
-          (result) => !result.success && listener.connections === 0,
-        ],
-      ];
-      for (const [label, run, holds] of checks) {
-        const result = await run();
-        const ok = holds(result);
-        if (!ok) failed++;
-        describe(reporter, label, result, ok);
-        runs.push({ command: label, held: ok, ...summarise(result) });
+      for (const check of checks) {
+        const result = await check.run();
+        const held = check.holds(result);
+        const degraded = !held && check.needsConfinement && !result.sandboxApplied;
+        if (!held && !degraded) failed++;
+        describe(reporter, check.label, result, held ? 'held' : degraded ? 'degraded' : 'failed');
+        runs.push({ command: check.label, held, degraded, ...summarise(result) });
       }
     } finally {
       await listener.close();
+      // Only a degraded run can have written it; leave the host as it was.
+      await rm(forbiddenFile, { force: true });
     }
     const last = runs.at(-1);
     showControls(
@@ -94,9 +116,18 @@ function onlyAllowedVariables(output: string): boolean {
   return names.every((name) => allowed.has(name));
 }
 
-function describe(reporter: Reporter, label: string, result: SandboxResult, held: boolean): void {
+function describe(
+  reporter: Reporter,
+  label: string,
+  result: SandboxResult,
+  verdict: 'held' | 'degraded' | 'failed',
+): void {
   const { style } = reporter;
-  const mark = held ? style.green('✓') : style.red('✗');
+  const mark = {
+    held: style.green('✓'),
+    degraded: style.yellow('~ degraded:'),
+    failed: style.red('✗'),
+  }[verdict];
   const output = (result.stdout.trim() || result.stderr.trim() || result.error || '').split('\n');
   const shown =
     output.length > 1 ? `${output.length} lines: ${output.join(' ')}` : (output[0] ?? '');
