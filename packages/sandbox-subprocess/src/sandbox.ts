@@ -167,7 +167,7 @@ export class SubprocessSandbox {
     const durationMs = performance.now() - startedAt;
     plan.cgroups?.killSync();
     const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
-    plan.cgroups?.removeSync();
+    void plan.cgroups?.remove();
     const errorCode = (result.error as NodeJS.ErrnoException | undefined)?.code;
     const timedOut = errorCode === 'ETIMEDOUT';
     const overflow = errorCode === 'ENOBUFS';

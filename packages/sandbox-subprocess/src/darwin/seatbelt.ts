@@ -3,6 +3,7 @@
 // parameters, never spliced into its text. Generated and unit-tested here; untested on a Mac.
 import { SandboxControl } from '../process/controls.ts';
 import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
+import { ulimitSteps } from '../process/ulimit.ts';
 
 /** Path of the Seatbelt runner on every macOS release that has one. */
 export const sandboxExecPath = '/usr/bin/sandbox-exec';
@@ -46,27 +47,9 @@ export function darwinPlan(request: LaunchRequest): LaunchPlan {
   if (!policy.enabled) {
     return plainPlan(request, controls, 'sandbox disabled by policy');
   }
-  const ulimits: string[] = [];
-  if (limits.cpuSecs > 0) {
-    ulimits.push(`ulimit -t ${limits.cpuSecs}`);
-    controls.push(SandboxControl.rlimitCpu);
-  }
-  ulimits.push(
-    `ulimit -n ${limits.rlimits.openFiles}`,
-    `ulimit -f ${Math.max(1, Math.floor(limits.rlimits.fileSizeBytes / 512))}`,
-    'ulimit -c 0',
-    `ulimit -u ${limits.rlimits.processes}`,
-  );
-  controls.push(
-    SandboxControl.rlimitNofile,
-    SandboxControl.rlimitFsize,
-    SandboxControl.rlimitCore,
-    SandboxControl.rlimitNproc,
-  );
-  if (limits.maxMemoryMb > 0) {
-    ulimits.push(`ulimit -d ${limits.maxMemoryMb * 1024}`);
-    controls.push(SandboxControl.rlimitData, SandboxControl.memoryUlimit);
-  }
+  // macOS's /bin/sh is bash: -u is RLIMIT_NPROC. RLIMIT_DATA is the only memory limit here.
+  const ulimits = ulimitSteps(limits, { data: true, nprocFlag: '-u' }, controls);
+  if (limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryUlimit);
   const params = [
     '-D',
     `WRITABLE_DIR=${request.writableDirectory ?? request.cwd}`,

@@ -160,13 +160,13 @@ export interface RunCgroups {
   readonly procsFiles: readonly string[];
   /** Controls these groups enforce. */
   readonly controls: readonly SandboxControl[];
-  /** Kills every process in the groups and waits until they are empty (bounded). */
+  /** SIGKILLs every process in the groups until a round finds none it has not signalled. */
   kill(): Promise<void>;
   /** Synchronous kill for `execSync`. */
   killSync(): void;
   /** Whether the kernel's OOM killer fired inside the memory group. */
   memoryExceeded(): boolean;
-  /** Removes the groups (after `kill`). */
+  /** Removes the groups (after `kill`), retrying while dying processes leave them. */
   remove(): Promise<void>;
   removeSync(): void;
 }
@@ -213,18 +213,26 @@ export function createRunCgroups(
     procsFiles: list.map((dir) => `${dir}/cgroup.procs`),
     controls,
     async kill() {
-      for (let round = 0; round < 100 && killRound(list, dirs) > 0; round++) await sleep(5);
+      const killed = new Set<number>();
+      for (let round = 0; round < 200 && killRound(list, dirs, killed) > 0; round++) {
+        // Only processes not signalled yet count: a SIGKILLed process never runs user code
+        // again, even while the kernel still tears it down (a dying namespace init can take
+        // milliseconds). Re-reading catches forks that raced the previous round.
+        if (round > 2) await sleep(1);
+      }
     },
     killSync() {
-      for (let round = 0; round < 100 && killRound(list, dirs) > 0; round++) {
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+      const killed = new Set<number>();
+      for (let round = 0; round < 200 && killRound(list, dirs, killed) > 0; round++) {
+        if (round > 2) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
       }
     },
     memoryExceeded() {
       return memoryDir !== undefined && oomKills(memoryDir, dirs.get(memoryDir)!.version) > 0;
     },
     async remove() {
-      for (let round = 0; round < 50; round++) {
+      // Killed processes may still be leaving the groups; retry for a while.
+      for (let round = 0; round < 200; round++) {
         if (list.every(tryRmdir)) return;
         await sleep(10);
       }
@@ -249,16 +257,26 @@ function writeMemoryLimit(dir: string, version: 1 | 2, bytes: number): void {
   tryWrite(`${dir}/memory.memsw.limit_in_bytes`, String(bytes));
 }
 
-/** Sends SIGKILL to every process left in the groups; returns how many were found. */
-function killRound(list: readonly string[], dirs: ReadonlyMap<string, Hierarchy>): number {
-  let found = 0;
+/**
+ * Sends SIGKILL to every process in the groups not signalled before (`killed`); returns how
+ * many new ones it found. cgroup v2's `cgroup.kill` kills the whole group atomically, forks
+ * in flight included, so nothing is new after it.
+ */
+function killRound(
+  list: readonly string[],
+  dirs: ReadonlyMap<string, Hierarchy>,
+  killed: Set<number>,
+): number {
+  let fresh = 0;
   for (const dir of list) {
     if (dirs.get(dir)!.version === 2 && tryWrite(`${dir}/cgroup.kill`, '1')) {
-      found += readPids(dir).length;
+      for (const pid of readPids(dir)) killed.add(pid);
       continue;
     }
     for (const pid of readPids(dir)) {
-      found++;
+      if (killed.has(pid)) continue;
+      killed.add(pid);
+      fresh++;
       try {
         process.kill(pid, 'SIGKILL');
       } catch {
@@ -266,7 +284,7 @@ function killRound(list: readonly string[], dirs: ReadonlyMap<string, Hierarchy>
       }
     }
   }
-  return found;
+  return fresh;
 }
 
 function readPids(dir: string): number[] {

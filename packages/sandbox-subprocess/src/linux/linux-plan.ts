@@ -1,11 +1,12 @@
 // Turns a policy and one command into the argv that confines it on Linux: bubblewrap (namespaces,
-// read-only root, chosen writable paths, seccomp) behind prlimit (rlimits), behind a one-line
-// shell that joins the run's cgroups before anything else runs. Without a usable bwrap the same
+// read-only root, chosen writable paths, seccomp) behind a one-line shell that joins the run's
+// cgroups and sets rlimits before anything else runs. Without a usable bwrap the same
 // chain runs the command directly: rlimits, cgroups, a process group, and no isolation.
 import { existsSync, realpathSync, statSync } from 'node:fs';
 import { SandboxControl } from '../process/controls.ts';
 import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
 import { shellQuote } from '../process/shell-quote.ts';
+import { ulimitSteps } from '../process/ulimit.ts';
 import { createRunCgroups, detectCgroups } from './cgroup.ts';
 import { detectLinux } from './detect.ts';
 import { openSeccompFilter } from './seccomp/filter-file.ts';
@@ -47,17 +48,24 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     argv = [request.executable, ...request.args];
   }
 
-  if (policy.enabled && support.prlimit !== undefined) {
-    argv = [
-      support.prlimit,
-      ...prlimitArgs(request, hasPidsCgroup, hasMemoryCgroup, controls),
-      '--',
-      ...argv,
+  if (policy.enabled) {
+    const needsNproc = !hasPidsCgroup && process.getuid?.() !== 0;
+    if (needsNproc && support.prlimit !== undefined) {
+      // The one limit whose ulimit flag differs between shells (-p in dash, -u in bash).
+      argv = [support.prlimit, `--nproc=${limits.rlimits.processes}`, '--', ...argv];
+      controls.push(SandboxControl.rlimitNproc);
+    }
+    const steps = [
+      ...(cgroups?.procsFiles ?? []).map((file) => `echo $$ > ${shellQuote(file)}`),
+      // The last resort for memory is RLIMIT_DATA (heap and private mappings since Linux 4.7);
+      // under about 1 GiB it stops V8 programs from starting, as the docs say.
+      ...ulimitSteps(limits, { data: !hasMemoryCgroup }, controls),
+      'exec "$@"',
     ];
-  }
-  if (cgroups !== undefined) {
-    const joins = cgroups.procsFiles.map((file) => `echo $$ > ${shellQuote(file)}`).join(' && ');
-    argv = ['/bin/sh', '-c', `${joins} && exec "$@"`, 'coda-sandbox', ...argv];
+    // One shell joins the cgroups and sets the rlimits, then becomes bwrap (or the command):
+    // nothing of the run exists outside its cgroups, and only one extra exec is paid.
+    argv = ['/bin/sh', '-c', steps.join(' && '), 'coda-sandbox', ...argv];
+    if (!hasMemoryCgroup && limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryRlimitData);
   }
   if (policy.enabled && limits.timeoutMs > 0) controls.push(SandboxControl.wallClockTimeout);
   controls.push(useBwrap ? SandboxControl.killPidNamespace : SandboxControl.killProcessGroup);
@@ -154,40 +162,6 @@ export function bwrapArgs(
   if (policy.allowedSyscalls !== undefined) controls.push(SandboxControl.seccompAllowlist);
   if (!policy.allowNetwork) controls.push(SandboxControl.seccompNoInet);
   args.push('--', request.executable, ...request.args);
-  return args;
-}
-
-function prlimitArgs(
-  request: LaunchRequest,
-  hasPidsCgroup: boolean,
-  hasMemoryCgroup: boolean,
-  controls: SandboxControl[],
-): string[] {
-  const { limits } = request;
-  const args: string[] = [];
-  const cpu = limits.cpuSecs;
-  if (cpu > 0) {
-    args.push(`--cpu=${cpu}`);
-    controls.push(SandboxControl.rlimitCpu);
-  }
-  args.push(
-    `--nofile=${limits.rlimits.openFiles}`,
-    `--fsize=${limits.rlimits.fileSizeBytes}`,
-    '--core=0',
-  );
-  controls.push(SandboxControl.rlimitNofile, SandboxControl.rlimitFsize, SandboxControl.rlimitCore);
-  // RLIMIT_NPROC is not enforced for root, and counts every process of the user: only a
-  // fallback where no pids cgroup exists and the host user is not root.
-  if (!hasPidsCgroup && process.getuid?.() !== 0) {
-    args.push(`--nproc=${limits.rlimits.processes}`);
-    controls.push(SandboxControl.rlimitNproc);
-  }
-  // The last resort for memory: RLIMIT_DATA (counts heap and private mappings since Linux 4.7).
-  // Under about 1 GiB it stops V8 programs from starting; the docs say so.
-  if (!hasMemoryCgroup && limits.maxMemoryMb > 0) {
-    args.push(`--data=${limits.maxMemoryMb * mib}`);
-    controls.push(SandboxControl.rlimitData, SandboxControl.memoryRlimitData);
-  }
   return args;
 }
 

@@ -1,0 +1,124 @@
+// p50 wall time of run('/bin/true') fully confined, against a bare spawn and a hand-written
+// minimal bwrap invocation with the same namespaces, in one run (`pnpm bench`). The machine is
+// shared and noisy, so the variants are interleaved round by round: load hits all of them alike.
+import { spawn } from 'node:child_process';
+import { cpus, loadavg, release } from 'node:os';
+import { execa } from 'execa';
+import { Bench } from 'tinybench';
+import { buildSeccompFilter, createSandbox, resolveSubprocessPolicy } from '../src/index.ts';
+
+const rounds = Number(process.env.BENCH_ROUNDS ?? 300);
+const warmup = 20;
+
+const confined = createSandbox({ allowNetwork: false, allowFileWrites: false, timeoutMs: 10_000 });
+const withoutCgroups = createSandbox({
+  allowNetwork: false,
+  allowFileWrites: false,
+  timeoutMs: 10_000,
+  maxMemoryMb: 0,
+  rlimits: { processes: 4_194_304 },
+});
+const disabled = createSandbox({ enabled: false });
+const sameNamespaces = [
+  '--unshare-user',
+  '--unshare-pid',
+  '--unshare-ipc',
+  '--unshare-uts',
+  '--unshare-net',
+  '--new-session',
+  '--die-with-parent',
+  '--ro-bind',
+  '/',
+  '/',
+  '--dev',
+  '/dev',
+  '--proc',
+  '/proc',
+  '--',
+  '/bin/true',
+];
+
+function spawnAndWait(file: string, args: readonly string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.resume();
+    child.stderr.resume();
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
+  });
+}
+
+async function expectSuccess(
+  pending: Promise<{ success: boolean; error?: string }>,
+): Promise<void> {
+  const result = await pending;
+  if (!result.success) throw new Error(result.error);
+}
+
+const variants: [string, () => Promise<void>][] = [
+  ['bare execa spawn', async () => void (await execa('/bin/true'))],
+  ['bare child_process.spawn', () => spawnAndWait('/bin/true', [])],
+  [
+    'hand-written bwrap, same namespaces (execa)',
+    async () => void (await execa('/usr/bin/bwrap', sameNamespaces)),
+  ],
+  [
+    'hand-written bwrap, same namespaces (child_process)',
+    () => spawnAndWait('/usr/bin/bwrap', sameNamespaces),
+  ],
+  ['sandbox.run, fully confined', () => expectSuccess(confined.run('/bin/true'))],
+  ['sandbox.run, confined without cgroups', () => expectSuccess(withoutCgroups.run('/bin/true'))],
+  ['sandbox.run, policy disabled', () => expectSuccess(disabled.run('/bin/true'))],
+];
+
+// Warm detection (bwrap probe, cgroup discovery) outside the measurement, as a long-lived host would.
+const probe = await confined.run('/bin/true');
+if (!probe.sandboxApplied) throw new Error(`bubblewrap did not apply: ${JSON.stringify(probe)}`);
+
+const samples = new Map<string, number[]>(variants.map(([name]) => [name, []]));
+for (let round = 0; round < rounds + warmup; round++) {
+  for (const [name, task] of variants) {
+    const started = performance.now();
+    await task();
+    if (round >= warmup) samples.get(name)!.push(performance.now() - started);
+  }
+}
+
+const quantile = (values: number[], q: number): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+};
+const p50 = (name: string): number => quantile(samples.get(name)!, 0.5);
+
+// CPU-only parts, with tinybench: building a seccomp program and resolving a policy.
+const micro = new Bench({ time: 300 });
+micro
+  .add('buildSeccompFilter (deny list)', () => void buildSeccompFilter({ allowNetwork: false }))
+  .add(
+    'resolveSubprocessPolicy',
+    () => void resolveSubprocessPolicy({ timeoutMs: 1000, rlimits: { processes: 64 } }),
+  );
+await micro.run();
+
+console.log(
+  `Machine: ${cpus().length} x ${cpus()[0]?.model.trim() ?? 'cpu'}, Linux ${release()}, Node ${process.versions.node}, load ${loadavg()[0]!.toFixed(1)}, ${rounds} interleaved rounds`,
+);
+console.log('\n| what | p50 ms | p90 ms |');
+console.log('| --- | --- | --- |');
+for (const [name] of variants) {
+  console.log(
+    `| ${name} | ${p50(name).toFixed(2)} | ${quantile(samples.get(name)!, 0.9).toFixed(2)} |`,
+  );
+}
+for (const task of micro.tasks) {
+  const result = task.result;
+  if ('latency' in result)
+    console.log(`| ${task.name} (CPU only) | ${(result.latency.p50 ?? Number.NaN).toFixed(4)} | |`);
+}
+const ratio =
+  p50('sandbox.run, fully confined') / p50('hand-written bwrap, same namespaces (child_process)');
+const ratioNoCg =
+  p50('sandbox.run, confined without cgroups') /
+  p50('hand-written bwrap, same namespaces (child_process)');
+console.log(`\nfully confined / hand-written bwrap (p50): ${ratio.toFixed(2)}x (target <= 1.2x)`);
+console.log(`confined without cgroups / hand-written bwrap (p50): ${ratioNoCg.toFixed(2)}x`);
