@@ -77,6 +77,14 @@ describe('the playground page', () => {
     expect(await page.locator('#outcome').textContent()).toContain('fetch is not defined');
   });
 
+  it('shows a refusal with the fields the server named', async () => {
+    await page.fill('#user', '');
+    await page.click('#run');
+    await page.locator('#outcome[data-outcome="refused"][data-code="VALIDATION"]').waitFor();
+    expect(await page.locator('#outcome').textContent()).toContain('headers.x-user-id');
+    await page.fill('#user', 'playground-user');
+  });
+
   it('streams status events live and takes the README screenshot', async () => {
     await page.click('#examples button[data-id="status-stream"]');
     await page.locator('#outcome[data-outcome="result"]').waitFor({ timeout: 15_000 });

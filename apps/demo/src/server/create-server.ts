@@ -93,6 +93,10 @@ export async function createDemoServer(options: DemoServerOptions): Promise<Demo
       sendError(response, httpError);
     });
   });
+  // Slow clients cannot hold a connection open by trickling headers or a body (slowloris); a
+  // response stream may last as long as its execution.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
 
   async function shutdown(): Promise<void> {
     server.close();

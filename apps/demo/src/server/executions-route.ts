@@ -15,7 +15,7 @@ import type { ExecutionRequestParser } from './execution-request.ts';
 import type { ExecutionRunner } from './execution-runner.ts';
 import { sendJson } from './http-error.ts';
 import { readJsonBody } from './read-json-body.ts';
-import { openEventStream, writeEvent } from './sse.ts';
+import { openEventStream, writeEvent, writeKeepAlive } from './sse.ts';
 
 /** What the route needs; the server builds it once. */
 export interface ExecutionsRouteContext {
@@ -78,8 +78,14 @@ async function respond(
     return;
   }
   openEventStream(response, handle.id);
-  for await (const event of handle) {
-    if (!response.destroyed) writeEvent(response, event);
+  // A comment line every 15 s keeps proxies from closing a stream while code runs silently.
+  const keepAlive = setInterval(() => writeKeepAlive(response), 15_000);
+  try {
+    for await (const event of handle) {
+      if (!response.destroyed) writeEvent(response, event);
+    }
+  } finally {
+    clearInterval(keepAlive);
   }
   response.end();
 }

@@ -19,3 +19,8 @@ export function openEventStream(response: ServerResponse, executionId: string): 
 export function writeEvent(response: ServerResponse, event: SandboxEvent): void {
   response.write(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
 }
+
+/** Writes an SSE comment, which clients ignore: traffic on an otherwise idle stream. */
+export function writeKeepAlive(response: ServerResponse): void {
+  if (!response.destroyed) response.write(': keep-alive\n\n');
+}
