@@ -81,20 +81,23 @@ export class IsolateManager {
       throw new SandboxCapacityError('IsolateManager is disposed');
     }
     this.#active.add(prepared);
-    this.#refill();
     return prepared;
   }
 
-  /** Disposes an isolate handed out by `acquire()`. Never throws; safe to call twice. */
+  /**
+   * Gives back an isolate handed out by `acquire()`: its slot is free at once, the isolate is
+   * disposed on the next turn of the event loop (off the path that reports the result) and is
+   * never handed out again; then the pool refills. Building an isolate blocks the thread for
+   * about 2 ms, so refills wait until an execution has reported, never in the middle of one.
+   * Never throws; safe to call twice.
+   */
   release(prepared: PreparedIsolate): void {
     prepared.host = undefined;
-    this.#active.delete(prepared);
-    try {
-      prepared.run.release();
-    } catch {
-      // The isolate is gone already; its handles went with it.
-    }
-    disposeQuietly(prepared.isolate);
+    if (!this.#active.delete(prepared)) return;
+    setImmediate(() => {
+      discard(prepared);
+      this.#refill();
+    });
   }
 
   /** Resolves when the pool is full (or refilling failed). */
@@ -106,8 +109,9 @@ export class IsolateManager {
   /** Disposes every pooled and active isolate; later `acquire()` calls refuse. */
   dispose(): void {
     this.#disposed = true;
-    for (const prepared of this.#pool.splice(0)) disposeQuietly(prepared.isolate);
-    for (const prepared of [...this.#active]) this.release(prepared);
+    for (const prepared of this.#pool.splice(0)) discard(prepared);
+    for (const prepared of this.#active) discard(prepared);
+    this.#active.clear();
   }
 
   #refill(): void {
@@ -120,7 +124,7 @@ export class IsolateManager {
 
   async #fill(): Promise<void> {
     while (!this.#disposed && this.#pool.length < this.#poolSize) {
-      // Yield first so a refill never delays the execution that triggered it.
+      // One isolate per turn of the event loop, so arriving work interleaves with the refill.
       await new Promise<void>((resolve) => setImmediate(resolve));
       if (this.#disposed) return;
       try {
@@ -133,4 +137,13 @@ export class IsolateManager {
       }
     }
   }
+}
+
+function discard(prepared: PreparedIsolate): void {
+  try {
+    prepared.run.release();
+  } catch {
+    // The isolate is gone already; its handles went with it.
+  }
+  disposeQuietly(prepared.isolate);
 }

@@ -26,6 +26,7 @@ export class WorkerBackend implements ExecutionBackend {
   readonly #slots: WorkerProcess[] = [];
   readonly #restartDelays: number[] = [];
   #disposed = false;
+  #next = 0;
 
   constructor(options: WorkerBackendOptions) {
     this.#options = options;
@@ -60,13 +61,20 @@ export class WorkerBackend implements ExecutionBackend {
     await Promise.all(this.#slots.map((worker) => worker.exited()));
   }
 
+  // The least busy live worker; ties rotate, so an idle worker refilling its pool after one job
+  // is not picked again while another has warm isolates.
   #pick(): WorkerProcess {
-    let best: WorkerProcess | undefined;
-    for (const worker of this.#slots) {
+    const count = this.#slots.length;
+    let best: number | undefined;
+    for (let offset = 0; offset < count; offset++) {
+      const index = (this.#next + offset) % count;
+      const worker = this.#slots[index]!;
       if (!worker.alive) continue;
-      if (best === undefined || score(worker) < score(best)) best = worker;
+      if (best === undefined || score(worker) < score(this.#slots[best]!)) best = index;
     }
-    return best ?? this.#slots[0]!;
+    const chosen = best ?? this.#next % count;
+    this.#next = (chosen + 1) % count;
+    return this.#slots[chosen]!;
   }
 
   #spawn(slot: number): WorkerProcess {
