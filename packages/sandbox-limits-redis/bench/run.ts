@@ -84,29 +84,63 @@ interface Figures {
   throughput: number;
   p50: number;
   p99: number;
+  /** CPU time of this process per check, µs. */
+  clientCpu: number;
+  /** CPU time of redis-server per check, µs. */
+  serverCpu: number;
 }
 
-async function measure(name: string, check: () => Promise<unknown>): Promise<Figures> {
-  const bench = new Bench({
-    concurrency: 'task',
-    threshold: callers,
-    time: timeMs,
-    iterations: 0,
-    warmup: false,
-    retainSamples: false,
-  });
-  bench.add(name, check);
+/** redis-server's CPU time so far, in µs (INFO cpu). */
+async function serverCpuMicros(): Promise<number> {
+  const info = await admin.info('cpu');
+  const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+  return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
+}
+
+/** `callers` async loops calling `check` back to back for `timeMs`; every latency kept. */
+async function measure(check: () => Promise<unknown>): Promise<Figures> {
   for (let i = 0; i < 2_000; i++) await check();
+  const latencies = new Float64Array(2_000_000);
+  let count = 0;
+  const cpuBefore = process.cpuUsage();
+  const serverBefore = await serverCpuMicros();
   const started = performance.now();
-  await bench.run();
+  const until = started + timeMs;
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      for (let now = performance.now(); now < until && count < latencies.length; ) {
+        await check();
+        const done = performance.now();
+        latencies[count++] = done - now;
+        now = done;
+      }
+    }),
+  );
   const elapsed = performance.now() - started;
-  const result = bench.tasks[0]!.result;
-  if (result.state !== 'completed') throw new Error(`${name}: ${result.state}`);
+  const cpu = process.cpuUsage(cpuBefore);
+  const serverCpu = (await serverCpuMicros()) - serverBefore;
+  const sorted = latencies.subarray(0, count).sort();
   return {
-    throughput: bench.tasks[0]!.runs / (elapsed / 1_000),
-    p50: result.latency.p50,
-    p99: result.latency.p99,
+    throughput: count / (elapsed / 1_000),
+    p50: sorted[Math.floor(count * 0.5)]!,
+    p99: sorted[Math.floor(count * 0.99)]!,
+    clientCpu: (cpu.user + cpu.system) / count,
+    serverCpu: serverCpu / count,
   };
+}
+
+/** One caller, one check at a time (tinybench): the latency of a check with nothing queued. */
+async function sequentialLatency(): Promise<Record<string, { p50: number; p99: number }>> {
+  const bench = new Bench({ time: Math.min(timeMs, 1_000), warmupTime: 200 });
+  for (const [name, check] of Object.entries(contenders)) bench.add(name, check);
+  await bench.run();
+  return Object.fromEntries(
+    bench.tasks.map((task) => {
+      const result = task.result;
+      if (result.state !== 'completed') throw new Error(`${task.name}: ${result.state}`);
+      return [task.name, { p50: result.latency.p50, p99: result.latency.p99 }];
+    }),
+  );
 }
 
 const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
@@ -118,10 +152,11 @@ for (let round = 0; round < rounds; round++) {
   if (round % 2 === 1) names.reverse();
   for (const name of names) {
     rows[name] ??= [];
-    rows[name].push(await measure(name, contenders[name]!));
+    rows[name].push(await measure(contenders[name]!));
   }
 }
 
+const sequential = await sequentialLatency();
 const redisVersion = /redis_version:(\S+)/.exec(await admin.info('server'))?.[1];
 const commands: Record<string, string> = {};
 for (const [name, check] of Object.entries(contenders)) {
@@ -138,14 +173,21 @@ console.log(
   `${callers} concurrent callers, ${users} users, ${rounds} rounds of ${timeMs} ms; medians.\n`,
 );
 console.log(
-  '| contender | checks/s | vs RateLimiterRedis | p50 ms | p99 ms | commands per check |',
+  '| contender | checks/s | vs RateLimiterRedis | p50 ms | p99 ms | client CPU µs/check | Redis CPU µs/check | commands per check |',
 );
-console.log('| --- | --- | --- | --- | --- | --- |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const [name, figures] of Object.entries(rows)) {
   const throughput = median(figures.map((row) => row.throughput));
   console.log(
-    `| ${name} | ${Math.round(throughput)} | ${(throughput / baseline).toFixed(2)}× | ${median(figures.map((row) => row.p50)).toFixed(2)} | ${median(figures.map((row) => row.p99)).toFixed(2)} | ${commands[name]} |`,
+    `| ${name} | ${Math.round(throughput)} | ${(throughput / baseline).toFixed(2)}× | ${median(figures.map((row) => row.p50)).toFixed(2)} | ${median(figures.map((row) => row.p99)).toFixed(2)} | ${median(figures.map((row) => row.clientCpu)).toFixed(1)} | ${median(figures.map((row) => row.serverCpu)).toFixed(1)} | ${commands[name]} |`,
   );
+}
+
+console.log('\nOne caller, one check at a time (tinybench):\n');
+console.log('| contender | p50 ms | p99 ms |');
+console.log('| --- | --- | --- |');
+for (const [name, figures] of Object.entries(sequential)) {
+  console.log(`| ${name} | ${figures.p50.toFixed(3)} | ${figures.p99.toFixed(3)} |`);
 }
 
 await Promise.all([ours, theirs, storeOnly, admin].map((client) => client.quit()));

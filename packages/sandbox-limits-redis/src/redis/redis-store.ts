@@ -56,7 +56,7 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
     'Redis limit store options',
   );
 
-  async function run(script: LuaScript, key: string, args: string[]): Promise<number[]> {
+  async function run(script: LuaScript, key: string, args: readonly string[]): Promise<number[]> {
     const keys = [keyPrefix + key];
     let reply: unknown;
     try {
@@ -72,11 +72,11 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
   return {
     kind: 'redis',
     async rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision> {
-      const [allowed, remaining, resetMs, retryAfterMs] = await run(rateLimitScript, key, [
-        String(rule.limit),
-        String(rule.windowMs),
-        String(rule.burst),
-      ]);
+      const [allowed, remaining, resetMs, retryAfterMs] = await run(
+        rateLimitScript,
+        key,
+        ruleArguments(rule),
+      );
       return {
         allowed: allowed === 1,
         remaining: remaining ?? 0,
@@ -109,6 +109,17 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
       await run(releaseLeaseScript, key, [member]);
     },
   };
+}
+
+// A guard passes the same rule object on every check: turn it into script arguments once.
+const ruleArgumentCache = new WeakMap<RateRule, readonly string[]>();
+function ruleArguments(rule: RateRule): readonly string[] {
+  let args = ruleArgumentCache.get(rule);
+  if (args === undefined) {
+    args = [String(rule.limit), String(rule.windowMs), String(rule.burst)];
+    ruleArgumentCache.set(rule, args);
+  }
+  return args;
 }
 
 function isNoScript(error: unknown): boolean {

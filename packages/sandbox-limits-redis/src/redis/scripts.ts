@@ -14,17 +14,17 @@ function script(name: string, source: string): LuaScript {
   return { name, source, sha: createHash('sha1').update(source).digest('hex') };
 }
 
-// Milliseconds (with microseconds as the fraction) from the server's clock. Redis 7 replicates
-// script effects, so reading TIME before writing is allowed; Redis < 5 needs the opt-in call.
-const now = `if redis.replicate_commands then redis.replicate_commands() end
-local clock = redis.call('TIME')
+// Milliseconds (with microseconds as the fraction) from the server's clock. Redis 5 and later
+// replicate a script's effects, not the script, so reading TIME before writing is allowed.
+const now = `local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
 `;
 
 /**
  * GCRA (generic cell rate algorithm): the key holds the theoretical arrival time (TAT) of the
  * next unit. Each unit advances it by `interval = window / limit`; a check is admitted while the
- * TAT stays within `burst` intervals of now. One string per user, expiring when the bucket is full.
+ * TAT stays within `burst` intervals of now. One string per user, expiring a window after its last
+ * admission or when the bucket is full again, whichever is later.
  * ARGV: limit, windowMs, burst. Returns {allowed, remaining, resetMs, retryAfterMs}.
  */
 export const rateLimitScript = script(
@@ -43,9 +43,11 @@ local allowAt = nextTat - tolerance
 if now < allowAt then
   return {0, 0, math.ceil(tat - now), math.max(1, math.ceil(allowAt - now))}
 end
-local ttl = math.max(1, math.ceil(nextTat - now))
-redis.call('SET', KEYS[1], string.format('%.17g', nextTat), 'PX', ttl)
-return {1, math.floor((now - allowAt) / interval + 1e-6), ttl, 0}
+local reset = math.max(1, math.ceil(nextTat - now))
+-- The key may outlive the moment the bucket is full (a past TAT means the same as none): keeping
+-- it a window spares re-creating and expiring the keys of users who stay under the limit.
+redis.call('SET', KEYS[1], string.format('%.17g', nextTat), 'PX', math.max(reset, tonumber(ARGV[2])))
+return {1, math.floor((now - allowAt) / interval + 1e-6), reset, 0}
 `,
 );
 

@@ -77,10 +77,10 @@ export function createMemoryLimitStore(options: MemoryLimitStoreOptions = {}): L
           retryAfterMs: Math.max(1, Math.ceil(allowAt - now)),
         };
       }
-      const ttl = Math.max(1, Math.ceil(nextTat - now));
-      rates.set(key, { tat: nextTat, expiresAt: now + ttl });
+      const resetMs = Math.max(1, Math.ceil(nextTat - now));
+      rates.set(key, { tat: nextTat, expiresAt: now + Math.max(resetMs, rule.windowMs) });
       const remaining = Math.floor((now - allowAt) / interval + 1e-6);
-      return { allowed: true, remaining, resetMs: ttl, retryAfterMs: 0 };
+      return { allowed: true, remaining, resetMs, retryAfterMs: 0 };
     },
     async claimBudget(key, member, limit, ttlMs): Promise<BudgetDecision> {
       const now = tick();
