@@ -4,6 +4,7 @@ export {
   hostDefaults,
   type ParserHostOptions,
   ParserHostOptionsSchema,
+  type ResolvedHostSettings,
   type RunParserOptions,
   RunParserOptionsSchema,
 } from './host/options.ts';
