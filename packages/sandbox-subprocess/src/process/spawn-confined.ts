@@ -242,8 +242,10 @@ function start(
     child.once('error', (error) => {
       spawnError = error.message;
     });
-    child.once('close', () => {}); // keep listener count predictable
+    let finished = false;
     const finish = async (exitCode: number | null, exitSignal: string | null): Promise<void> => {
+      if (finished) return;
+      finished = true;
       const durationMs = performance.now() - startedAt;
       if (timer !== undefined) clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
@@ -265,9 +267,8 @@ function start(
       resolve(exit);
     };
     child.once('exit', (code, exitSignal) => void finish(code, exitSignal));
-    if (child.pid === undefined) {
-      child.once('error', () => void finish(null, null));
-    }
+    // A spawn failure (no pid) emits 'error' and never 'exit'.
+    if (child.pid === undefined) child.once('error', () => void finish(null, null));
   });
 
   const pipes = Array.from(
