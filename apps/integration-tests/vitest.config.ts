@@ -7,9 +7,10 @@ export default defineConfig({
     ...sharedTestConfig.test,
     // A real redis-server for every file, started once.
     globalSetup: ['src/support/global-setup.ts'],
-    // isolated-vm needs it in any process that loads it; the engine's worker processes get it
-    // themselves, this covers a test that loads isolated-vm in the test process.
-    execArgv: ['--no-node-snapshot'],
+    // isolated-vm needs --no-node-snapshot in any process that loads it; the engine's worker
+    // processes get it themselves, this covers a test that loads isolated-vm in the test process.
+    // --expose-gc lets the soak measure resident memory after a collection.
+    execArgv: ['--no-node-snapshot', '--expose-gc'],
     // Two files at a time on a 2-core machine: the soak and the timing bounds stay meaningful.
     maxWorkers: 2,
   },
