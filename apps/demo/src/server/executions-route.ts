@@ -59,9 +59,13 @@ export async function createExecution(
   route.logger.info({ executionId: handle.id, userId }, 'execution admitted');
 
   // The client hanging up mid-run ends the execution: nobody is left to read its events.
-  response.once('close', () => {
-    if (!response.writableFinished) handle.cancel('Client disconnected');
-  });
+  const hangUp = () => handle.cancel('Client disconnected');
+  if (gone.signal.aborted) hangUp();
+  else {
+    response.once('close', () => {
+      if (!response.writableFinished) hangUp();
+    });
+  }
   const finished = respond(request, response, handle).finally(() => release(lease, handle, route));
   route.registry.track(handle, finished);
   await finished;
