@@ -1,5 +1,6 @@
 // The response channel: nothing the parser prints or writes can fake or corrupt a result, both
 // directions are size-capped, and what cannot be JSON is an error, not a crash.
+import type { JsonObject } from '@coda/sandbox-core';
 import { describe, expect, it } from 'vitest';
 import { makeHost } from './helpers.ts';
 
@@ -40,6 +41,18 @@ describe('the response channel', () => {
     });
     const fits = await host.runParser('huge', { bytes: 998 });
     expect(fits).toMatchObject({ ok: true, data: 'x'.repeat(998) });
+  });
+
+  it('a 4 MiB payload and its result travel intact, with a __proto__ kwarg', async () => {
+    const host = makeHost();
+    const text = '€'.repeat(1024 * 1024) + 'x'.repeat(1024 * 1024);
+    const kwargs = JSON.parse('{"__proto__":{"polluted":true},"mode":"full"}') as JsonObject;
+    const result = await host.runParser('echo', { text }, { kwargs });
+    expect(result.ok).toBe(true);
+    const data = result.data as { payload: { text: string }; kwargs: JsonObject };
+    expect(data.payload.text).toBe(text);
+    expect(Object.hasOwn(data.kwargs, '__proto__')).toBe(true);
+    expect(data.kwargs.mode).toBe('full');
   });
 
   it('an oversized payload is refused before a child starts', async () => {

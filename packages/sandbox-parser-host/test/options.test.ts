@@ -55,6 +55,12 @@ describe('options', () => {
     // @ts-expect-error a name that is not a string
     const notString = await host.runParser(42, 1);
     expect(notString).toMatchObject({ ok: false, code: 'VALIDATION' });
+    const long = await host.runParser('p'.repeat(1025), 1);
+    expect(long).toMatchObject({
+      ok: false,
+      code: 'VALIDATION',
+      error: 'Invalid parser name: expected a string of 1 to 1024 characters',
+    });
   });
 
   it('reports the settings after defaults', () => {

@@ -70,6 +70,9 @@ function modulePathOf(module: string | URL): string {
   return path;
 }
 
+/** Longer names are refused: the name comes back in `Unknown parser: NAME`. */
+const maxParserNameLength = 1024;
+
 function sameLimits(a: ParserLimits, b: ParserLimits): boolean {
   return a.timeout === b.timeout && a.memoryBytes === b.memoryBytes && a.cpuSecs === b.cpuSecs;
 }
@@ -186,14 +189,22 @@ class Host implements ParserHost {
     | { error: ParserResult } {
     let parsed: z.output<typeof RunParserOptionsSchema>;
     try {
-      if (typeof parserName !== 'string' || parserName.length === 0) {
-        throw new SandboxValidationError('Invalid parser name: expected a non-empty string');
+      if (
+        typeof parserName !== 'string' ||
+        parserName.length === 0 ||
+        parserName.length > maxParserNameLength
+      ) {
+        throw new SandboxValidationError(
+          `Invalid parser name: expected a string of 1 to ${maxParserNameLength} characters`,
+        );
       }
       parsed = validate(RunParserOptionsSchema, options ?? {}, 'runParser options');
     } catch (error) {
       return { error: refusedResult('VALIDATION', describeError(error)) };
     }
-    const { kwargs = {}, signal, ...given } = parsed;
+    const { signal, ...given } = parsed;
+    // zod rebuilt the record; serialise what the caller gave, so an own `__proto__` key stays.
+    const kwargs = (options as RunParserOptions | undefined)?.kwargs ?? {};
     const limits = { ...this.settings.limits };
     if (given.timeout !== undefined) limits.timeout = given.timeout;
     if (given.memoryBytes !== undefined) limits.memoryBytes = given.memoryBytes;
