@@ -1,7 +1,7 @@
 // Failures that isolated-vm cannot recover from stay inside a worker process: the worker is
 // replaced, the executions it held end with an error, and the host and every other execution
 // go on.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -117,6 +117,20 @@ describe('crash containment', () => {
     await waitForWorkers(2);
     await expectHealthy(engine);
   }, 30_000);
+
+  it('worker processes run without the host environment and with --no-node-snapshot', async () => {
+    process.env.CODA_TEST_SECRET = 'do-not-leak';
+    try {
+      for (const pid of await waitForWorkers(2)) {
+        expect(readFileSync(`/proc/${pid}/environ`, 'utf8')).not.toContain('CODA_TEST_SECRET');
+        expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain(
+          '--no-node-snapshot',
+        );
+      }
+    } finally {
+      delete process.env.CODA_TEST_SECRET;
+    }
+  });
 
   it('WASM modules are bound as configured globals and stay usable', async () => {
     const event = await engine.run({
