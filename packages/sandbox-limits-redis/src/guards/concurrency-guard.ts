@@ -19,6 +19,7 @@ import {
   whenMissingSchema,
 } from './guard-options.ts';
 import { createStoreCaller } from './store-call.ts';
+import { createWarner } from './warnings.ts';
 
 /** Options of {@link createConcurrencyGuard}. */
 export interface ConcurrencyGuardOptions extends GuardOptions {
@@ -78,7 +79,8 @@ interface Slot {
 export function createConcurrencyGuard(options: ConcurrencyGuardOptions): ConcurrencyGuard {
   const settings = validate(ConcurrencyGuardOptionsSchema, options, 'concurrency guard options');
   const { name, store, leaseTtlMs, logger } = settings;
-  const callStore = createStoreCaller(settings);
+  const warn = createWarner(logger, name);
+  const callStore = createStoreCaller(settings, warn);
   const renewEveryMs = settings.renewEveryMs ?? Math.max(1, Math.floor(leaseTtlMs / 3));
   const globalSlot: Slot | undefined =
     settings.maxGlobal === undefined
@@ -89,7 +91,7 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     callStore('releaseLease', () => store.releaseLease(slot.key, leaseId)).then(
       () => {},
       (error: unknown) =>
-        logger.warn({ guard: name, err: String(error) }, `${name}: could not release a lease`),
+        warn('release', { err: String(error) }, `${name}: could not release a lease`),
     );
 
   async function take(slot: Slot, leaseId: string, signal?: AbortSignal): Promise<boolean> {
@@ -149,14 +151,15 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
         ).then(
           (outcome) => {
             if (outcome.ok && !outcome.value.allowed) {
-              logger.warn(
-                { guard: name, scope: slot.scope },
+              warn(
+                'lost',
+                { scope: slot.scope },
                 `${name}: a running execution lost its lease (it expired and the cap filled)`,
               );
             }
           },
           (error: unknown) =>
-            logger.warn({ guard: name, err: String(error) }, `${name}: lease renewal failed`),
+            warn('renew', { err: String(error) }, `${name}: lease renewal failed`),
         );
       }
     }, renewEveryMs);

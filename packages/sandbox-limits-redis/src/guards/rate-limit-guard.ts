@@ -18,6 +18,7 @@ import {
   whenMissingSchema,
 } from './guard-options.ts';
 import { createStoreCaller } from './store-call.ts';
+import { createWarner } from './warnings.ts';
 
 /** Options of {@link createRateLimitGuard}. */
 export interface RateLimitGuardOptions extends GuardOptions {
@@ -73,7 +74,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const settings = validate(RateLimitGuardOptionsSchema, options, 'rate limit guard options');
   const { name, store, limit, windowMs } = settings;
   const rule = { limit, windowMs, burst: settings.burst ?? limit };
-  const callStore = createStoreCaller(settings);
+  const callStore = createStoreCaller(settings, createWarner(settings.logger, name));
   return {
     name,
     async acquire(context, signal) {

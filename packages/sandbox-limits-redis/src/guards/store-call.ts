@@ -1,14 +1,14 @@
 // Runs one store operation for a guard with a deadline, cancellation and the guard's fail mode,
 // so an outage neither hangs an execution nor silently lifts the limit.
-import { type Logger, SandboxCancelledError, SandboxUnavailableError } from '@coda/sandbox-core';
+import { SandboxCancelledError, SandboxUnavailableError } from '@coda/sandbox-core';
 import type { FailMode } from './guard-options.ts';
+import type { Warn } from './warnings.ts';
 
 /** The settings of one guard that decide how its store calls fail. */
 export interface StoreCallSettings {
   name: string;
   failMode: FailMode;
   timeoutMs: number;
-  logger: Logger;
 }
 
 /** The store answered (`ok`), or it failed and the guard fails open (`ok: false`). */
@@ -38,7 +38,7 @@ interface Pending {
  * than a timer per call: a timer costs about as much as the rest of an admission. A timeout
  * therefore fires between `timeoutMs` and `timeoutMs` + a tenth of it (at least 5 ms) late.
  */
-export function createStoreCaller(settings: StoreCallSettings): StoreCaller {
+export function createStoreCaller(settings: StoreCallSettings, warn: Warn): StoreCaller {
   const pending = new Set<Pending>();
   const everyMs = Math.max(5, Math.ceil(settings.timeoutMs / 10));
   let watcher: ReturnType<typeof setInterval> | undefined;
@@ -55,9 +55,10 @@ export function createStoreCaller(settings: StoreCallSettings): StoreCaller {
   const failure = (what: string, cause: unknown) => {
     const reason = cause instanceof Error ? cause.message : String(cause);
     if (settings.failMode === 'open') {
-      settings.logger.warn(
-        { guard: settings.name, operation: what, err: reason },
-        `${settings.name}: limit store failed, admitting without the limit (failMode open)`,
+      warn(
+        `fail-open:${what}`,
+        { operation: what, failMode: 'open', err: reason },
+        `${settings.name}: limit store failed (${what}); admitting without this limit`,
       );
       return undefined;
     }

@@ -18,6 +18,7 @@ import {
   whenMissingSchema,
 } from './guard-options.ts';
 import { createStoreCaller } from './store-call.ts';
+import { createWarner } from './warnings.ts';
 
 /** Options of {@link createTurnBudgetGuard}. */
 export interface TurnBudgetGuardOptions extends GuardOptions {
@@ -58,7 +59,7 @@ const TurnBudgetGuardOptionsSchema = z.strictObject({
 export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudgetGuard {
   const settings = validate(TurnBudgetGuardOptionsSchema, options, 'turn budget guard options');
   const { name, store, maxExecutionsPerTurn: limit, turnTtlMs } = settings;
-  const callStore = createStoreCaller(settings);
+  const callStore = createStoreCaller(settings, createWarner(settings.logger, name));
   return {
     name,
     async acquire(context, signal) {
