@@ -9,15 +9,32 @@ export interface Reporter {
   readonly style: Style;
   /** Opens a part: a title line and one line on what it shows. */
   heading(title: string, summary: string): void;
-  /** One line of progress or output. */
+  /** One line of output. */
   line(text?: string): void;
+  /**
+   * What is running now. On a terminal it replaces the previous progress line and disappears at
+   * the next output; elsewhere (a pipe, a CI log) it is printed as a line of its own.
+   */
+  progress(text: string): void;
   /** A table, columns aligned. */
   table(headers: readonly string[], rows: readonly (readonly string[])[]): void;
 }
 
 /** A reporter that writes to `stream` (stdout in the terminal). */
-export function createTerminalReporter(stream: Writable, style: Style): Reporter {
-  const write = (text: string) => stream.write(`${text}\n`);
+export function createTerminalReporter(
+  stream: Writable & { isTTY?: boolean },
+  style: Style,
+): Reporter {
+  let progressShown = false;
+  // Erases the progress line (carriage return, clear line) before anything else is written.
+  const clearProgress = () => {
+    if (progressShown) stream.write('\r\u001b[2K');
+    progressShown = false;
+  };
+  const write = (text: string) => {
+    clearProgress();
+    stream.write(`${text}\n`);
+  };
   return {
     style,
     heading(title, summary) {
@@ -27,6 +44,12 @@ export function createTerminalReporter(stream: Writable, style: Style): Reporter
     },
     line(text = '') {
       write(text);
+    },
+    progress(text) {
+      if (stream.isTTY !== true) return write(style.dim(text));
+      clearProgress();
+      stream.write(style.dim(text));
+      progressShown = true;
     },
     table(headers, rows) {
       const [head = '', rule = '', ...body] = formatTable(headers, rows).split('\n');
@@ -39,5 +62,5 @@ export function createTerminalReporter(stream: Writable, style: Style): Reporter
 
 /** A reporter that prints nothing: --json mode collects results instead. */
 export function createSilentReporter(style: Style): Reporter {
-  return { style, heading() {}, line() {}, table() {} };
+  return { style, heading() {}, line() {}, progress() {}, table() {} };
 }

@@ -11,10 +11,8 @@ export const attacksPart: DemoPart = {
     const { style } = reporter;
     const attacks: AttackOutcome[] = [];
     for (const [index, attackCase] of allAttackCases.entries()) {
-      reporter.line(
-        style.dim(
-          `  [${index + 1}/${allAttackCases.length}] ${attackCase.layer}: ${attackCase.attack}…`,
-        ),
+      reporter.progress(
+        `  [${index + 1}/${allAttackCases.length}] ${attackCase.layer}: ${attackCase.attack}…`,
       );
       const started = performance.now();
       const result = await attackCase.run(resources).catch((error: unknown) => ({

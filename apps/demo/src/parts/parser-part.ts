@@ -1,7 +1,7 @@
 // Part 4: a telemetry feed parsed in a confined child, then hostile feeds that end in clean
 // error results while the host carries on.
 import type { JsonObject, JsonValue } from '@coda/sandbox-core';
-import type { ParserResult } from '@coda/sandbox-parser-host';
+import type { ConfinementReport, ParserResult } from '@coda/sandbox-parser-host';
 import { formatMs, truncate } from '../cli/format.ts';
 import type { Reporter } from '../cli/reporter.ts';
 import {
@@ -58,23 +58,20 @@ export const parserPart: DemoPart = {
     const host = resources.parserHost();
     const runs: JsonValue[] = [];
     let unexpected = 0;
+    let confinement: ConfinementReport | undefined;
     for (const call of calls) {
-      reporter.line(reporter.style.dim(`  ${call.parser}(${call.label})…`));
+      reporter.progress(`  ${call.parser}(${call.label})…`);
       const result = await host.runParser(
         call.parser,
         call.payload,
         call.kwargs ? { kwargs: call.kwargs } : {},
       );
       if (result.ok !== call.expectOk) unexpected++;
+      confinement ??= result.confinement;
       describe(reporter, call, result);
       runs.push(summarise(call, result));
     }
-    const confinement = (
-      runs.find((run) => (run as JsonObject).confinement) as JsonObject | undefined
-    )?.confinement;
-    reporter.line(
-      reporter.style.dim(`  confinement: ${JSON.stringify(confinement ?? 'none reported')}`),
-    );
+    reporter.line(reporter.style.dim(`  ${describeConfinement(confinement)}`));
     return partReport('parser', unexpected, 'calls did not end as expected', runs);
   },
 };
@@ -82,18 +79,30 @@ export const parserPart: DemoPart = {
 function describe(reporter: Reporter, call: ParserCall, result: ParserResult): void {
   const { style } = reporter;
   const time = formatMs(result.durationMs);
+  reporter.line(`  ${style.bold(call.parser)} ${style.dim(`(${call.label})`)}`);
   if (result.ok) {
     const data = Array.isArray(result.data) ? result.data : [];
     reporter.line(
-      `  ${style.green('ok')} ${data.length} items in ${time}: ${truncate(JSON.stringify(data.slice(0, 2)), 110)}`,
+      `    ${style.green('ok')} ${data.length} items in ${time}: ${truncate(JSON.stringify(data.slice(0, 2)), 110)}`,
     );
     return;
   }
   const mark = call.expectOk ? style.red('failed') : style.green('clean error');
   reporter.line(
-    `  ${mark} ${result.code ?? ''} "${truncate(result.error ?? '', 80)}" after ${time}` +
+    `    ${mark} ${result.code ?? ''} "${truncate(result.error ?? '', 80)}" after ${time}` +
       ` (timedOut ${result.timedOut}, exitCode ${result.exitCode}${result.signal ? `, ${result.signal}` : ''})`,
   );
+}
+
+function describeConfinement(report: ConfinementReport | undefined): string {
+  if (report === undefined) return 'confinement: none reported';
+  const parts = [
+    `children ran in ${report.sandbox === 'bubblewrap' ? 'bubblewrap' : 'no OS sandbox'}`,
+    `memory bounded by ${report.memory}`,
+    `CPU by ${report.cpu}`,
+    "Node's permission model",
+  ];
+  return `${parts.join(' · ')}${report.degraded ? ` (degraded: ${report.degraded})` : ''}`;
 }
 
 function summarise(call: ParserCall, result: ParserResult): JsonObject {
