@@ -1,6 +1,7 @@
-// The child side of the parser protocol: reads one request from stdin, imports the parser module,
-// calls one exported function and writes one framed response on fd 3, then exits. It runs under
-// `node --permission` with the limits already in place; see docs/parser-protocol.md.
+// The child side of the parser protocol: takes the nonce off stdin, imports the parser module,
+// says it is ready, reads one request, calls one exported function and writes one framed
+// response on fd 3, then exits. It runs under `node --permission` with the limits already in
+// place; see docs/parser-protocol.md.
 //
 // Everything the runner needs after the parser module has loaded is captured first, so a parser
 // that replaces globals (JSON, Buffer, fs, process.exit) cannot change how the response is framed.
@@ -39,6 +40,11 @@ const reallyExit = (process as unknown as { reallyExit(code: number): void }).re
 const onProcess = process.on.bind(process);
 const errorMessageLimit = 16_384;
 
+/** Sleeps 1 ms: a non-blocking descriptor (not what the host sets up) said EAGAIN. */
+function pause(): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+}
+
 /** Reads exactly `length` bytes from stdin into a fresh off-heap buffer; blocks until they came. */
 function readExactly(length: number): Buffer | undefined {
   const buffer = allocSlow(length);
@@ -48,12 +54,9 @@ function readExactly(length: number): Buffer | undefined {
     try {
       read = readFd(0, buffer, filled, length - filled, null);
     } catch (error) {
-      // A non-blocking stdin (not what the host sets up, but possible) reports EAGAIN: wait a bit.
-      if ((error as NodeJS.ErrnoException).code === 'EAGAIN') {
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
-        continue;
-      }
-      throw error;
+      if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
+      pause();
+      continue;
     }
     if (read === 0) return undefined;
     filled += read;
@@ -68,6 +71,7 @@ function writeAll(bytes: Buffer): void {
       written += writeFd(responseFd, bytes, written, bytes.length - written);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error;
+      pause();
     }
   }
 }
