@@ -70,9 +70,10 @@ describe('crash containment', () => {
     const bystander = engine.run({
       code: 'await dataProxy.request({ sleepMs: 50 }); return "bystander ok"',
     });
+    // A long timeout, so the memory bound and not the deadline stops it even on a loaded machine.
     const bomb = await engine.run({
       code: 'Array(1e9).fill(0); return 1',
-      limits: { memoryMb: 32, timeoutMs: 1_000 },
+      limits: { memoryMb: 32, timeoutMs: 20_000 },
     });
     // V8 lets the fill grow far past the isolate's heap limit (isolated-vm grants room near the
     // limit); the supervisor's resident-memory bound stops it.
