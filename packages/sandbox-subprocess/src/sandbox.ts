@@ -227,7 +227,6 @@ export class SubprocessSandbox {
   #context(): SpawnContext {
     return {
       policy: this.#policy,
-      logger: this.#logger,
       platform: this.#platform,
       onDegraded: (reason) => {
         if (this.#warned) return;

@@ -89,6 +89,18 @@ describe('file system', () => {
     expect(readFileSync(join(base, 'real', 'f.txt'), 'utf8')).toBe('ok\n');
   });
 
+  it('binds a writable directory under the host /tmp through the private /tmp', async () => {
+    const dir = tempDir();
+    const result = await createSandbox({ restrictToDirectory: dir }).run('/bin/sh', [
+      '-c',
+      'echo kept > kept.txt && ls /tmp | wc -l',
+    ]);
+    expect(result.success).toBe(true);
+    expect(readFileSync(join(dir, 'kept.txt'), 'utf8')).toBe('kept\n');
+    // Only the path down to the bound directory exists in the private /tmp.
+    expect(result.stdout.trim()).toBe('1');
+  });
+
   it('allows no writes at all when allowFileWrites is false', async () => {
     const dir = tempDir('/var/tmp');
     const sandbox = createSandbox({ allowFileWrites: false, restrictToDirectory: dir });

@@ -4,12 +4,7 @@
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
 import { closeSync, realpathSync, statSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
-import {
-  type Logger,
-  SandboxUnavailableError,
-  SandboxValidationError,
-  validate,
-} from '@coda/sandbox-core';
+import { SandboxUnavailableError, SandboxValidationError, validate } from '@coda/sandbox-core';
 import { currentPlatform, type Platform } from '../platform/platform.ts';
 import { platformPlan } from '../platform/platform-plan.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
@@ -22,7 +17,6 @@ import { type SpawnOptions, SpawnOptionsSchema } from './spawn-options.ts';
 /** What the machinery needs from the sandbox that calls it. */
 export interface SpawnContext {
   readonly policy: SubprocessPolicy;
-  readonly logger: Logger;
   /** Called when a command runs without OS confinement (the sandbox logs the seed's warning once). */
   readonly onDegraded: (reason: string | undefined) => void;
   readonly platform?: Platform;
@@ -83,7 +77,12 @@ export function spawnConfined(
   rawOptions: SpawnOptions | undefined,
 ): SandboxedProcess {
   const prepared = prepareLaunch(context, file, args, rawOptions);
-  return start(prepared.plan, prepared.request, prepared.signal, prepared.platform);
+  try {
+    return start(prepared.plan, prepared.request, prepared.signal, prepared.platform);
+  } catch (error) {
+    prepared.plan.cgroups?.removeSync();
+    throw error;
+  }
 }
 
 function invalid(path: string, message: string, received: string): SandboxValidationError {
