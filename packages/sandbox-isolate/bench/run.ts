@@ -84,7 +84,10 @@ async function main(): Promise<void> {
     .add('engine, process (default)', () => engineRun(engine, trivialUser))
     .add('engine, in-process', () => engineRun(inProcess, trivialUser));
   await bench.run();
-  const p50 = (name: string) => bench.getTask(name)?.result?.latency?.p50 ?? Number.NaN;
+  const p50 = (name: string) => {
+    const result = bench.getTask(name)?.result;
+    return result !== undefined && 'latency' in result ? result.latency.p50 : Number.NaN;
+  };
   const raw = p50('raw isolated-vm cycle');
   const gapped = {
     raw: await sequentialP50(() => rawCycle(trivialUser), iterations, 5),

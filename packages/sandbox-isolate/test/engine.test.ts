@@ -204,6 +204,44 @@ describe.each(['process', 'in-process'] as const)('SandboxEngine (%s)', (isolati
   });
 });
 
+describe('worker edge cases', () => {
+  it('cancels an execution waiting for its worker to start without killing the worker', async () => {
+    const engine = new SandboxEngine({ workers: 1 });
+    try {
+      const handle = engine.submit({ code: 'return 1' });
+      handle.cancel('changed my mind');
+      expect(expectError(await handle.result, 'CANCELLED').message).toBe('changed my mind');
+      await engine.ready();
+      const [pid] = engine.stats().workerPids;
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      expect(engine.stats().workerPids).toEqual([pid]);
+      await expectHealthy(engine);
+    } finally {
+      await engine.dispose();
+    }
+  });
+
+  it('runs concurrent executions that share an executionId, and survives a handler that hangs', async () => {
+    const engine = new SandboxEngine({
+      workers: 1,
+      dataHandler: () => new Promise(() => {}),
+      limits: { timeoutMs: 500 },
+    });
+    try {
+      const same = { context: { executionId: 'retry-1' } };
+      const [a, b] = await Promise.all([
+        engine.run({ code: 'return "a"', ...same }),
+        engine.run({ code: 'return "b"', ...same }),
+      ]);
+      expect([expectResult(a).payload, expectResult(b).payload]).toEqual(['a', 'b']);
+      expectError(await engine.run({ code: 'return await dataProxy.request(1)' }), 'TIMEOUT');
+      await expectHealthy(engine);
+    } finally {
+      await engine.dispose();
+    }
+  });
+});
+
 describe('guards', () => {
   it('runs guards before the execution, refuses with their code and releases their leases', async () => {
     const calls: string[] = [];

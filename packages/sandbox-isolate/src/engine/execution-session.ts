@@ -99,11 +99,17 @@ export class ExecutionSession implements JobHost {
     }
     let value: unknown;
     try {
-      value = await handler(parseUntrustedJson(paramsJson), {
-        context: this.#context,
-        index: this.#dataRequests,
-        signal: this.#abort.signal,
-      });
+      const signal = this.#abort.signal;
+      const answered = Promise.resolve(
+        handler(parseUntrustedJson(paramsJson), {
+          context: this.#context,
+          index: this.#dataRequests,
+          signal,
+        }),
+      );
+      // A handler that ignores its signal must not keep the bridge waiting after the end.
+      value = await Promise.race([answered, whenAborted(signal)]);
+      if (signal.aborted) return { ok: false, message: 'Execution has ended' };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       return { ok: false, message: capText(scrubHostPaths(message), 1_000) };
@@ -169,6 +175,13 @@ function limitExceeded(field: string, limit: number, size: number, message: stri
     details: { field, limit, size },
   };
   return { ok: false, message, fatal };
+}
+
+function whenAborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
 }
 
 function round(ms: number): number {

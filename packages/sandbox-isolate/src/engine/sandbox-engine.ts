@@ -237,7 +237,8 @@ export class SandboxEngine {
     let outcome: JobOutcome;
     try {
       outcome = await this.#backend.execute(
-        { id: context.executionId, code, limits },
+        // The job id is the engine's own: callers may reuse an executionId (a retry).
+        { id: randomUUID(), code, limits },
         session,
         signal,
       );

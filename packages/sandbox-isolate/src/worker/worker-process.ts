@@ -11,7 +11,7 @@ import {
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
 import { capText, scrubHostPaths } from '../bridge/safe-json.ts';
-import type { ExecutionJob, JobHost, JobOutcome } from '../isolate/job.ts';
+import type { ExecutionJob, IsolateStats, JobHost, JobOutcome } from '../isolate/job.ts';
 import {
   catastrophicMarker,
   type HostMessage,
@@ -160,12 +160,15 @@ export class WorkerProcess {
         this.#finish(job.id, this.#deathOutcome(pending, 'the worker process is not running'));
         return;
       }
+      let sent = false;
       const onAbort = () => {
-        this.#send({
-          t: 'abort',
-          id: job.id,
-          error: toSandboxErrorJSON(signal.reason, 'CANCELLED'),
-        });
+        const error = toSandboxErrorJSON(signal.reason, 'CANCELLED');
+        if (!sent) {
+          // Still waiting for the worker to start: nothing runs yet, so answer here.
+          this.#finish(job.id, { kind: 'error', error, stats: idleStats(pending.started) });
+          return;
+        }
+        this.#send({ t: 'abort', id: job.id, error });
         pending.timers.push(
           setTimeout(() => this.kill({ kind: 'abort-unanswered' }), abortGraceMs).unref(),
         );
@@ -185,6 +188,7 @@ export class WorkerProcess {
           ),
         );
         this.#send({ t: 'run', job });
+        sent = true;
         if (signal.aborted) onAbort();
         this.#startSampling();
       });
@@ -270,13 +274,8 @@ export class WorkerProcess {
   }
 
   #deathOutcome(pending: PendingJob, how: string): JobOutcome {
-    const stats = {
-      wallMs: performance.now() - pending.started,
-      cpuMs: 0,
-      heapUsedBytes: 0,
-      statusDropped: 0,
-    };
-    return { kind: 'error', error: this.#deathError(pending.job, how), stats };
+    const error = this.#deathError(pending.job, how);
+    return { kind: 'error', error, stats: idleStats(pending.started) };
   }
 
   #deathError(job: ExecutionJob, how: string): SandboxErrorJSON {
@@ -367,6 +366,11 @@ export class WorkerProcess {
       channel?.unref();
     }
   }
+}
+
+/** Stats of a job that ended without its isolate reporting any. */
+function idleStats(started: number): IsolateStats {
+  return { wallMs: performance.now() - started, cpuMs: 0, heapUsedBytes: 0, statusDropped: 0 };
 }
 
 /**
