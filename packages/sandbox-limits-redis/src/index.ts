@@ -5,7 +5,12 @@ export {
   createConcurrencyGuard,
 } from './guards/concurrency-guard.ts';
 export type { FailMode, GuardOptions } from './guards/guard-options.ts';
-export { createLimitGuards, type LimitGuardsOptions } from './guards/limit-guards.ts';
+export {
+  createLimitGuards,
+  type LimitGuardsOptions,
+  type LimitsGuard,
+  type LimitsLease,
+} from './guards/limit-guards.ts';
 export {
   createRateLimitGuard,
   type RateLimitGuard,

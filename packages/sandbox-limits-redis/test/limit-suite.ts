@@ -12,6 +12,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createConcurrencyGuard,
+  createLimitGuards,
   createRateLimitGuard,
   createTurnBudgetGuard,
   type LimitStore,
@@ -264,6 +265,50 @@ export function limitSuite(makeBackend: () => Promise<Backend>): void {
       );
       // The refused attempt never reached the budget: the turn still has its one execution.
       await budget.acquire(context({ turnId: other.turnId }));
+    });
+  });
+
+  describe.concurrent('all limits in one guard (createLimitGuards)', () => {
+    it('gives back the rate unit and the slot when the turn budget refuses', async () => {
+      const [limits] = createLimitGuards({
+        store: stores[3]!,
+        concurrency: { name: newId('conc'), maxPerUser: 1 },
+        rateLimit: { name: newId('rate'), limit: 2, windowMs: 60_000 },
+        turnBudget: { maxExecutionsPerTurn: 1 },
+      });
+      const userId = newId('user');
+      const turnId = newId('turn');
+      const first = await limits!.acquire(context({ userId, turnId }));
+      expect(first.rate).toMatchObject({ allowed: true, remaining: 1 });
+      expect(first.budget).toMatchObject({ allowed: true, used: 1 });
+      await first.release();
+      // Refused by the budget: neither the rate unit nor the slot is spent.
+      for (let i = 0; i < 5; i++) {
+        const error = await refusal(limits!.acquire(context({ userId, turnId })));
+        expect(error.code).toBe('BUDGET_EXHAUSTED');
+      }
+      const second = await limits!.acquire(context({ userId, turnId: newId('turn') }));
+      expect(second.rate).toMatchObject({ allowed: true, remaining: 0 });
+      // The slot is held by `second`: the cap of 1 refuses, and that refusal costs no rate unit.
+      const capped = await refusal(limits!.acquire(context({ userId, turnId: newId('turn') })));
+      expect(capped.details).toMatchObject({ scope: 'user', limit: 1 });
+      await second.release();
+      const limited = await refusal(limits!.acquire(context({ userId, turnId: newId('turn') })));
+      expect(limited.details).toMatchObject({ scope: 'user', limit: 2, windowMs: 60_000 });
+    });
+
+    it('refunds a rate unit on request, once', async () => {
+      const guard = createRateLimitGuard({ store: stores[0]!, limit: 2, windowMs: 60_000 });
+      const userId = newId('user');
+      const lease = await guard.acquire(context({ userId }));
+      await Promise.all([lease.refund(), lease.refund()]);
+      await lease.refund();
+      const leases = await Promise.all([
+        guard.acquire(context({ userId })),
+        guard.acquire(context({ userId })),
+      ]);
+      expect(leases.map((each) => each.decision!.remaining).sort()).toEqual([0, 1]);
+      expect((await refusal(guard.acquire(context({ userId })))).code).toBe('RATE_LIMITED');
     });
   });
 

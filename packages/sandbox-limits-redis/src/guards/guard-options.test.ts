@@ -112,15 +112,19 @@ describe('execution context', () => {
 });
 
 describe('createLimitGuards', () => {
-  it('orders concurrency, rate limit, turn budget, sharing the store', async () => {
+  it('makes one guard for the limits given, sharing the store', async () => {
     const guards = createLimitGuards({
       store,
       turnBudget: { maxExecutionsPerTurn: 1 },
       rateLimit: { limit: 5, windowMs: 1_000 },
       concurrency: { maxPerUser: 2 },
     });
-    expect(guards.map((guard) => guard.name)).toEqual(['concurrency', 'rate-limit', 'turn-budget']);
-    expect(createLimitGuards({ store })).toEqual([]);
+    expect(guards.map((guard) => guard.name)).toEqual(['concurrency+rate-limit+turn-budget']);
+    const [none] = createLimitGuards({ store });
+    expect(none?.name).toBe('limits');
+    const lease = await none!.acquire({ executionId: 'e' });
+    expect(lease).toMatchObject({ rate: undefined, budget: undefined });
+    await lease.release();
   });
 
   it('names the section of a bad field', () => {

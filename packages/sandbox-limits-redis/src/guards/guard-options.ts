@@ -39,7 +39,7 @@ function withMethods<T>(methods: readonly string[], message: string) {
 }
 
 const storeSchema = withMethods<LimitStore>(
-  ['rateLimit', 'claimBudget', 'acquireLease', 'releaseLease'],
+  ['rateLimit', 'refundRate', 'claimBudget', 'acquireLease', 'releaseLease'],
   'expected a LimitStore from createRedisLimitStore() or createMemoryLimitStore()',
 );
 

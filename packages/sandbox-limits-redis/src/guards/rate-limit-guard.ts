@@ -9,7 +9,7 @@ import {
 import { z } from 'zod';
 import { hashTag, keyPart } from '../keys/key-part.ts';
 import type { RateLimitDecision } from '../store/limit-store.ts';
-import { checkContext, lease, requiredId } from './admission.ts';
+import { checkContext, lease, nothingToRelease, requiredId } from './admission.ts';
 import {
   count,
   type GuardOptions,
@@ -38,6 +38,11 @@ export interface RateLimitGuardOptions extends GuardOptions {
 /** The lease of an admitted execution: what the rate limit answered (undefined if failed open). */
 export interface RateLimitLease extends GuardLease {
   readonly decision: RateLimitDecision | undefined;
+  /**
+   * Gives the unit back, for an execution that was admitted here but never ran (another limit
+   * refused it). Once only; never throws. `release()` does not refund: a run spends its unit.
+   */
+  refund(): Promise<void>;
 }
 
 /** The per-user rate-limit guard; `acquire` resolves with a {@link RateLimitLease}. */
@@ -74,16 +79,27 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const settings = validate(RateLimitGuardOptionsSchema, options, 'rate limit guard options');
   const { name, store, limit, windowMs } = settings;
   const rule = { limit, windowMs, burst: settings.burst ?? limit };
-  const callStore = createStoreCaller(settings, createWarner(settings.logger, name));
+  const warn = createWarner(settings.logger, name);
+  const callStore = createStoreCaller(settings, warn);
+  const refundOf = (key: string) => {
+    let refunded: Promise<void> | undefined;
+    return () => {
+      refunded ??= callStore('refundRate', () => store.refundRate(key, rule)).then(
+        () => {},
+        (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
+      );
+      return refunded;
+    };
+  };
   return {
     name,
     async acquire(context, signal) {
       const parsed = checkContext(context, name);
       const userId = requiredId(parsed, 'userId', settings.whenNoUser, name);
-      if (userId === undefined) return lease({ decision: undefined });
+      if (userId === undefined) return lease({ decision: undefined, refund: nothingToRelease });
       const key = `${name}:rate:${hashTag(keyPart(userId))}`;
       const outcome = await callStore('rateLimit', () => store.rateLimit(key, rule), signal);
-      if (!outcome.ok) return lease({ decision: undefined });
+      if (!outcome.ok) return lease({ decision: undefined, refund: nothingToRelease });
       const decision = outcome.value;
       if (!decision.allowed) {
         throw new SandboxRateLimitedError(
@@ -102,7 +118,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
           },
         );
       }
-      return lease({ decision });
+      return lease({ decision, refund: refundOf(key) });
     },
   };
 }

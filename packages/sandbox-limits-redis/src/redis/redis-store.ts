@@ -14,6 +14,7 @@ import {
   acquireLeaseScript,
   type LuaScript,
   rateLimitScript,
+  refundRateScript,
   releaseLeaseScript,
   turnBudgetScript,
 } from './scripts.ts';
@@ -83,6 +84,9 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
         resetMs: resetMs ?? 0,
         retryAfterMs: retryAfterMs ?? 0,
       };
+    },
+    async refundRate(key: string, rule: RateRule): Promise<void> {
+      await run(refundRateScript, key, ruleArguments(rule));
     },
     async claimBudget(key, member, limit, ttlMs): Promise<BudgetDecision> {
       const [allowed, used, resetMs, already] = await run(turnBudgetScript, key, [

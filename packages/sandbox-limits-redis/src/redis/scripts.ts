@@ -52,6 +52,26 @@ return {1, math.floor((now - allowAt) / interval + 1e-6), reset, 0}
 );
 
 /**
+ * Gives one GCRA unit back (an admission that did not lead to an execution): the TAT moves back
+ * one interval. Units commute, so this is exact however many checks ran in between; a TAT that
+ * falls to now or before means a full bucket, and the key goes. ARGV: limit, windowMs.
+ */
+export const refundRateScript = script(
+  'refund-rate',
+  `${now}local stored = redis.call('GET', KEYS[1])
+if not stored then return 0 end
+local tat = tonumber(stored) - tonumber(ARGV[2]) / tonumber(ARGV[1])
+if tat <= now then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+local ttl = redis.call('PTTL', KEYS[1])
+redis.call('SET', KEYS[1], string.format('%.17g', tat), 'PX', math.max(1, ttl))
+return 1
+`,
+);
+
+/**
  * Turn budget: a set of the execution ids admitted in one turn. A member already in the set is
  * admitted again without counting; a new one only while the set holds fewer than `limit`. The set
  * expires `ttlMs` after its first member. ARGV: member, limit, ttlMs.

@@ -52,6 +52,8 @@ export interface LimitStore {
   readonly kind: string;
   /** GCRA rate check on `key`: consumes one unit when admitted, nothing when refused. */
   rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision>;
+  /** Gives back one unit that `rateLimit` took on `key` (the execution never ran). */
+  refundRate(key: string, rule: RateRule): Promise<void>;
   /**
    * Counts `member` against the budget `key` of at most `limit` members, once: a member counted
    * before is admitted again without counting. The record expires `ttlMs` after its first member.

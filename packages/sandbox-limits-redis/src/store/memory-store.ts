@@ -82,6 +82,13 @@ export function createMemoryLimitStore(options: MemoryLimitStoreOptions = {}): L
       const remaining = Math.floor((now - allowAt) / interval + 1e-6);
       return { allowed: true, remaining, resetMs, retryAfterMs: 0 };
     },
+    async refundRate(key: string, rule: RateRule): Promise<void> {
+      const now = tick();
+      const entry = live(rates, key, now);
+      if (entry === undefined) return;
+      entry.tat -= rule.windowMs / rule.limit;
+      if (entry.tat <= now) rates.delete(key);
+    },
     async claimBudget(key, member, limit, ttlMs): Promise<BudgetDecision> {
       const now = tick();
       const entry = live(budgets, key, now);
