@@ -1,6 +1,6 @@
 // Timeouts, aborts and the command's own exit leave nothing running: TERM-ignoring loops,
 // setsid daemons, double forks and fork bombs included. Memory bombs end at the limit.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createSandbox, SandboxControl } from '../src/index.ts';
@@ -84,6 +84,31 @@ describe('timeouts kill everything the command started', () => {
     child.kill();
     expect(await child.exited).toMatchObject({ cancelled: true, timedOut: false });
     expect(await settledProcesses(tag)).toEqual([]);
+  });
+});
+
+describe('cgroups', () => {
+  it('are removed after the run, daemons or not', async () => {
+    const sandbox = createSandbox({ timeoutMs: 500 });
+    const result = await sandbox.run('/bin/sh', [
+      '-c',
+      'grep -E ":(memory|pids):" /proc/self/cgroup; setsid sleep 100 </dev/null >/dev/null 2>&1 & sleep 100',
+    ]);
+    expect(result.timedOut).toBe(true);
+    const dirs = result.stdout
+      .trim()
+      .split('\n')
+      .map((line) => {
+        const [, controller = '', path = ''] = line.split(':');
+        return `/sys/fs/cgroup/${controller}${path}`;
+      });
+    expect(dirs).toHaveLength(2);
+    expect(dirs.every((dir) => /\/coda-sandbox-\d+\/run-\d+$/.test(dir))).toBe(true);
+    const deadline = Date.now() + 3_000;
+    while (dirs.some((dir) => existsSync(dir)) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(dirs.filter((dir) => existsSync(dir))).toEqual([]);
   });
 });
 

@@ -88,6 +88,12 @@ describe('subprocess policy', () => {
     });
     await expect(sandbox.exec('   ')).rejects.toBeInstanceOf(SandboxValidationError);
     expect(() => sandbox.spawn('', [])).toThrow(SandboxValidationError);
+    expect(() => sandbox.spawn('/bin/true', [], { cwd: '/' })).toThrow(
+      'Invalid spawn options: cwd: the writable directory cannot be / (set restrictToDirectory or allowFileWrites: false)',
+    );
+    expect(
+      createSandbox({ allowFileWrites: false }).spawn('/bin/true', [], { cwd: '/' }).sandboxApplied,
+    ).toBe(true);
     const restricted = createSandbox({ restrictToDirectory: '/tmp' });
     expect(() => restricted.spawn('/bin/true', [], { cwd: '/' })).toThrow(
       /cwd: outside restrictToDirectory/,

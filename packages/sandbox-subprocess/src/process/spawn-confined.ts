@@ -112,6 +112,14 @@ function buildRequest(
       },
     );
   }
+  if (policy.allowFileWrites && (restrict ?? cwd) === '/') {
+    // Writes "only in the cwd" would be writes anywhere: a host started from / must say where.
+    const field = restrict === undefined ? 'cwd' : 'restrictToDirectory';
+    throw new SandboxValidationError(
+      `Invalid spawn options: ${field}: the writable directory cannot be / (set restrictToDirectory or allowFileWrites: false)`,
+      { issues: [{ path: field, message: 'the writable directory cannot be /', received: '"/"' }] },
+    );
+  }
   const env = commandEnvironment(policy, options.env);
   const found = resolveExecutable(file, cwd, env.PATH);
   if (found === undefined) {
