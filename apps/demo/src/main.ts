@@ -44,4 +44,8 @@ async function main(argv: readonly string[]): Promise<number> {
   return summary.ok ? 0 : 1;
 }
 
-process.exitCode = await main(process.argv.slice(2));
+// Anything that escapes (a Redis that does not answer `serve`) is one line, not a stack trace.
+process.exitCode = await main(process.argv.slice(2)).catch((error: unknown) => {
+  console.error(error instanceof Error ? error.message : String(error));
+  return 1;
+});

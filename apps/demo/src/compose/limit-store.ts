@@ -1,5 +1,7 @@
 // Where tier 3 and 4 counts live: in this process by default (zero setup), or in Redis when
 // REDIS_URL is set, so every host of a deployment shares one budget per turn and one rate per user.
+
+import { SandboxUnavailableError } from '@coda/sandbox-core';
 import {
   createMemoryLimitStore,
   createRedisLimitStore,
@@ -32,7 +34,20 @@ export async function openLimitStore(redisUrl: string | undefined): Promise<Open
     connectTimeout: 2_000,
     lazyConnect: true,
   });
-  await client.connect();
+  // ioredis reports connection trouble as 'error' events and reconnects by itself; the guards
+  // see failed commands (and refuse with UNAVAILABLE), so the events need no handling here.
+  client.on('error', () => {});
+  try {
+    await client.connect();
+  } catch (error) {
+    // Stop reconnecting, or the attempts would keep the process alive.
+    client.disconnect();
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new SandboxUnavailableError(
+      `REDIS_URL is set but Redis at ${redactUrl(redisUrl)} did not answer: ${reason}`,
+      { cause: error },
+    );
+  }
   return {
     // A prefix of its own, so the demo never touches another application's keys.
     store: createRedisLimitStore({ client: fromIoredis(client), keyPrefix: 'coda:demo:' }),
