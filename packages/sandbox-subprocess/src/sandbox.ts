@@ -204,7 +204,11 @@ export class SubprocessSandbox {
     );
   }
 
-  /** Replaces fields of the policy; validated first, so a bad update changes nothing. */
+  /**
+   * Replaces the fields given; validated first, so a bad update changes nothing. Optional
+   * fields (`restrictToDirectory`, `allowedSyscalls`) cannot be removed this way: use
+   * {@link replacePolicy}.
+   */
   updatePolicy(policy: SubprocessPolicyInput | Partial<SandboxPolicy>): void {
     this.#policy = resolveSubprocessPolicy(policy, this.#policy);
   }
