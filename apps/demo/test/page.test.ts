@@ -10,6 +10,7 @@ import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDemoGuards, defaultGuardSettings } from '../src/compose/guards.ts';
 import { type StartedServer, startDemoServer } from './helpers/demo-server.ts';
+import { waitFor } from './helpers/sse.ts';
 
 /** The README's screenshot, refreshed when missing or with UPDATE_SCREENSHOT=1. */
 const screenshotPath = new URL('../../../docs/images/playground.png', import.meta.url);
@@ -75,6 +76,17 @@ describe('the playground page', () => {
     await page.click('#attacks button[data-id="network-exfiltration"]');
     await page.locator('#outcome[data-code="RUNTIME"]').waitFor({ timeout: 15_000 });
     expect(await page.locator('#outcome').textContent()).toContain('fetch is not defined');
+  });
+
+  it('cancels a run from the page: the server ends the execution', async () => {
+    await page.fill('#code', "reportStatus('started');\nwhile (true) { await Promise.resolve(); }");
+    await page.fill('#limits input[name="timeoutMs"]', '25000');
+    await page.click('#run');
+    await page.locator('#events li[data-type="status"]').waitFor();
+    expect(started.server.running).toBe(1);
+    await page.click('#cancel');
+    await page.locator('#outcome', { hasText: 'Cancelled by you' }).waitFor();
+    await waitFor(() => started.server.running === 0 && started.engine.stats().active === 0);
   });
 
   it('shows a refusal with the fields the server named', async () => {
