@@ -11,6 +11,11 @@ export class InProcessBackend implements ExecutionBackend {
   readonly #runtime: IsolateRuntime;
 
   constructor(options: IsolateRuntimeOptions, wasmModules: readonly WasmModuleConfig[]) {
+    if (!process.execArgv.includes('--no-node-snapshot')) {
+      options.logger.warn(
+        'in-process isolation without --no-node-snapshot: isolated-vm may crash on Node >= 20',
+      );
+    }
     this.#runtime = new IsolateRuntime(options, loadWasmModules(wasmModules));
   }
 
