@@ -166,7 +166,7 @@ describe('when Redis stops mid-test and comes back', () => {
       expect(Date.now() - started).toBeLessThan(2_000);
     }
     expect(warnings.length).toBeGreaterThanOrEqual(2);
-    expect(warnings[0]).toContain('admitting without this limit');
+    expect(warnings[0]).toContain('going on without this limit');
 
     // Back, empty (no persistence): scripts are gone too, and NOSCRIPT is recovered from.
     await server.restart();

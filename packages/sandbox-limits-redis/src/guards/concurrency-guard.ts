@@ -137,34 +137,40 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       }
       const renewal = held.length === 0 ? undefined : startRenewal(held, leaseId);
       return lease({ leaseId }, async () => {
-        if (renewal !== undefined) clearInterval(renewal);
+        // A renewal still in flight could re-add the lease after its removal: let it land first.
+        await renewal?.stop();
         await Promise.all(held.map((slot) => giveBack(slot, leaseId)));
       });
     },
   };
 
   function startRenewal(held: Slot[], leaseId: string) {
+    let inFlight: Promise<unknown> = Promise.resolve();
+    const renew = (slot: Slot) =>
+      callStore('renewLease', () =>
+        store.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
+      ).then(
+        (outcome) => {
+          if (outcome.ok && !outcome.value.allowed) {
+            warn(
+              'lost',
+              { scope: slot.scope },
+              `${name}: a running execution lost its lease (it expired and the cap filled)`,
+            );
+          }
+        },
+        (error: unknown) => warn('renew', { err: String(error) }, `${name}: lease renewal failed`),
+      );
     const timer = setInterval(() => {
-      for (const slot of held) {
-        callStore('renewLease', () =>
-          store.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
-        ).then(
-          (outcome) => {
-            if (outcome.ok && !outcome.value.allowed) {
-              warn(
-                'lost',
-                { scope: slot.scope },
-                `${name}: a running execution lost its lease (it expired and the cap filled)`,
-              );
-            }
-          },
-          (error: unknown) =>
-            warn('renew', { err: String(error) }, `${name}: lease renewal failed`),
-        );
-      }
+      inFlight = Promise.all([inFlight, ...held.map(renew)]);
     }, renewEveryMs);
     // A renewal timer must not keep the host alive on its own.
     timer.unref();
-    return timer;
+    return {
+      stop: () => {
+        clearInterval(timer);
+        return inFlight;
+      },
+    };
   }
 }

@@ -58,7 +58,7 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
       warn(
         `fail-open:${what}`,
         { operation: what, failMode: 'open', err: reason },
-        `${settings.name}: limit store failed (${what}); admitting without this limit`,
+        `${settings.name}: limit store failed (${what}); failMode open, going on without this limit`,
       );
       return undefined;
     }
