@@ -1,5 +1,8 @@
 // Options are validated at the boundary: the host throws one SandboxValidationError naming each
 // bad field; a call with bad options resolves to a VALIDATION result and never rejects.
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { isSandboxError, type SandboxValidationError } from '@coda/sandbox-core';
 import { describe, expect, it } from 'vitest';
 import { createParserHost } from '../src/index.ts';
@@ -44,6 +47,17 @@ describe('options', () => {
   it('accepts a file URL and a relative path', async () => {
     const host = makeHost({ module: new URL('./fixtures/parsers.mjs', import.meta.url) });
     expect((await host.runParser('echo', 1)).ok).toBe(true);
+  });
+
+  it('a module reached through a symlink is read at its real path', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'coda-parser-link-'));
+    try {
+      symlinkSync(parsersPath, join(dir, 'linked.mjs'));
+      const host = makeHost({ module: join(dir, 'linked.mjs') });
+      expect(await host.runParser('echo', 1)).toMatchObject({ ok: true });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('a call with bad options or a bad name is a VALIDATION result, not a rejection', async () => {

@@ -1,6 +1,6 @@
 // The parser host: validates each call, queues it under `maxConcurrent`, hands it to a fresh
 // child (the warm spare when the limits match) and turns whatever happens into a ParserResult.
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -67,7 +67,8 @@ function modulePathOf(module: string | URL): string {
       issues: [{ path: 'module', message: 'no such file', received: JSON.stringify(path) }],
     });
   }
-  return path;
+  // The real path: Node's loader reads the module there, and the permission model checks it.
+  return realpathSync(path);
 }
 
 /** Longer names are refused: the name comes back in `Unknown parser: NAME`. */
