@@ -2,12 +2,7 @@
 // engine here, or the HTTP server's admission step) takes them as they are: the engine never
 // imports Redis, the guards never import the engine.
 import type { ExecutionGuard } from '@coda/sandbox-core';
-import {
-  createConcurrencyGuard,
-  createRateLimitGuard,
-  createTurnBudgetGuard,
-  type LimitStore,
-} from '@coda/sandbox-limits-redis';
+import { createLimitGuards, type LimitStore } from '@coda/sandbox-limits-redis';
 
 /** The figures of the demo's guards. */
 export interface GuardSettings {
@@ -41,8 +36,9 @@ export const guidedRunGuardSettings: Readonly<GuardSettings> = Object.freeze({
 });
 
 /**
- * The guards in the order they should run: the cheap refusals first, the lease last (so a refused
- * execution never holds a concurrency slot, and acquireGuards releases whatever was taken).
+ * Tiers 3 and 4 and the concurrency cap as one guard from the limits package. It takes the
+ * concurrency slot, then the user's rate unit, then counts the turn; when a later limit refuses,
+ * what the earlier ones took is given back, so a refused attempt costs the user nothing.
  * Executions without a turn are never counted against one; executions without a user are
  * refused (`anonymous: 'refuse'`, the server's choice) or admitted unlimited (`'allow'`, for an
  * engine that also runs the host's own jobs).
@@ -52,22 +48,10 @@ export function createDemoGuards(
   settings: Readonly<GuardSettings> = defaultGuardSettings,
   anonymous: 'refuse' | 'allow' = 'refuse',
 ): ExecutionGuard[] {
-  return [
-    createTurnBudgetGuard({
-      store,
-      maxExecutionsPerTurn: settings.maxExecutionsPerTurn,
-      whenNoTurn: 'allow',
-    }),
-    createRateLimitGuard({
-      store,
-      limit: settings.ratePerUser,
-      windowMs: settings.windowMs,
-      whenNoUser: anonymous,
-    }),
-    createConcurrencyGuard({
-      store,
-      maxPerUser: settings.maxConcurrentPerUser,
-      whenNoUser: anonymous,
-    }),
-  ];
+  return createLimitGuards({
+    store,
+    concurrency: { maxPerUser: settings.maxConcurrentPerUser, whenNoUser: anonymous },
+    rateLimit: { limit: settings.ratePerUser, windowMs: settings.windowMs, whenNoUser: anonymous },
+    turnBudget: { maxExecutionsPerTurn: settings.maxExecutionsPerTurn, whenNoTurn: 'allow' },
+  });
 }
