@@ -3,6 +3,7 @@ import {
   type ExecutionContext,
   ExecutionContextSchema,
   type GuardLease,
+  isSandboxError,
   SandboxValidationError,
   validate,
 } from '@coda/sandbox-core';
@@ -41,14 +42,22 @@ function plainContext(context: unknown): ExecutionContext | undefined {
 
 /**
  * Validates `context` (the one boundary every guard shares) against core's
- * `ExecutionContextSchema`; anything but a plain, well-formed context goes through the schema,
- * which names every bad field.
+ * `ExecutionContextSchema` and returns a copy; anything but a plain, well-formed context goes
+ * through the schema, which names every bad field. A context that throws when read (a getter, a
+ * proxy) is refused with `VALIDATION` like any other bad context, never with its own error.
  */
 export function checkContext(context: unknown, guard: string): ExecutionContext {
-  return (
-    plainContext(context) ??
-    validate(ExecutionContextSchema, context, `execution context for ${guard}`)
-  );
+  try {
+    return (
+      plainContext(context) ??
+      validate(ExecutionContextSchema, context, `execution context for ${guard}`)
+    );
+  } catch (error) {
+    if (isSandboxError(error)) throw error;
+    throw new SandboxValidationError(`Invalid execution context for ${guard}: reading it threw`, {
+      issues: [{ path: '', message: 'reading it threw', received: '[object]' }],
+    });
+  }
 }
 
 /**

@@ -91,6 +91,39 @@ describe('execution context', () => {
     ]);
   });
 
+  it('refuses a context that throws when read with VALIDATION, and copies what it reads', async () => {
+    const guard = createRateLimitGuard({ store, limit: 5, windowMs: 1_000 });
+    const getter = {
+      executionId: 'e',
+      get userId(): string {
+        throw new Error('boom');
+      },
+    };
+    const proxy = new Proxy(
+      {},
+      {
+        ownKeys() {
+          throw new Error('trap');
+        },
+      },
+    );
+    for (const context of [getter, proxy]) {
+      const error = await guard.acquire(context as never).catch((reason: unknown) => reason);
+      expect(error).toMatchObject({ code: 'VALIDATION', issues: [{ path: '' }] });
+    }
+    let reads = 0;
+    const shifty = {
+      executionId: 'e',
+      get userId() {
+        reads++;
+        return reads === 1 ? 'alice' : 7;
+      },
+    };
+    const lease = await guard.acquire(shifty as never);
+    expect(lease.decision?.allowed).toBe(true);
+    expect(reads).toBe(1);
+  });
+
   it('admits executions without the id when told to', async () => {
     const rate = createRateLimitGuard({ store, limit: 1, windowMs: 1_000, whenNoUser: 'allow' });
     const budget = createTurnBudgetGuard({ store, maxExecutionsPerTurn: 1, whenNoTurn: 'allow' });
