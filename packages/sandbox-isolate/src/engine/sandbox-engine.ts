@@ -31,6 +31,7 @@ import {
 } from '../config/engine-config.ts';
 import { resultTooBig } from '../isolate/code-executor.ts';
 import type { JobOutcome } from '../isolate/job.ts';
+import { checkWasmModules } from '../isolate/wasm-modules.ts';
 import { WorkerBackend } from '../worker/worker-backend.ts';
 import type { ExecutionBackend } from './backend.ts';
 import { ExecutionSession } from './execution-session.ts';
@@ -70,6 +71,7 @@ export class SandboxEngine {
   /** Throws `SandboxValidationError` naming every bad field of `config`. */
   constructor(config: SandboxEngineConfig = {}) {
     this.#config = resolveEngineConfig(config);
+    checkWasmModules(this.#config.wasmModules);
     this.#defaults = resolveExecutionLimits(this.#config.limits);
     this.#logger = this.#config.logger ?? silentLogger;
     const runtime = {

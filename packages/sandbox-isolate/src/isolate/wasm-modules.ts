@@ -1,5 +1,6 @@
 // Loads the WASM modules of SandboxEngineConfig.wasmModules from disk once per process.
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { SandboxValidationError, type ValidationIssue } from '@coda/sandbox-core';
 
 /** A WASM module made available to user code as the global `name`. */
 export interface WasmModuleConfig {
@@ -29,4 +30,28 @@ export function loadWasmModules(modules: readonly WasmModuleConfig[]): LoadedWas
     bytes: new Uint8Array(readFileSync(module.wasmPath)),
     binding: module.jsBindingPath === undefined ? null : readFileSync(module.jsBindingPath, 'utf8'),
   }));
+}
+
+/** Throws one SandboxValidationError naming every module file that cannot be read. */
+export function checkWasmModules(modules: readonly WasmModuleConfig[]): void {
+  const issues: ValidationIssue[] = [];
+  modules.forEach((module, index) => {
+    for (const key of ['wasmPath', 'jsBindingPath'] as const) {
+      const path = module[key];
+      if (path === undefined) continue;
+      try {
+        accessSync(path, constants.R_OK);
+      } catch (error) {
+        const code = (error as { code?: string }).code ?? 'unreadable';
+        issues.push({
+          path: `wasmModules.${index}.${key}`,
+          message: `cannot be read (${code})`,
+          received: path,
+        });
+      }
+    }
+  });
+  if (issues.length === 0) return;
+  const list = issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+  throw new SandboxValidationError(`Invalid SandboxEngine config: ${list}`, { issues });
 }
