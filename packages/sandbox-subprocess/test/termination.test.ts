@@ -87,6 +87,30 @@ describe('timeouts kill everything the command started', () => {
   });
 });
 
+describe('rlimits', () => {
+  it('applies CPU, open files, file size and core limits, soft and hard', async () => {
+    const sandbox = createSandbox({ rlimits: { cpuSecs: 7, openFiles: 64, fileSizeBytes: 4096 } });
+    const result = await sandbox.run('/bin/cat', ['/proc/self/limits']);
+    const limit = (name: string): string[] =>
+      (result.stdout.split('\n').find((line) => line.startsWith(name)) ?? '')
+        .split(/\s{2,}/)
+        .slice(1, 3);
+    expect(limit('Max cpu time')).toEqual(['7', '7']);
+    expect(limit('Max open files')).toEqual(['64', '64']);
+    expect(limit('Max file size')).toEqual(['4096', '4096']);
+    expect(limit('Max core file size')).toEqual(['0', '0']);
+  });
+
+  it('ends a CPU-bound command at its CPU limit, before the wall clock', async () => {
+    const sandbox = createSandbox({ timeoutMs: 20_000, rlimits: { cpuSecs: 1 } });
+    const result = await sandbox.run('/bin/sh', ['-c', 'while :; do :; done']);
+    expect(result.success).toBe(false);
+    expect(result.timedOut).toBe(false);
+    // SIGXCPU (24) or SIGKILL (9) ended it; bubblewrap reports 128 + n.
+    expect([128 + 24, 128 + 9]).toContain(result.exitCode);
+  });
+});
+
 describe('cgroups', () => {
   it('are removed after the run, daemons or not', async () => {
     const sandbox = createSandbox({ timeoutMs: 500 });
