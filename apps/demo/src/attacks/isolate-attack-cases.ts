@@ -2,6 +2,7 @@
 // counts as contained when the engine ended it with an expected code and the host received no
 // more status events than the caps allow.
 import { defaultExecutionLimits } from '@coda/sandbox-core';
+import { truncate } from '../cli/format.ts';
 import { runToEnd } from '../parts/run-execution.ts';
 import type { AttackCase } from './attack-case.ts';
 import { type IsolateAttack, isolateAttacks } from './isolate-attacks.ts';
@@ -34,7 +35,12 @@ function toCase(attack: IsolateAttack): AttackCase {
           outcome: `${terminal.code} after ${statusEvents} status events`,
         };
       }
-      return { contained: attack.containedBy.includes(terminal.code), outcome: terminal.code };
+      // For escapes the message is the evidence: the global the attack reached for is not there.
+      const why = terminal.code === 'RUNTIME' ? ` (${truncate(terminal.message, 44)})` : '';
+      return {
+        contained: attack.containedBy.includes(terminal.code),
+        outcome: terminal.code + why,
+      };
     },
   };
 }
