@@ -38,7 +38,7 @@ export interface SandboxEngineConfig {
   limits?: Partial<ExecutionLimits>;
   /** Tier 5: most executions running at once; more are refused with `CAPACITY`. Default 8. */
   maxConcurrent?: number;
-  /** Warm isolates kept ready (per worker in `process` mode). Default 2. */
+  /** Warm isolates kept ready (per worker in `process` mode), about 1.5 MiB each. Default 4. */
   poolSize?: number;
   /**
    * `process` (default): isolates run in supervised worker processes, so a V8 failure or a
@@ -147,7 +147,7 @@ export function resolveEngineConfig(config: SandboxEngineConfig = {}): ResolvedE
   return {
     limits: config.limits ?? {},
     maxConcurrent: parsed.maxConcurrent ?? 8,
-    poolSize: parsed.poolSize ?? 2,
+    poolSize: parsed.poolSize ?? 4,
     isolation: parsed.isolation ?? 'process',
     workers: parsed.workers ?? 2,
     workerBaseMemoryMb: parsed.workerBaseMemoryMb ?? 256,

@@ -1,0 +1,36 @@
+import { SandboxValidationError } from '@coda/sandbox-core';
+import { describe, expect, it } from 'vitest';
+import { resolveEngineConfig, validateSubmitRequest } from './engine-config.ts';
+
+describe('resolveEngineConfig', () => {
+  it('fills the documented defaults', () => {
+    expect(resolveEngineConfig()).toEqual({
+      limits: {},
+      maxConcurrent: 8,
+      poolSize: 4,
+      isolation: 'process',
+      workers: 2,
+      workerBaseMemoryMb: 256,
+      dataHandler: undefined,
+      guards: [],
+      logger: undefined,
+      wasmModules: [],
+    });
+  });
+
+  it('rejects guards and loggers of the wrong shape', () => {
+    expect(() =>
+      resolveEngineConfig({ guards: [{ name: 'g' }], logger: { info() {} } } as never),
+    ).toThrow(SandboxValidationError);
+  });
+});
+
+describe('validateSubmitRequest', () => {
+  it('accepts a minimal request and refuses unknown fields', () => {
+    expect(validateSubmitRequest({ code: 'return 1' })).toEqual({ code: 'return 1' });
+    expect(() => validateSubmitRequest({ code: 'x', timeout: 5 })).toThrow(
+      /timeout: unknown option/,
+    );
+    expect(() => validateSubmitRequest({ code: 'x', signal: {} })).toThrow(/signal/);
+  });
+});
