@@ -89,7 +89,7 @@ describe('subprocess policy', () => {
     await expect(sandbox.exec('   ')).rejects.toBeInstanceOf(SandboxValidationError);
     expect(() => sandbox.spawn('', [])).toThrow(SandboxValidationError);
     expect(() => sandbox.spawn('/bin/true', [], { cwd: '/' })).toThrow(
-      'Invalid spawn options: cwd: the writable directory cannot be / (set restrictToDirectory or allowFileWrites: false)',
+      'Invalid spawn options: cwd: the writable directory cannot be / (set restrictToDirectory or allowFileWrites: false) (got "/")',
     );
     expect(
       createSandbox({ allowFileWrites: false }).spawn('/bin/true', [], { cwd: '/' }).sandboxApplied,

@@ -85,8 +85,14 @@ export function spawnConfined(
   }
 }
 
-function invalid(path: string, message: string, received: string): SandboxValidationError {
-  return new SandboxValidationError(`Invalid command: ${path}: ${message} (got ${received})`, {
+/** One `SandboxValidationError` for one bad field, worded like core's `validate()`. */
+function invalid(
+  path: string,
+  message: string,
+  received: string,
+  what = 'command',
+): SandboxValidationError {
+  return new SandboxValidationError(`Invalid ${what}: ${path}: ${message} (got ${received})`, {
     issues: [{ path, message, received }],
   });
 }
@@ -103,21 +109,16 @@ function buildRequest(
       : realDirectory(policy.restrictToDirectory, 'restrictToDirectory');
   const cwd = realDirectory(options.cwd ?? restrict ?? process.cwd(), 'cwd');
   if (restrict !== undefined && cwd !== restrict && !cwd.startsWith(`${restrict}/`)) {
-    throw new SandboxValidationError(
-      `Invalid spawn options: cwd: outside restrictToDirectory (got ${JSON.stringify(cwd)})`,
-      {
-        issues: [
-          { path: 'cwd', message: 'outside restrictToDirectory', received: JSON.stringify(cwd) },
-        ],
-      },
-    );
+    throw invalid('cwd', 'outside restrictToDirectory', JSON.stringify(cwd), 'spawn options');
   }
   if (policy.allowFileWrites && (restrict ?? cwd) === '/') {
     // Writes "only in the cwd" would be writes anywhere: a host started from / must say where.
     const field = restrict === undefined ? 'cwd' : 'restrictToDirectory';
-    throw new SandboxValidationError(
-      `Invalid spawn options: ${field}: the writable directory cannot be / (set restrictToDirectory or allowFileWrites: false)`,
-      { issues: [{ path: field, message: 'the writable directory cannot be /', received: '"/"' }] },
+    throw invalid(
+      field,
+      'the writable directory cannot be / (set restrictToDirectory or allowFileWrites: false)',
+      '"/"',
+      'spawn options',
     );
   }
   const env = commandEnvironment(policy, options.env);
@@ -161,24 +162,14 @@ function realPath(path: string, field: string): string {
   try {
     return realpathSync(path);
   } catch {
-    throw new SandboxValidationError(
-      `Invalid spawn options: ${field}: path does not exist (got ${JSON.stringify(path)})`,
-      {
-        issues: [{ path: field, message: 'path does not exist', received: JSON.stringify(path) }],
-      },
-    );
+    throw invalid(field, 'path does not exist', JSON.stringify(path), 'spawn options');
   }
 }
 
 function realDirectory(path: string, field: string): string {
   const real = realPath(path, field);
   if (!statSync(real).isDirectory()) {
-    throw new SandboxValidationError(
-      `Invalid spawn options: ${field}: not a directory (got ${JSON.stringify(path)})`,
-      {
-        issues: [{ path: field, message: 'not a directory', received: JSON.stringify(path) }],
-      },
-    );
+    throw invalid(field, 'not a directory', JSON.stringify(path), 'spawn options');
   }
   return real;
 }
@@ -222,8 +213,11 @@ function start(
 
   let timedOut = false;
   let cancelled = false;
+  // Once the exit is handled the pid may belong to someone else: never signal it again.
+  let finished = false;
   let killing: Promise<void> | undefined;
   const killAll = (): Promise<void> => {
+    if (finished) return Promise.resolve();
     killing ??= (async () => {
       signalTree(child.pid, plan.detached, () => child.kill('SIGKILL'));
       await plan.cgroups?.kill();
@@ -249,7 +243,6 @@ function start(
     child.once('error', (error) => {
       spawnError = error.message;
     });
-    let finished = false;
     const finish = async (exitCode: number | null, exitSignal: string | null): Promise<void> => {
       if (finished) return;
       finished = true;
@@ -293,6 +286,7 @@ function start(
     platform,
     exited,
     kill: () => {
+      if (finished) return;
       cancelled = true;
       void killAll();
     },
