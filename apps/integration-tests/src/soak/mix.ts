@@ -163,3 +163,28 @@ export function drawCases(count: number, seed: number): SoakCase[] {
     return soakCases[0]!;
   });
 }
+
+/**
+ * How an execution ended when its worker process was killed by the engine's supervisor because
+ * of another execution it held: CRASH (a deadline kill: the worker did not stop a timed-out
+ * execution within 2 s), or OOM (the worker crossed its resident-memory bound; every execution
+ * it held ends with OOM). docs/isolate.md documents both; which execution shares a worker with
+ * which is up to the engine, so a soak counts these instead of predicting them.
+ */
+export function isCollateral(event: SandboxEvent | undefined): boolean {
+  if (event?.type !== 'error') return false;
+  if (event.code === 'CRASH')
+    return event.message.startsWith("The execution's worker process died:");
+  return (
+    event.code === 'OOM' && /^The worker process used \d+ MiB, over its bound/.test(event.message)
+  );
+}
+
+/** Whether `event` reports that the supervisor killed its worker (deadline or memory bound). */
+export function killedItsWorker(event: SandboxEvent | undefined): boolean {
+  if (event?.type !== 'error') return false;
+  return (
+    (event.code === 'TIMEOUT' && event.message.endsWith('did not stop it and was killed)')) ||
+    (event.code === 'OOM' && event.message.endsWith('and was killed'))
+  );
+}

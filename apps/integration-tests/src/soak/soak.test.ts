@@ -6,7 +6,7 @@ import type { SandboxEvent } from '@coda/sandbox-core';
 import { SandboxEngine } from '@coda/sandbox-isolate';
 import { afterAll, describe, expect, it } from 'vitest';
 import { eventsOf, expectServing } from '../support/events.ts';
-import { drawCases } from './mix.ts';
+import { drawCases, isCollateral, killedItsWorker } from './mix.ts';
 
 const long = process.env.SOAK === 'long';
 const total = long ? 20_000 : 2_000;
@@ -51,6 +51,8 @@ describe(`soak: ${total} mixed executions at concurrency ${concurrency}`, () => 
     const cases = drawCases(total, seed);
     const warmUp = Math.min(200, total / 10);
     const failures: string[] = [];
+    const collateral: string[] = [];
+    let workerKills = 0;
     const counts = new Map<string, number>();
     let next = 0;
     let baseline = 0;
@@ -74,11 +76,14 @@ describe(`soak: ${total} mixed executions at concurrency ${concurrency}`, () => 
           ),
           `execution ${i} (${soakCase.name})`,
         );
+        if (killedItsWorker(events.at(-1))) workerKills++;
         try {
           soakCase.check(events, i);
           counts.set(soakCase.name, (counts.get(soakCase.name) ?? 0) + 1);
         } catch (error) {
-          failures.push(`#${i} ${soakCase.name}: ${(error as Error).message.slice(0, 300)}`);
+          const line = `#${i} ${soakCase.name}: ${(error as Error).message.slice(0, 300)}`;
+          if (isCollateral(events.at(-1))) collateral.push(line);
+          else failures.push(line);
         }
         if (i % 100 === 0) peakRss = Math.max(peakRss, process.memoryUsage.rss());
       }
@@ -91,10 +96,16 @@ describe(`soak: ${total} mixed executions at concurrency ${concurrency}`, () => 
     console.log(
       `soak: ${total} executions in ${seconds.toFixed(1)} s (${(total / seconds).toFixed(0)}/s), ` +
         `host RSS growth ${(growth / 1024 / 1024).toFixed(1)} MiB (bound ${rssBoundBytes / 1024 / 1024} MiB), ` +
-        `peak ${(peakRss / 1024 / 1024).toFixed(0)} MiB, mix ${JSON.stringify(Object.fromEntries(counts))}`,
+        `peak ${(peakRss / 1024 / 1024).toFixed(0)} MiB, ` +
+        `worker kills ${workerKills}, collateral ${collateral.length} ${JSON.stringify(collateral.slice(0, 5))}, ` +
+        `mix ${JSON.stringify(Object.fromEntries(counts))}`,
     );
     expect(failures.slice(0, 10)).toEqual([]);
-    expect([...counts.values()].reduce((sum, n) => sum + n, 0)).toBe(total);
+    // An execution may end as collateral only when the supervisor killed its worker for another
+    // one (a worker killed by anything else is a failure), and rarely.
+    if (collateral.length > 0) expect(workerKills).toBeGreaterThan(0);
+    expect(collateral.length).toBeLessThanOrEqual(Math.max(5, total * 0.005));
+    expect([...counts.values()].reduce((sum, n) => sum + n, 0) + collateral.length).toBe(total);
     expect(growth).toBeLessThan(rssBoundBytes);
 
     // Afterwards the engine serves normally: nothing active, workers up, fresh executions succeed.

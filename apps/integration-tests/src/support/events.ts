@@ -52,3 +52,19 @@ export async function expectServing(engine: SandboxEngine): Promise<void> {
   });
   expect(asResult(event).payload).toEqual(['undefined', 42]);
 }
+
+/**
+ * Runs `code` on an engine whose time limit is `timeoutMs`, asserts it ends with TIMEOUT naming
+ * that limit (within a bound generous for a loaded machine), and that the engine still serves.
+ */
+export async function expectTimesOut(
+  engine: SandboxEngine,
+  code: string,
+  timeoutMs: number,
+): Promise<void> {
+  const started = performance.now();
+  const event = asError(await engine.run({ code }), 'TIMEOUT');
+  expect(event.details).toEqual({ timeoutMs });
+  expect(performance.now() - started).toBeLessThan(timeoutMs + 9_000);
+  await expectServing(engine);
+}
