@@ -7,16 +7,19 @@ import {
   defaultExecutionLimits,
   type ExecutionGuard,
   type ExecutionLimits,
+  ExecutionLimitsSchema,
   type Logger,
   silentLogger,
+  validate,
 } from '@coda/sandbox-core';
+import { z } from 'zod';
 import { isolateAttacks } from '../attacks/isolate-attacks.ts';
 import { examples } from '../snippets/examples.ts';
 import { createExecutionRegistry } from './execution-registry.ts';
 import { createExecutionRequestParser } from './execution-request.ts';
 import type { ExecutionRunner } from './execution-runner.ts';
 import { createExecution, type ExecutionsRouteContext } from './executions-route.ts';
-import { HttpError, sendError, sendJson, toHttpError } from './http-error.ts';
+import { HttpError, sendError, sendJson, shuttingDown, toHttpError } from './http-error.ts';
 import { loadPageFiles, sendPageFile } from './static-page.ts';
 
 /** Options of {@link createDemoServer}. */
@@ -48,31 +51,62 @@ export interface DemoServer {
   close(): Promise<void>;
 }
 
-/** Creates the server; nothing listens until {@link DemoServer.listen}. */
+const hasMethods = (value: unknown, methods: readonly string[]) =>
+  typeof value === 'object' &&
+  value !== null &&
+  methods.every((method) => typeof (value as Record<string, unknown>)[method] === 'function');
+
+const DemoServerOptionsSchema = z.strictObject({
+  runner: z.custom<ExecutionRunner>(
+    (value) => hasMethods(value, ['submit']),
+    'expected a runner with submit(), such as a SandboxEngine',
+  ),
+  guards: z.array(
+    z.custom<ExecutionGuard>(
+      (value) => hasMethods(value, ['acquire']),
+      'expected an ExecutionGuard',
+    ),
+  ),
+  maxLimits: ExecutionLimitsSchema.optional(),
+  maxBodyBytes: z
+    .number()
+    .int()
+    .min(1_024)
+    .max(64 * 1_048_576)
+    .optional(),
+  shutdownGraceMs: z.number().int().nonnegative().max(600_000).optional(),
+  logger: z
+    .custom<Logger>(
+      (value) => hasMethods(value, ['debug', 'info', 'warn', 'error']),
+      'expected a logger with debug, info, warn and error methods',
+    )
+    .optional(),
+});
+
+/**
+ * Creates the server; nothing listens until {@link DemoServer.listen}. Throws a
+ * `SandboxValidationError` naming each bad option.
+ */
 export async function createDemoServer(options: DemoServerOptions): Promise<DemoServer> {
-  const logger = options.logger ?? silentLogger;
+  const settings = validate(DemoServerOptionsSchema, options, 'demo server options');
+  const logger = settings.logger ?? silentLogger;
   const registry = createExecutionRegistry();
+  let closing: Promise<void> | undefined;
   const route: ExecutionsRouteContext = {
-    runner: options.runner,
-    guards: options.guards,
-    parseRequest: createExecutionRequestParser(options.maxLimits ?? defaultExecutionLimits),
-    maxBodyBytes: options.maxBodyBytes ?? 1_048_576,
+    runner: settings.runner,
+    guards: settings.guards,
+    parseRequest: createExecutionRequestParser(settings.maxLimits ?? defaultExecutionLimits),
+    maxBodyBytes: settings.maxBodyBytes ?? 1_048_576,
     registry,
     logger,
+    accepting: () => closing === undefined,
   };
   const pages = await loadPageFiles();
   const catalogue = exampleCatalogue();
-  let closing: Promise<void> | undefined;
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const { pathname } = new URL(request.url ?? '/', 'http://localhost');
-    if (closing !== undefined) {
-      throw new HttpError(
-        503,
-        { code: 'SHUTTING_DOWN', message: 'Server is shutting down' },
-        { connection: 'close' },
-      );
-    }
+    if (closing !== undefined) throw shuttingDown();
     if (pathname === '/v1/executions') {
       if (request.method !== 'POST') throw methodNotAllowed('POST');
       return createExecution(request, response, route);
@@ -103,7 +137,7 @@ export async function createDemoServer(options: DemoServerOptions): Promise<Demo
     registry.cancelAll('Server shutting down');
     let timer: NodeJS.Timeout | undefined;
     const graceOver = new Promise((resolve) => {
-      timer = setTimeout(resolve, options.shutdownGraceMs ?? 5_000);
+      timer = setTimeout(resolve, settings.shutdownGraceMs ?? 5_000);
     });
     await Promise.race([registry.drained(), graceOver]);
     clearTimeout(timer);

@@ -13,7 +13,7 @@ import {
 import type { ExecutionRegistry } from './execution-registry.ts';
 import type { ExecutionRequestParser } from './execution-request.ts';
 import type { ExecutionRunner } from './execution-runner.ts';
-import { sendJson } from './http-error.ts';
+import { sendJson, shuttingDown } from './http-error.ts';
 import { readJsonBody } from './read-json-body.ts';
 import { openEventStream, writeEvent, writeKeepAlive } from './sse.ts';
 
@@ -25,6 +25,8 @@ export interface ExecutionsRouteContext {
   maxBodyBytes: number;
   registry: ExecutionRegistry;
   logger: Logger;
+  /** False once shutdown began: a request admitted meanwhile must not start a new execution. */
+  accepting(): boolean;
 }
 
 /** Handles one POST /v1/executions. Throws `HttpError`s and sandbox refusals for the server to send. */
@@ -47,6 +49,7 @@ export async function createExecution(
 
   let handle: ExecutionHandle;
   try {
+    if (!route.accepting()) throw shuttingDown();
     handle = route.runner.submit({
       code: body.code,
       ...(body.limits === undefined ? {} : { limits: body.limits }),

@@ -86,3 +86,12 @@ export function sendError(response: ServerResponse, error: HttpError): void {
   }
   sendJson(response, error.status, error.body, error.headers);
 }
+
+/** 503 for requests that arrive (or finish admission) after shutdown began. */
+export function shuttingDown(): HttpError {
+  return new HttpError(
+    503,
+    { code: 'SHUTTING_DOWN', message: 'Server is shutting down' },
+    { connection: 'close' },
+  );
+}
