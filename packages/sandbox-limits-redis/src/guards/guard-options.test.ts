@@ -1,6 +1,7 @@
 import { isSandboxError, type SandboxValidationError } from '@coda/sandbox-core';
 import { describe, expect, it } from 'vitest';
 import { createRedisLimitStore } from '../redis/redis-store.ts';
+import { fromIoredis, fromNodeRedis } from '../redis/script-client.ts';
 import { createMemoryLimitStore } from '../store/memory-store.ts';
 import { createConcurrencyGuard } from './concurrency-guard.ts';
 import { createLimitGuards } from './limit-guards.ts';
@@ -66,6 +67,20 @@ describe('guard options', () => {
       validationError(() => createConcurrencyGuard({ store, maxPerUser: 1, leaseTtlMs: 50 }))
         .issues[0]?.path,
     ).toBe('leaseTtlMs');
+  });
+
+  it('checks the client an adapter is given, and memory store options', () => {
+    const nodeRedisLike = { evalSha() {}, eval() {} };
+    const ioredisLike = { evalsha() {}, eval() {} };
+    expect(validationError(() => fromIoredis(nodeRedisLike as never)).message).toContain(
+      'fromNodeRedis',
+    );
+    expect(validationError(() => fromNodeRedis(ioredisLike as never)).message).toContain(
+      'fromIoredis',
+    );
+    expect(validationError(() => createMemoryLimitStore({ now: 5 } as never)).issues[0]?.path).toBe(
+      'now',
+    );
   });
 
   it('checks Redis store options: an adapted client and a prefix without braces', () => {

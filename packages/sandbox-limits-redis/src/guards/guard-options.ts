@@ -27,8 +27,8 @@ export interface GuardOptions {
   logger?: Logger;
 }
 
-/** An object that has every one of `methods` (a store, a logger): checked, not cloned. */
-function withMethods<T>(methods: readonly string[], message: string) {
+/** An object that has every one of `methods` (a store, a logger, a client): checked, not cloned. */
+export function withMethods<T>(methods: readonly string[], message: string) {
   return z.custom<T>(
     (value) =>
       typeof value === 'object' &&

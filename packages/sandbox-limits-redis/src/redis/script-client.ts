@@ -1,6 +1,8 @@
 // The narrow surface the Redis backend needs from a client, and adapters for the two common
 // clients. Structural types only: this package never imports ioredis or redis, so it installs and
 // loads without either, and the caller keeps owning the client's lifecycle.
+import { validate } from '@coda/sandbox-core';
+import { withMethods } from '../guards/guard-options.ts';
 
 /** Runs Lua scripts on the node that owns the first key. Implement it to use any client. */
 export interface RedisScriptClient {
@@ -27,6 +29,14 @@ export interface NodeRedisLike {
  * will close. A `Cluster` routes each script by its key's slot.
  */
 export function fromIoredis(client: IoredisLike): RedisScriptClient {
+  validate(
+    withMethods<IoredisLike>(
+      ['evalsha', 'eval'],
+      'expected an ioredis Redis or Cluster (a node-redis client goes through fromNodeRedis)',
+    ),
+    client,
+    'ioredis client',
+  );
   return {
     evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
     eval: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
@@ -38,6 +48,14 @@ export function fromIoredis(client: IoredisLike): RedisScriptClient {
  * created and will close.
  */
 export function fromNodeRedis(client: NodeRedisLike): RedisScriptClient {
+  validate(
+    withMethods<NodeRedisLike>(
+      ['evalSha', 'eval'],
+      'expected a node-redis client or cluster (an ioredis client goes through fromIoredis)',
+    ),
+    client,
+    'node-redis client',
+  );
   return {
     evalsha: (sha, keys, args) => client.evalSha(sha, { keys: [...keys], arguments: [...args] }),
     eval: (script, keys, args) => client.eval(script, { keys: [...keys], arguments: [...args] }),

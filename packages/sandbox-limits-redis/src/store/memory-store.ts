@@ -1,5 +1,7 @@
 // The in-memory backend: the same operations and answers as the Redis scripts, for one process
 // (tests, the demo's zero-setup default). Entries expire like Redis keys and are swept lazily.
+import { validate } from '@coda/sandbox-core';
+import { z } from 'zod';
 import type {
   BudgetDecision,
   LeaseDecision,
@@ -29,12 +31,19 @@ interface LeaseEntry extends Expiring {
 
 const sweepEveryMs = 1_000;
 
+const MemoryLimitStoreOptionsSchema = z.strictObject({
+  now: z
+    .custom<() => number>((value) => typeof value === 'function', 'expected a function')
+    .optional(),
+});
+
 /**
  * A {@link LimitStore} in this process's memory, with the semantics of the Redis store. Limits are
  * per process: two hosts each get the full limit. Expired entries never accumulate.
  */
 export function createMemoryLimitStore(options: MemoryLimitStoreOptions = {}): LimitStore {
-  const clock = options.now ?? (() => performance.timeOrigin + performance.now());
+  const { now } = validate(MemoryLimitStoreOptionsSchema, options, 'memory limit store options');
+  const clock = now ?? (() => performance.timeOrigin + performance.now());
   const rates = new Map<string, RateEntry>();
   const budgets = new Map<string, BudgetEntry>();
   const leases = new Map<string, LeaseEntry>();
