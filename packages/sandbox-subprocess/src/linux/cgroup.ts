@@ -40,28 +40,77 @@ function probe(): CgroupSupport {
   } catch {
     return { memory: undefined, pids: undefined };
   }
-  const mounts = parseMounts(mountinfo);
-  const groups = parseMembership(membership);
-  const pick = (controller: Controller): Hierarchy | undefined =>
-    v2Hierarchy(controller, mounts, groups) ?? v1Hierarchy(controller, mounts, groups);
+  const pick = (controller: Controller): Hierarchy | undefined => {
+    for (const group of ownGroups(mountinfo, membership, controller)) {
+      if (group.version === 2 && !controllerEnabled(group.dir, controller)) continue;
+      const base = `${group.dir}/coda-sandbox-${process.pid}`;
+      const usable = usableBase({ version: group.version, base }, controller);
+      if (usable !== undefined) return usable;
+    }
+    return undefined;
+  };
   return { memory: pick('memory'), pids: pick('pids') };
 }
 
+/** This process's own group in a hierarchy that can carry `controller`. */
+export interface OwnGroup {
+  readonly version: 1 | 2;
+  /** Absolute directory of the group in this mount namespace. */
+  readonly dir: string;
+}
+
+/**
+ * Where this process's own group is, for each mounted hierarchy that can carry `controller`:
+ * cgroup v2 first, then a v1 hierarchy with that controller. Pure: takes the text of
+ * /proc/self/mountinfo and /proc/self/cgroup. A mount's root (a container's view of the
+ * hierarchy) is stripped from the group path.
+ */
+export function ownGroups(
+  mountinfo: string,
+  membership: string,
+  controller: Controller,
+): OwnGroup[] {
+  const mounts = parseMounts(mountinfo);
+  const groups = parseMembership(membership);
+  const found: OwnGroup[] = [];
+  const v2 = mounts.find((mount) => mount.type === 'cgroup2');
+  const v2Path = groups.get('');
+  if (v2 !== undefined && v2Path !== undefined) {
+    const dir = groupDir(v2, v2Path);
+    if (dir !== undefined) found.push({ version: 2, dir });
+  }
+  const v1 = mounts.find((mount) => mount.type === 'cgroup' && mount.options.includes(controller));
+  const v1Path = groups.get(controller);
+  if (v1 !== undefined && v1Path !== undefined) {
+    const dir = groupDir(v1, v1Path);
+    if (dir !== undefined) found.push({ version: 1, dir });
+  }
+  return found;
+}
+
 interface Mount {
+  /** The directory of the hierarchy that is mounted (`/` unless a container sees a part). */
+  readonly root: string;
   readonly point: string;
   readonly type: string;
   readonly options: readonly string[];
 }
 
 function parseMounts(mountinfo: string): Mount[] {
+  const unescape = (field: string): string => field.replace(/\\040/g, ' ');
   return mountinfo
     .split('\n')
     .filter((line) => line.includes(' - cgroup'))
     .map((line) => {
       const [before = '', after = ''] = line.split(' - ');
-      const point = (before.split(' ')[4] ?? '').replace(/\\040/g, ' ');
+      const fields = before.split(' ');
       const [type = '', , superOptions = ''] = after.split(' ');
-      return { point, type, options: superOptions.split(',') };
+      return {
+        root: unescape(fields[3] ?? '/'),
+        point: unescape(fields[4] ?? ''),
+        type,
+        options: superOptions.split(','),
+      };
     });
 }
 
@@ -76,36 +125,20 @@ function parseMembership(text: string): Map<string, string> {
   return groups;
 }
 
-function v2Hierarchy(
-  controller: Controller,
-  mounts: readonly Mount[],
-  groups: ReadonlyMap<string, string>,
-): Hierarchy | undefined {
-  const mount = mounts.find((candidate) => candidate.type === 'cgroup2');
-  const path = groups.get('');
-  if (mount === undefined || path === undefined) return undefined;
-  const own = `${mount.point}${path === '/' ? '' : path}`;
-  try {
-    const enabled = readFileSync(`${own}/cgroup.subtree_control`, 'utf8').split(/\s+/);
-    if (!enabled.includes(controller)) return undefined;
-  } catch {
-    return undefined;
-  }
-  return usableBase({ version: 2, base: `${own}/coda-sandbox-${process.pid}` }, controller);
+/** The group's directory under the mount, or undefined when the mount does not show it. */
+function groupDir(mount: Mount, path: string): string | undefined {
+  const root = mount.root === '/' ? '' : mount.root;
+  if (root !== '' && path !== root && !path.startsWith(`${root}/`)) return undefined;
+  const relative = path.slice(root.length);
+  return `${mount.point}${relative === '/' ? '' : relative}`;
 }
 
-function v1Hierarchy(
-  controller: Controller,
-  mounts: readonly Mount[],
-  groups: ReadonlyMap<string, string>,
-): Hierarchy | undefined {
-  const mount = mounts.find(
-    (candidate) => candidate.type === 'cgroup' && candidate.options.includes(controller),
-  );
-  const path = groups.get(controller);
-  if (mount === undefined || path === undefined) return undefined;
-  const own = `${mount.point}${path === '/' ? '' : path}`;
-  return usableBase({ version: 1, base: `${own}/coda-sandbox-${process.pid}` }, controller);
+function controllerEnabled(dir: string, controller: Controller): boolean {
+  try {
+    return readFileSync(`${dir}/cgroup.subtree_control`, 'utf8').split(/\s+/).includes(controller);
+  } catch {
+    return false;
+  }
 }
 
 const createdBases = new Set<string>();
