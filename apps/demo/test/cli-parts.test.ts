@@ -1,0 +1,59 @@
+// Single parts of the CLI in the settings they adapt to: no terminal, Redis, no bubblewrap.
+import { mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import type { DemoSummary } from '../src/cli/run-parts.ts';
+import { startRedis } from './helpers/redis-server.ts';
+import { demo } from './helpers/run-demo.ts';
+
+describe('pnpm demo <part>', () => {
+  it('prints plain text without colour codes when stdout is not a terminal', async () => {
+    const { code, stdout } = await demo(['limits'], { FORCE_COLOR: '1' });
+    expect(code).toBe(0);
+    expect(stdout).toContain('refused: BUDGET_EXHAUSTED');
+    expect(stdout).toContain('refused: RATE_LIMITED');
+    expect(stdout).not.toContain('\u001b[');
+  }, 60_000);
+
+  it('limits: keeps tier 3 and 4 counts in Redis when REDIS_URL is set', async () => {
+    const redis = await startRedis();
+    try {
+      const { code, stdout } = await demo(['limits', '--json'], { REDIS_URL: redis.url });
+      const summary = JSON.parse(stdout) as DemoSummary;
+      expect(summary.parts[0]?.runs[0]).toEqual({ store: `redis ${redis.url}` });
+      expect(summary.parts[0]?.status).toBe('ok');
+      expect(code).toBe(0);
+      // Every key the demo wrote is under its own prefix and expires on its own.
+      const client = new Redis(redis.url);
+      const keys = await client.keys('coda:demo:*');
+      expect(keys.length).toBeGreaterThan(0);
+      const ttls = await Promise.all(keys.map((key) => client.pttl(key)));
+      expect(ttls.every((ttl) => ttl > 0)).toBe(true);
+      await client.quit();
+    } finally {
+      await redis.stop();
+    }
+  }, 60_000);
+
+  it('subprocess: reports what degraded when bubblewrap is missing', async () => {
+    // PATH without bwrap: every program of /usr/bin but that one.
+    const bin = await mkdtemp(join(tmpdir(), 'coda-demo-no-bwrap-'));
+    try {
+      const programs = (await readdir('/usr/bin')).filter((name) => name !== 'bwrap');
+      await Promise.all(programs.map((name) => symlink(join('/usr/bin', name), join(bin, name))));
+      const path = `${dirname(process.execPath)}:${bin}`;
+      const { code, stdout } = await demo(['subprocess', '--json'], { PATH: path });
+      const [part] = (JSON.parse(stdout) as DemoSummary).parts;
+      expect(part?.status).toBe('ok');
+      const runs = (part?.runs ?? []) as { degraded: boolean; sandboxApplied: boolean }[];
+      expect(runs.map((run) => run.sandboxApplied)).toEqual([false, false, false, false]);
+      // The write and the connection are no longer stopped, and the demo says so.
+      expect(runs.map((run) => run.degraded)).toEqual([false, false, true, true]);
+      expect(code).toBe(0);
+    } finally {
+      await rm(bin, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
