@@ -97,7 +97,7 @@ interface Mount {
 }
 
 function parseMounts(mountinfo: string): Mount[] {
-  const unescape = (field: string): string => field.replace(/\\040/g, ' ');
+  const decode = (field: string): string => field.replace(/\\040/g, ' ');
   return mountinfo
     .split('\n')
     .filter((line) => line.includes(' - cgroup'))
@@ -106,8 +106,8 @@ function parseMounts(mountinfo: string): Mount[] {
       const fields = before.split(' ');
       const [type = '', , superOptions = ''] = after.split(' ');
       return {
-        root: unescape(fields[3] ?? '/'),
-        point: unescape(fields[4] ?? ''),
+        root: decode(fields[3] ?? '/'),
+        point: decode(fields[4] ?? ''),
         type,
         options: superOptions.split(','),
       };
