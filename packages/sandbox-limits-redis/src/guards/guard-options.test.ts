@@ -180,5 +180,8 @@ describe('createLimitGuards', () => {
       createLimitGuards({ store, rateLimit: { limit: -1, windowMs: 1_000 } }),
     );
     expect(error.issues.map((issue) => issue.path)).toEqual(['rateLimit.limit']);
+    expect(
+      validationError(() => createLimitGuards({ store: 5 as never })).issues.map((i) => i.path),
+    ).toEqual(['store']);
   });
 });

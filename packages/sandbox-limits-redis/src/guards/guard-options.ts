@@ -38,7 +38,8 @@ export function withMethods<T>(methods: readonly string[], message: string) {
   );
 }
 
-const storeSchema = withMethods<LimitStore>(
+/** A {@link LimitStore}, checked by its methods. */
+export const storeSchema = withMethods<LimitStore>(
   ['rateLimit', 'refundRate', 'claimBudget', 'acquireLease', 'releaseLease'],
   'expected a LimitStore from createRedisLimitStore() or createMemoryLimitStore()',
 );

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import type { BudgetDecision, RateLimitDecision } from '../store/limit-store.ts';
 import { lease } from './admission.ts';
 import { type ConcurrencyGuardOptions, createConcurrencyGuard } from './concurrency-guard.ts';
-import type { GuardOptions } from './guard-options.ts';
+import { type GuardOptions, storeSchema } from './guard-options.ts';
 import {
   createRateLimitGuard,
   type RateLimitGuardOptions,
@@ -37,7 +37,10 @@ export interface LimitGuardsOptions extends Omit<GuardOptions, 'name'> {
 }
 
 const section = z.record(z.string(), z.unknown()).optional();
+// The shared options are checked again by each limit's own schema; the store is checked here too
+// so that a call with no limits still refuses a bad one.
 const LimitGuardsShape = z.looseObject({
+  store: storeSchema,
   concurrency: section,
   rateLimit: section,
   turnBudget: section,
