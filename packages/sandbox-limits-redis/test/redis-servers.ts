@@ -43,46 +43,60 @@ export async function redisCli(port: number, ...args: string[]): Promise<string>
   return stdout.trim();
 }
 
-async function waitForPing(port: number, child: ChildProcess, log: () => string): Promise<void> {
+/** Waits until the server answers on `port` and is the process we started (not a neighbour's). */
+async function waitForServer(port: number, child: ChildProcess, log: () => string): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`redis-server exited: ${log()}`);
     try {
-      if ((await redisCli(port, 'PING')) === 'PONG') return;
+      const info = await redisCli(port, 'INFO', 'server');
+      if (
+        info.includes(`process_id:${child.pid}\r`) ||
+        info.includes(`process_id:${child.pid}\n`)
+      ) {
+        return;
+      }
     } catch {}
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`redis-server on ${port} did not answer: ${log()}`);
 }
 
-/** Starts a redis-server with no persistence; `cluster` enables cluster mode. */
+/**
+ * Starts a redis-server with no persistence on a free port (another if that one is taken in the
+ * meantime); `cluster` enables cluster mode.
+ */
 export async function startRedis(options: { cluster?: boolean } = {}): Promise<RedisProcess> {
   const dir = await mkdtemp(join(tmpdir(), 'coda-limits-redis-'));
-  const port = await freePort();
   let child: ChildProcess | undefined;
-  const args = [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--dir',
-    dir,
-    ...(options.cluster ? ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'] : []),
-  ];
-  const start = async () => {
+  const start = async (port: number) => {
+    const args = [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+    ];
+    args.push('--dir', dir);
+    if (options.cluster)
+      args.push('--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf');
     let output = '';
-    child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout?.on('data', (chunk: Buffer) => {
+    const started = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    child = started;
+    const keep = (chunk: Buffer) => {
       output = (output + chunk.toString()).slice(-4_000);
-    });
-    child.stderr?.on('data', (chunk: Buffer) => {
-      output = (output + chunk.toString()).slice(-4_000);
-    });
-    await waitForPing(port, child, () => output);
+    };
+    started.stdout?.on('data', keep);
+    started.stderr?.on('data', keep);
+    try {
+      await waitForServer(port, started, () => output);
+    } catch (error) {
+      await kill();
+      throw error;
+    }
   };
   const kill = async () => {
     const current = child;
@@ -91,11 +105,23 @@ export async function startRedis(options: { cluster?: boolean } = {}): Promise<R
     current.kill('SIGKILL');
     await exited;
   };
-  await start();
+  let port = 0;
+  for (let attempt = 1; ; attempt++) {
+    port = await freePort();
+    try {
+      await start(port);
+      break;
+    } catch (error) {
+      if (attempt >= 5) {
+        await rm(dir, { recursive: true, force: true });
+        throw error;
+      }
+    }
+  }
   return {
     port,
     kill,
-    restart: start,
+    restart: () => start(port),
     stop: async () => {
       await kill();
       await rm(dir, { recursive: true, force: true });
