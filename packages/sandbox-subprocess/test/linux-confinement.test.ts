@@ -1,5 +1,13 @@
 // Real bubblewrap, real seccomp, real cgroups: what a confined command can and cannot do.
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -120,6 +128,30 @@ describe('file system', () => {
     const result = await sandbox.run('/bin/sh', ['-c', `ls -A ${dir} | wc -l`], { cwd: '/' });
     expect(result.stdout.trim()).toBe('0');
     expect(result.controls).toContain(SandboxControl.hiddenPaths);
+  });
+});
+
+describe('runAs', () => {
+  it('keeps root-only files unreadable for a command run as an unprivileged user', async () => {
+    const dir = tempDir('/var/tmp');
+    chmodSync(dir, 0o777);
+    const secret = join(dir, 'root-only.txt');
+    writeFileSync(secret, 'root secret\n', { mode: 0o600 });
+    const script = `id -u; cat ${secret} 2>/dev/null || echo unreadable; echo made > "made-$(id -u).txt" && echo wrote`;
+    const asRoot = await createSandbox({ restrictToDirectory: dir }).run('/bin/sh', ['-c', script]);
+    expect(asRoot.stdout).toBe('0\nroot secret\nwrote\n');
+
+    const sandbox = createSandbox({ restrictToDirectory: dir, runAs: { uid: 65534, gid: 65534 } });
+    const result = await sandbox.run('/bin/sh', ['-c', script]);
+    expect(result.stdout).toBe('65534\nunreadable\nwrote\n');
+    expect(statSync(join(dir, 'made-65534.txt')).uid).toBe(65534);
+    expect(result.controls).toEqual(
+      expect.arrayContaining([
+        SandboxControl.runAsUser,
+        SandboxControl.bubblewrap,
+        SandboxControl.memoryCgroupV1,
+      ]),
+    );
   });
 });
 

@@ -64,6 +64,12 @@ export function loosenedFields(before: SubprocessPolicy, after: SubprocessPolicy
       loosened.push('allowedSyscalls');
     }
   }
+  if (
+    before.runAs !== undefined &&
+    (after.runAs?.uid !== before.runAs.uid || after.runAs?.gid !== before.runAs.gid)
+  ) {
+    loosened.push('runAs');
+  }
   more('timeoutMs', before.timeoutMs, after.timeoutMs);
   more('maxMemoryMb', before.maxMemoryMb, after.maxMemoryMb);
   more('maxOutputBytes', before.maxOutputBytes, after.maxOutputBytes);

@@ -1,4 +1,4 @@
-// Finds bubblewrap and prlimit and checks once that bubblewrap can create the namespaces this
+// Finds bubblewrap, prlimit and setpriv and checks once that bubblewrap can create the namespaces this
 // package asks for (AppArmor on some distributions blocks unprivileged user namespaces).
 import { spawnSync } from 'node:child_process';
 import { closeSync } from 'node:fs';
@@ -11,6 +11,8 @@ export interface LinuxSupport {
   readonly bwrap: string | undefined;
   /** Absolute path of util-linux `prlimit`, when there is one. */
   readonly prlimit: string | undefined;
+  /** Absolute path of util-linux `setpriv` (for `runAs`), when there is one. */
+  readonly setpriv: string | undefined;
   /** Why bwrap is not used, when it is not. */
   readonly reason: string | undefined;
 }
@@ -30,9 +32,10 @@ export function detectLinux(hostPath: string | undefined = process.env.PATH): Li
 
 function probe(hostPath: string | undefined): LinuxSupport {
   const prlimit = resolveExecutable('prlimit', '/', hostPath);
+  const setpriv = resolveExecutable('setpriv', '/', hostPath);
   const bwrap = resolveExecutable('bwrap', '/', hostPath);
   const truePath = resolveExecutable('true', '/', hostPath) ?? '/bin/true';
-  if (bwrap === undefined) return { bwrap, prlimit, reason: 'bwrap not found on PATH' };
+  if (bwrap === undefined) return { bwrap, prlimit, setpriv, reason: 'bwrap not found on PATH' };
   let fd: number | undefined;
   try {
     fd = openSeccompFilter({ allowNetwork: false });
@@ -62,15 +65,16 @@ function probe(hostPath: string | undefined): LinuxSupport {
       ],
       { stdio: ['ignore', 'ignore', 'pipe', fd], timeout: 10_000, env: {} },
     );
-    if (result.status === 0) return { bwrap, prlimit, reason: undefined };
+    if (result.status === 0) return { bwrap, prlimit, setpriv, reason: undefined };
     const stderr = result.stderr?.toString().trim() ?? '';
     return {
       bwrap: undefined,
       prlimit,
+      setpriv,
       reason: `bwrap cannot create namespaces here: ${stderr || (result.error?.message ?? `exit ${result.status}`)}`,
     };
   } catch (error) {
-    return { bwrap: undefined, prlimit, reason: `bwrap probe failed: ${String(error)}` };
+    return { bwrap: undefined, prlimit, setpriv, reason: `bwrap probe failed: ${String(error)}` };
   } finally {
     if (fd !== undefined) closeSync(fd);
   }

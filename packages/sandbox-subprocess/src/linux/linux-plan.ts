@@ -2,7 +2,8 @@
 // read-only root, chosen writable paths, seccomp) behind a one-line shell that joins the run's
 // cgroups and sets rlimits before anything else runs. Without a usable bwrap the same
 // chain runs the command directly: rlimits, cgroups, a process group, and no isolation.
-import { existsSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, existsSync, realpathSync, statSync } from 'node:fs';
+import { SandboxUnavailableError } from '@coda/sandbox-core';
 import { SandboxControl } from '../process/controls.ts';
 import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
 import { shellQuote } from '../process/shell-quote.ts';
@@ -48,8 +49,18 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     argv = [request.executable, ...request.args];
   }
 
+  if (policy.enabled && policy.runAs !== undefined) {
+    if (support.setpriv === undefined) {
+      cgroups?.removeSync();
+      if (seccompFd !== undefined) closeSync(seccompFd);
+      throw new SandboxUnavailableError('runAs needs util-linux setpriv, which is not on PATH');
+    }
+    const { uid, gid } = policy.runAs;
+    argv = [support.setpriv, `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--', ...argv];
+    controls.push(SandboxControl.runAsUser);
+  }
   if (policy.enabled) {
-    const needsNproc = !hasPidsCgroup && process.getuid?.() !== 0;
+    const needsNproc = !hasPidsCgroup && (process.getuid?.() !== 0 || policy.runAs !== undefined);
     if (needsNproc && support.prlimit !== undefined) {
       // The one limit whose ulimit flag differs between shells (-p in dash, -u in bash).
       argv = [support.prlimit, `--nproc=${limits.rlimits.processes}`, '--', ...argv];

@@ -52,6 +52,18 @@ export const SubprocessPolicySchema = SandboxPolicySchema.extend({
   rlimits: RlimitsSchema,
   /** Host paths replaced by an empty directory inside the sandbox (Linux), such as `/root`. */
   hidePaths: z.array(absolutePath),
+  /**
+   * Linux, host running as root: run the command as this unprivileged user and group (through
+   * util-linux `setpriv`, after the cgroups are joined), so root-only files stay unreadable.
+   * The program, the cwd and the read-only paths must be readable by it, the writable
+   * directory writable.
+   */
+  runAs: z
+    .strictObject({
+      uid: z.number().int().min(1).max(4_294_967_294),
+      gid: z.number().int().min(1).max(4_294_967_294),
+    })
+    .optional(),
 });
 
 /** The full policy: seed 004's fields plus this package's. */

@@ -29,6 +29,8 @@ export const SandboxControl = {
   /** `socket()` refused for every family but AF_UNIX. */
   seccompNoInet: 'seccomp-no-inet-sockets',
   cleanEnvironment: 'clean-environment',
+  /** Ran as the unprivileged `runAs` user instead of the host's (root) user. */
+  runAsUser: 'run-as-user',
   rlimitCpu: 'rlimit-cpu',
   rlimitNofile: 'rlimit-nofile',
   rlimitNproc: 'rlimit-nproc',
