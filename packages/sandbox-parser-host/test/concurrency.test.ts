@@ -93,24 +93,26 @@ describe('concurrency', () => {
   it('a spare that died while waiting is replaced, and the call still succeeds', async () => {
     const started: number[] = [];
     const taken: number[] = [];
-    const debug = (fields: object | string, message?: string): void => {
+    let died = false;
+    const log = (fields: object | string, message?: string): void => {
       const pid = typeof fields === 'object' ? (fields as { pid?: unknown }).pid : undefined;
+      if (message === 'warm spare exited while waiting') died = true;
       if (typeof pid !== 'number') return;
       if (message === 'parser child started') started.push(pid);
       if (message === 'parser call takes the warm spare') taken.push(pid);
     };
     const host = makeHost({
       warmSpare: true,
-      logger: { debug, info: debug, warn: debug, error: debug },
+      logger: { debug: log, info: log, warn: log, error: log },
     });
     await host.warm();
     process.kill(started[0] as number, 'SIGKILL');
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await expect.poll(() => died, { timeout: 10_000 }).toBe(true);
     expect(await host.runParser('echo', 1)).toMatchObject({ ok: true });
     expect(taken).toEqual([]);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await expect.poll(() => started.length, { timeout: 10_000 }).toBe(3);
     await host.warm();
     expect(await host.runParser('echo', 2)).toMatchObject({ ok: true });
-    expect(taken).toHaveLength(1);
+    expect(taken).toEqual([started[2]]);
   });
 });

@@ -263,7 +263,14 @@ class Host implements ParserHost {
     if (!this.settings.warmSpare || this.#closing.signal.aborted) return;
     if (this.#spare?.usable) return;
     try {
-      this.#spare = this.#spawn(this.settings.limits);
+      const spare = this.#spawn(this.settings.limits);
+      this.#spare = spare;
+      void spare.child.exited.then(() => {
+        // Still the spare after its exit: it died waiting (the next call replaces it).
+        if (this.#spare === spare) {
+          this.#logger.warn({ pid: spare.child.pid }, 'warm spare exited while waiting');
+        }
+      });
     } catch (error) {
       this.#spare = undefined;
       this.#logger.warn({ error: describeError(error) }, 'cannot start a warm spare');
