@@ -94,4 +94,21 @@ describe('the seed table', () => {
     const host = makeHost();
     expect(await host.runParser('default', null)).toMatchObject({ ok: true, data: 'default' });
   });
+
+  it('a module that throws at import: every call says so, warm spare or not', async () => {
+    const host = makeHost({
+      module: new URL('./fixtures/broken-parsers.mjs', import.meta.url),
+      warmSpare: true,
+    });
+    await host.warm();
+    const results = [await host.runParser('never', null), await host.runParser('never', null)];
+    for (const result of results) {
+      expect(result).toMatchObject({
+        ok: false,
+        code: 'RUNTIME',
+        exitCode: 1,
+        error: 'cannot load parser module: broken at import',
+      });
+    }
+  });
 });
