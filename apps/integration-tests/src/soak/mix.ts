@@ -165,11 +165,13 @@ export function drawCases(count: number, seed: number): SoakCase[] {
 }
 
 /**
- * How an execution ended when its worker process was killed by the engine's supervisor because
- * of another execution it held: CRASH (a deadline kill: the worker did not stop a timed-out
- * execution within 2 s), or OOM (the worker crossed its resident-memory bound; every execution
- * it held ends with OOM). docs/isolate.md documents both; which execution shares a worker with
- * which is up to the engine, so a soak counts these instead of predicting them.
+ * How an execution ended when the engine's supervisor killed its worker process: CRASH (the
+ * worker did not stop a timed-out execution, or did not confirm an abort, within 2 s), or OOM
+ * (the worker crossed its resident-memory bound; every execution it held ends with OOM).
+ * docs/isolate.md documents both; which execution shares a worker with which is up to the
+ * engine, and on a starved machine the 2 s grace can run out, so a soak counts these instead of
+ * predicting them. (Only the execution whose deadline caused the kill gets TIMEOUT; another one
+ * the worker held that was past its own limit too gets CRASH.)
  */
 export function isCollateral(event: SandboxEvent | undefined): boolean {
   if (event?.type !== 'error') return false;
