@@ -1,7 +1,9 @@
 // Benchmarks of the engine against raw isolated-vm on the same machine, in one run:
 // (a) sequential latency, (b) throughput at concurrency 8, (c) a CPU-bound snippet,
 // (d) host RSS after 10 000 executions vs after 100. Prints a Markdown report.
+import { spawnSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import ivm from 'isolated-vm';
 import { Bench } from 'tinybench';
 import { SandboxEngine } from '../src/index.ts';
@@ -51,7 +53,6 @@ async function throughput(fn: () => Promise<unknown>, total: number, concurrency
 
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
 const ratio = (a: number, b: number) => `${fmt(a / b)}×`;
-const rssMb = () => process.memoryUsage.rss() / 1_048_576;
 
 function median(values: number[]): number {
   return percentile(values, 50);
@@ -155,23 +156,32 @@ async function main(): Promise<void> {
   log('');
   await Promise.all([engine.dispose(), inProcess.dispose()]);
 
-  // (d) host RSS after 100 executions vs after 10 000, on a fresh engine (process mode).
-  const fresh = new SandboxEngine({ maxConcurrent: 16 });
-  await fresh.ready();
+  // (d) host RSS after 100 executions vs after 10 000 (process mode), in a clean child process.
   const count = quick ? 2_000 : 10_000;
-  await throughput(() => engineRun(fresh, trivialUser), 100, 8);
-  global.gc?.();
-  const after100 = rssMb();
-  await throughput(() => engineRun(fresh, trivialUser), count - 100, 8);
-  global.gc?.();
-  await sleep(200);
-  const afterAll = rssMb();
-  await fresh.dispose();
-  log('### (d) Host RSS, process mode');
+  const probe = spawnSync(
+    process.execPath,
+    [...process.execArgv, fileURLToPath(new URL('./rss-probe.ts', import.meta.url)), String(count)],
+    { encoding: 'utf8' },
+  );
+  const rss = JSON.parse(probe.stdout.trim().split('\n').at(-1) ?? '{}') as {
+    after100: { rssMb: number; heapUsedMb: number; newSpaceMb: number };
+    afterAll: { rssMb: number; heapUsedMb: number; newSpaceMb: number };
+  };
+  log('### (d) Host RSS, process mode, in a process that does nothing else');
   log('');
-  log(`| after 100 executions | after ${count} executions | growth |`);
-  log('| --- | --- | --- |');
-  log(`| ${fmt(after100, 1)} MiB | ${fmt(afterAll, 1)} MiB | ${fmt(afterAll - after100, 1)} MiB |`);
+  log(`| | after 100 executions | after ${count} executions | growth |`);
+  log('| --- | --- | --- | --- |');
+  for (const [label, key] of [
+    ['RSS', 'rssMb'],
+    ['V8 heap in use', 'heapUsedMb'],
+    ['V8 young generation (capacity)', 'newSpaceMb'],
+  ] as const) {
+    const before = rss.after100[key];
+    const after = rss.afterAll[key];
+    log(
+      `| ${label} | ${fmt(before, 1)} MiB | ${fmt(after, 1)} MiB | ${fmt(after - before, 1)} MiB |`,
+    );
+  }
   log('');
   const cpu0 = cpus()[0];
   log(

@@ -35,7 +35,10 @@ export class ExecutionSession implements JobHost {
   readonly #context: ExecutionContext;
   readonly #handler: DataHandler | undefined;
   readonly #emit: (event: StatusEvent) => void;
-  readonly #abort = new AbortController();
+  // Created on the first data request: most executions make none, and an AbortController per
+  // execution is measurable garbage for the host.
+  #abort: AbortController | undefined;
+  #closed = false;
   #dataRequests = 0;
   #dataBytes = 0;
   #statusEvents = 0;
@@ -99,6 +102,8 @@ export class ExecutionSession implements JobHost {
     }
     let value: unknown;
     try {
+      this.#abort ??= new AbortController();
+      if (this.#closed) this.#abort.abort();
       const signal = this.#abort.signal;
       const answered = Promise.resolve(
         handler(parseUntrustedJson(paramsJson), {
@@ -129,7 +134,8 @@ export class ExecutionSession implements JobHost {
 
   /** Ends the data handler's work (its signal aborts). */
   close(): void {
-    this.#abort.abort();
+    this.#closed = true;
+    this.#abort?.abort();
   }
 
   /** The execution's stats, merging the isolate side's figures. */

@@ -203,7 +203,10 @@ export class SandboxEngine {
       const context: ExecutionContext = { ...valid.context, executionId };
       let lease: GuardLease;
       try {
-        lease = await acquireGuards(this.#config.guards, context, controller.signal);
+        lease =
+          this.#config.guards.length === 0
+            ? noLease
+            : await acquireGuards(this.#config.guards, context, controller.signal);
       } catch (error) {
         terminal = errorEvent(toSandboxErrorJSON(error));
         return;
@@ -248,18 +251,22 @@ export class SandboxEngine {
       session.close();
     }
     const event = toTerminalEvent(outcome, session, limits);
-    this.#logger.debug(
-      {
-        executionId: context.executionId,
-        type: event.type,
-        code: event.type === 'error' ? event.code : undefined,
-        stats: event.stats,
-      },
-      'execution ended',
-    );
+    if (this.#logger !== silentLogger) {
+      this.#logger.debug(
+        {
+          executionId: context.executionId,
+          type: event.type,
+          code: event.type === 'error' ? event.code : undefined,
+          stats: event.stats,
+        },
+        'execution ended',
+      );
+    }
     return event;
   }
 }
+
+const noLease: GuardLease = { release: async () => {} };
 
 function givenExecutionId(request: unknown): string | undefined {
   if (typeof request !== 'object' || request === null) return undefined;
