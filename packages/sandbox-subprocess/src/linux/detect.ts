@@ -13,6 +13,8 @@ export interface LinuxSupport {
   readonly prlimit: string | undefined;
   /** Absolute path of util-linux `setpriv` (for `runAs`), when there is one. */
   readonly setpriv: string | undefined;
+  /** Whether bwrap can also create a network namespace here. */
+  readonly networkNamespace: boolean;
   /** Why bwrap is not used, when it is not. */
   readonly reason: string | undefined;
 }
@@ -34,8 +36,28 @@ function probe(hostPath: string | undefined): LinuxSupport {
   const prlimit = resolveExecutable('prlimit', '/', hostPath);
   const setpriv = resolveExecutable('setpriv', '/', hostPath);
   const bwrap = resolveExecutable('bwrap', '/', hostPath);
+  const tools = { prlimit, setpriv };
+  if (bwrap === undefined) {
+    return { bwrap, ...tools, networkNamespace: false, reason: 'bwrap not found on PATH' };
+  }
   const truePath = resolveExecutable('true', '/', hostPath) ?? '/bin/true';
-  if (bwrap === undefined) return { bwrap, prlimit, setpriv, reason: 'bwrap not found on PATH' };
+  const withNet = attempt(bwrap, truePath, true);
+  if (withNet === undefined) return { bwrap, ...tools, networkNamespace: true, reason: undefined };
+  // Some hosts refuse only the network namespace (bwrap: loopback: Failed RTM_NEWADDR); the
+  // seccomp socket rule still keeps the network off there.
+  if (attempt(bwrap, truePath, false) === undefined) {
+    return { bwrap, ...tools, networkNamespace: false, reason: undefined };
+  }
+  return {
+    bwrap: undefined,
+    ...tools,
+    networkNamespace: false,
+    reason: `bwrap cannot create namespaces here: ${withNet}`,
+  };
+}
+
+/** Runs bwrap once with this package's namespaces; returns why it failed, or undefined. */
+function attempt(bwrap: string, truePath: string, network: boolean): string | undefined {
   let fd: number | undefined;
   try {
     fd = openSeccompFilter({ allowNetwork: false });
@@ -46,7 +68,7 @@ function probe(hostPath: string | undefined): LinuxSupport {
         '--unshare-pid',
         '--unshare-ipc',
         '--unshare-uts',
-        '--unshare-net',
+        ...(network ? ['--unshare-net'] : []),
         '--die-with-parent',
         '--new-session',
         '--cap-drop',
@@ -65,16 +87,11 @@ function probe(hostPath: string | undefined): LinuxSupport {
       ],
       { stdio: ['ignore', 'ignore', 'pipe', fd], timeout: 10_000, env: {} },
     );
-    if (result.status === 0) return { bwrap, prlimit, setpriv, reason: undefined };
+    if (result.status === 0) return undefined;
     const stderr = result.stderr?.toString().trim() ?? '';
-    return {
-      bwrap: undefined,
-      prlimit,
-      setpriv,
-      reason: `bwrap cannot create namespaces here: ${stderr || (result.error?.message ?? `exit ${result.status}`)}`,
-    };
+    return stderr || (result.error?.message ?? `exit ${result.status}`);
   } catch (error) {
-    return { bwrap: undefined, prlimit, setpriv, reason: `bwrap probe failed: ${String(error)}` };
+    return String(error);
   } finally {
     if (fd !== undefined) closeSync(fd);
   }

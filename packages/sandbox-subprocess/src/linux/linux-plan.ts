@@ -44,7 +44,8 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
       allowNetwork: policy.allowNetwork,
       allowedSyscalls: policy.allowedSyscalls,
     });
-    argv = [support.bwrap!, ...bwrapArgs(request, 3 + request.extraPipes, controls)];
+    const bwrap = bwrapArgs(request, 3 + request.extraPipes, controls, support.networkNamespace);
+    argv = [support.bwrap!, ...bwrap];
   } else {
     argv = [request.executable, ...request.args];
   }
@@ -102,6 +103,7 @@ export function bwrapArgs(
   request: LaunchRequest,
   seccompFdNumber: number,
   controls: SandboxControl[],
+  networkNamespace = true,
 ): string[] {
   const { policy, limits } = request;
   const args = [
@@ -121,7 +123,7 @@ export function bwrapArgs(
     SandboxControl.utsNamespace,
     SandboxControl.mountNamespace,
   );
-  if (!policy.allowNetwork) {
+  if (!policy.allowNetwork && networkNamespace) {
     args.push('--unshare-net');
     controls.push(SandboxControl.networkNamespace);
   }
