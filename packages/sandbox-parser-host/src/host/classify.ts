@@ -93,11 +93,14 @@ export function classify(outcome: CallOutcome): ParserResult {
   if (exit.memoryExceeded === true) {
     return fail('OOM', `memory limit exceeded: the cgroup limit (${limits.memoryBytes} bytes)`);
   }
+  if (exit.exitCode === null && exit.signal === null) {
+    return fail('CRASH', 'child could not be started');
+  }
   return fail('CRASH', `child ${describeExit(exit)} without a response`);
 }
 
 function describeExit(exit: ChildExit): string {
-  if (exit.signal !== null) return `was killed by ${exit.signal}`;
-  if (exit.exitCode === null) return 'could not be started';
-  return `exited with code ${exit.exitCode}`;
+  return exit.signal === null
+    ? `exited with code ${exit.exitCode}`
+    : `was killed by ${exit.signal}`;
 }
