@@ -170,6 +170,9 @@ class Host implements ParserHost {
         { body, limits, signal, closing: this.#closing.signal },
         startedAt,
       );
+      // A new spare starts once this call has its result: spawning costs the host several
+      // milliseconds of synchronous work (and a core), which would otherwise delay this call.
+      if (this.#spare === undefined) setImmediate(() => this.#replenish());
       this.#logger.debug(
         { parser: parserName, ok: result.ok, code: result.code, durationMs: result.durationMs },
         'parser call finished',
@@ -241,13 +244,11 @@ class Host implements ParserHost {
   #takeChild(limits: ParserLimits): RunnerProcess {
     const spare = this.#spare;
     if (spare !== undefined && !spare.usable) {
-      // It died while waiting (killed from outside, say): replace it for the next call.
+      // It died while waiting (killed from outside, say): replaced after this call.
       this.#spare = undefined;
-      setImmediate(() => this.#replenish());
     } else if (spare !== undefined && sameLimits(spare.limits, limits)) {
       this.#spare = undefined;
       this.#logger.debug({ pid: spare.child.pid }, 'parser call takes the warm spare');
-      setImmediate(() => this.#replenish());
       return spare;
     }
     return this.#spawn(limits);
