@@ -26,19 +26,16 @@ describe('seed 000: security test coverage', () => {
     const pidsBefore = engine.stats().workerPids;
     // A throw, a heap blow-up, and a fill V8 cannot interrupt, which takes its worker down.
     asError(await engine.run({ code: 'throw new Error("crash")' }), 'RUNTIME');
-    asError(
-      await engine.run({
-        code: 'const a = []; for (;;) a.push(new Array(1e6));',
-        limits: { memoryMb: 8 },
-      }),
-      'OOM',
-    );
+    const bomb = await engine.run({
+      code: 'const a = []; for (;;) a.push(new Array(1e6));',
+      limits: { memoryMb: 8 },
+    });
+    expect(bomb.type === 'error' ? bomb.code : 'result').toBeOneOf(['OOM', 'TIMEOUT']);
     const fill = await engine.run({
       code: 'Array(1e9).fill(0); return 1',
       limits: { memoryMb: 32, timeoutMs: 1_000 },
     });
-    expect(fill.type).toBe('error');
-    expect(['OOM', 'TIMEOUT', 'CRASH']).toContain(fill.type === 'error' ? fill.code : 'none');
+    expect(fill.type === 'error' ? fill.code : 'result').toBeOneOf(['OOM', 'TIMEOUT', 'CRASH']);
     await expectServing(engine);
     await engine.ready();
     expect(engine.stats().workerPids).toHaveLength(pidsBefore.length);

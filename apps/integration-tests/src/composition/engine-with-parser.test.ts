@@ -34,8 +34,8 @@ afterAll(async () => {
   await parserHost.close();
 });
 
-const parseAndCatch = (feed: string) => `
-  try { return await dataProxy.request({ feed: ${JSON.stringify(feed)} }); }
+const parseAndCatch = (feed: string, timeout?: number) => `
+  try { return await dataProxy.request({ feed: ${JSON.stringify(feed)}, timeout: ${timeout ?? 'undefined'} }); }
   catch (error) { return 'caught: ' + error.message; }`;
 
 describe('an engine whose data handler runs the parser host', () => {
@@ -55,7 +55,11 @@ describe('an engine whose data handler runs the parser host', () => {
   });
 
   it('the parser memory limit holds inside the request; the execution goes on', async () => {
-    const event = await engine.run({ code: parseAndCatch('BOMB') });
+    // A long wall clock, so that on a starved machine the memory limit is what ends it.
+    const event = await engine.run({
+      code: parseAndCatch('BOMB', 20_000),
+      limits: { timeoutMs: 30_000 },
+    });
     expect(asResult(event).payload).toMatch(/^caught: parser OOM: memory limit exceeded/);
   });
 
@@ -88,17 +92,28 @@ describe('an engine whose data handler runs the parser host', () => {
   });
 
   it('all at once: each execution ends with the limit of the layer it broke, the clean one succeeds', async () => {
-    // [what, code, its time limit, expected outcome]
+    // [what, code, its time limit, expected outcome]; generous limits but one, so that on a
+    // starved machine each run still ends at the limit it is about.
     const runs: [string, string, number, SandboxErrorCode | 'result'][] = [
       [
         'clean',
         'const t = await dataProxy.request({ feed: "a,2" }); return t.a * 21',
-        8_000,
+        30_000,
         'result',
       ],
-      ['parser timeout', 'return await dataProxy.request({ feed: "SPIN" })', 8_000, 'RUNTIME'],
-      ['parser memory', 'return await dataProxy.request({ feed: "BOMB" })', 8_000, 'RUNTIME'],
-      ['request cap', 'for (;;) await dataProxy.request({ feed: "a,1" })', 8_000, 'LIMIT_EXCEEDED'],
+      ['parser timeout', 'return await dataProxy.request({ feed: "SPIN" })', 30_000, 'RUNTIME'],
+      [
+        'parser memory',
+        'return await dataProxy.request({ feed: "BOMB", timeout: 20000 })',
+        30_000,
+        'RUNTIME',
+      ],
+      [
+        'request cap',
+        'for (;;) await dataProxy.request({ feed: "a,1" })',
+        30_000,
+        'LIMIT_EXCEEDED',
+      ],
       ['isolate time', 'await dataProxy.request({ feed: "a,1" }); for (;;) {}', 3_000, 'TIMEOUT'],
     ];
     const events = await Promise.all(
