@@ -47,7 +47,10 @@ export interface ParserHost {
   readonly settings: Readonly<Omit<ResolvedHostSettings, 'logger'>>;
   /** Calls running and waiting now. */
   readonly load: { running: number; queued: number };
-  /** Resolves once the warm spare is ready for a request (at once when there is none). */
+  /**
+   * Resolves once the warm spare is ready for a request, starting it if it is due (at once when
+   * `warmSpare` is off or the host is closed).
+   */
   warm(): Promise<void>;
   /** Ends running calls (`CANCELLED`), refuses new ones, kills the spare and removes the cwd. */
   close(): Promise<void>;
@@ -129,6 +132,8 @@ class Host implements ParserHost {
   }
 
   async warm(): Promise<void> {
+    // Between a call's result and its scheduled replacement there is no spare: start it now.
+    this.#replenish();
     await this.#spare?.ready;
   }
 
