@@ -1,7 +1,10 @@
 // A worker process killed from outside (OOM killer, an operator, a crash) mid-execution: that
 // execution ends with CRASH, the worker is replaced, and the next execution succeeds.
+import { randomUUID } from 'node:crypto';
 import { SandboxEngine } from '@coda/sandbox-isolate';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { createLimitGuards, createRedisLimitStore, fromIoredis } from '@coda/sandbox-limits-redis';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, inject, it, onTestFinished, vi } from 'vitest';
 import { asError, asResult, expectServing } from '../support/events.ts';
 
 let releaseHeld: () => void = () => {};
@@ -57,5 +60,35 @@ describe('a worker killed from outside', () => {
     releaseHeld();
     await expectServing(engine);
     expect(engine.stats().active).toBe(0);
+  });
+
+  it("gives back the user's concurrency slot in Redis: the user's next execution is admitted at once", async () => {
+    const client = new Redis(inject('redisUrl'), { maxRetriesPerRequest: 1 });
+    const guarded = new SandboxEngine({
+      workers: 1,
+      limits: { timeoutMs: 20_000 },
+      guards: createLimitGuards({
+        store: createRedisLimitStore({
+          client: fromIoredis(client),
+          keyPrefix: `it:killed:${randomUUID()}:`,
+        }),
+        // One at a time, and a lease that would outlive the test if the crash leaked it.
+        concurrency: { maxPerUser: 1, leaseTtlMs: 60_000 },
+      }),
+    });
+    onTestFinished(async () => {
+      await guarded.dispose();
+      await client.quit();
+    });
+    await guarded.ready();
+    const context = { userId: 'u-killed' };
+    const handle = guarded.submit({ code: 'reportStatus("spinning"); while (true) {}', context });
+    for await (const event of handle) {
+      if (event.type === 'status') break;
+    }
+    process.kill(guarded.stats().workerPids[0]!, 'SIGKILL');
+    asError(await handle.result, 'CRASH');
+    const next = await guarded.run({ code: 'return "admitted"', context });
+    expect(asResult(next).payload).toBe('admitted');
   });
 });
