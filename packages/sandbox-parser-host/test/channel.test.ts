@@ -20,6 +20,25 @@ describe('the response channel', () => {
     expect(result).toMatchObject({ ok: true, data: 'genuine', exitCode: 0 });
   });
 
+  it('a parser that closes fd 3 gets no result through; one that reads stdin finds it empty', async () => {
+    const host = makeHost({ maxConcurrent: 2 });
+    const [closed, stdin] = await Promise.all([
+      host.runParser('closeChannel', null),
+      host.runParser('readStdin', null),
+    ]);
+    expect(closed).toMatchObject({ ok: false, code: 'CRASH', exitCode: 1 });
+    expect(closed.error).toBe('child exited with code 1 without a response');
+    expect(stdin).toMatchObject({ ok: true, data: 0 });
+  });
+
+  it('a parser that patches JSON, Buffer, fs and process cannot change the framing', async () => {
+    const host = makeHost();
+    // The runner captured JSON.stringify, fs.writeSync and process.reallyExit before the module
+    // loaded and frames with typed-array primitives, so the genuine result still arrives.
+    const result = await host.runParser('patchGlobals', null);
+    expect(result).toMatchObject({ ok: true, data: 'genuine', exitCode: 0 });
+  });
+
   it('a flood of bytes on fd 3 is cut off at maxOutputBytes', async () => {
     const host = makeHost({ maxOutputBytes: 1024 * 1024 });
     const result = await host.runParser('floodResponse', null);
