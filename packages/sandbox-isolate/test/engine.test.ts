@@ -179,6 +179,14 @@ describe.each(['process', 'in-process'] as const)('SandboxEngine (%s)', (isolati
     expect(ended[0]?.fields).toHaveProperty('executionId');
   });
 
+  it('accepts the largest timeout a timer can hold', async () => {
+    const event = await engine.run({
+      code: 'return await dataProxy.request({ sleepMs: 50 })',
+      limits: { timeoutMs: 2_147_483_647 },
+    });
+    expect(expectResult(event).payload).toBe('slept');
+  });
+
   it('uses the execution id the caller gives', async () => {
     const handle = engine.submit({ code: 'return 1', context: { executionId: 'mine-1' } });
     expect(handle.id).toBe('mine-1');

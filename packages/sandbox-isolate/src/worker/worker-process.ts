@@ -48,6 +48,7 @@ const deadlineGraceMs = 2_000;
 /** How long a worker may take to confirm an abort before it is killed. */
 const abortGraceMs = 2_000;
 const sampleEveryMs = 50;
+const maxTimerMs = 2_147_483_647;
 const stderrKeepChars = 4_096;
 
 const moduleUrl = import.meta.url;
@@ -184,7 +185,8 @@ export class WorkerProcess {
         pending.timers.push(
           setTimeout(
             () => this.kill({ kind: 'deadline', id: job.id }),
-            job.limits.timeoutMs + deadlineGraceMs,
+            // setTimeout fires at once beyond its 32-bit range.
+            Math.min(job.limits.timeoutMs + deadlineGraceMs, maxTimerMs),
           ),
         );
         this.#send({ t: 'run', job });
