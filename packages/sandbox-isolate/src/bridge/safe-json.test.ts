@@ -11,6 +11,12 @@ describe('parseUntrustedJson', () => {
     expect((merged as { x?: unknown }).x).toBeUndefined();
     expect(({} as { z?: unknown }).z).toBeUndefined();
   });
+
+  it('drops a __proto__ key spelled with unicode escapes', () => {
+    const value = parseUntrustedJson('{"\\u005f_proto__":{"x":1},"ok":true}') as object;
+    expect(value).toEqual({ ok: true });
+    expect(Object.hasOwn(value, '__proto__')).toBe(false);
+  });
 });
 
 describe('scrubHostPaths', () => {
