@@ -1,6 +1,7 @@
 // Runs isolates in the host process: fastest, but a catastrophic isolated-vm failure can take
 // the host down with it (see docs/isolate.md, "Process model").
 
+import { SandboxErrorCode } from '@coda/sandbox-core';
 import { IsolateRuntime, type IsolateRuntimeOptions } from '../isolate/isolate-runtime.ts';
 import type { ExecutionJob, JobHost, JobOutcome } from '../isolate/job.ts';
 import { loadWasmModules, type WasmModuleConfig } from '../isolate/wasm-modules.ts';
@@ -9,6 +10,7 @@ import type { ExecutionBackend } from './backend.ts';
 /** The backend of `isolation: 'in-process'`. */
 export class InProcessBackend implements ExecutionBackend {
   readonly #runtime: IsolateRuntime;
+  #broken: string | undefined;
 
   constructor(options: IsolateRuntimeOptions, wasmModules: readonly WasmModuleConfig[]) {
     if (!process.execArgv.includes('--no-node-snapshot')) {
@@ -16,14 +18,33 @@ export class InProcessBackend implements ExecutionBackend {
         'in-process isolation without --no-node-snapshot: isolated-vm may crash on Node >= 20',
       );
     }
-    this.#runtime = new IsolateRuntime(options, loadWasmModules(wasmModules));
+    // After a catastrophic error isolated-vm's state is unrecoverable: refuse to run more here.
+    const onCatastrophicError = (message: string) => {
+      this.#broken ??= message;
+      options.onCatastrophicError(message);
+    };
+    this.#runtime = new IsolateRuntime(
+      { ...options, onCatastrophicError },
+      loadWasmModules(wasmModules),
+    );
   }
 
   ready(): Promise<void> {
     return this.#runtime.manager.warm();
   }
 
-  execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
+  async execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
+    if (this.#broken !== undefined) {
+      return {
+        kind: 'error',
+        error: {
+          name: 'SandboxCrashError',
+          code: SandboxErrorCode.CRASH,
+          message: `isolated-vm reported a catastrophic error in this process (${this.#broken}); restart it`,
+        },
+        stats: { wallMs: 0, cpuMs: 0, heapUsedBytes: 0, statusDropped: 0 },
+      };
+    }
     return this.#runtime.execute(job, host, signal);
   }
 
