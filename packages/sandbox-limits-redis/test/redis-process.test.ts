@@ -56,7 +56,12 @@ describe('on a server of its own', () => {
 
   it('makes exactly one round trip per check once the script is cached', async () => {
     const store = createRedisLimitStore({ client: fromIoredis(client) });
-    const guard = createRateLimitGuard({ store, limit: 1_000, windowMs: 60_000 });
+    const guard = createRateLimitGuard({
+      store,
+      limit: 1_000,
+      windowMs: 60_000,
+      timeoutMs: 10_000,
+    });
     let recording = await recordRoundTrips(server.port);
     await guard.acquire({ executionId: 'first', userId: 'u' });
     // The first call finds no script: one EVALSHA answered NOSCRIPT, then one EVAL.
@@ -84,7 +89,7 @@ describe('on a server of its own', () => {
     await once(child, 'exit');
 
     const store = createRedisLimitStore({ client: fromIoredis(client), keyPrefix });
-    const guard = createConcurrencyGuard({ store, name: 'conc', maxPerUser: 1 });
+    const guard = createConcurrencyGuard({ store, name: 'conc', maxPerUser: 1, timeoutMs: 10_000 });
     const error = await refusal(guard.acquire({ executionId: 'e', userId: 'u1' }));
     expect(error.code).toBe('RATE_LIMITED');
     expect(error.details?.retryAfterMs).toBeLessThanOrEqual(500);

@@ -9,7 +9,7 @@ import {
 import { z } from 'zod';
 import { hashTag, keyPart } from '../keys/key-part.ts';
 import type { RateLimitDecision } from '../store/limit-store.ts';
-import { checkContext, lease, nothingToRelease, requiredId } from './admission.ts';
+import { checkContext, nothingToRelease, requiredId } from './admission.ts';
 import {
   count,
   type GuardOptions,
@@ -81,25 +81,21 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const rule = { limit, windowMs, burst: settings.burst ?? limit };
   const warn = createWarner(settings.logger, name);
   const callStore = createStoreCaller(settings, warn);
-  const refundOf = (key: string) => {
-    let refunded: Promise<void> | undefined;
-    return () => {
-      refunded ??= callStore('refundRate', () => store.refundRate(key, rule)).then(
-        () => {},
-        (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
-      );
-      return refunded;
-    };
-  };
+  const refund = (key: string): Promise<void> =>
+    callStore('refundRate', () => store.refundRate(key, rule)).then(
+      () => {},
+      (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
+    );
+  const keyPrefix = `${name}:rate:`;
   return {
     name,
     async acquire(context, signal) {
       const parsed = checkContext(context, name);
       const userId = requiredId(parsed, 'userId', settings.whenNoUser, name);
-      if (userId === undefined) return lease({ decision: undefined, refund: nothingToRelease });
-      const key = `${name}:rate:${hashTag(keyPart(userId))}`;
+      if (userId === undefined) return unlimited;
+      const key = keyPrefix + hashTag(keyPart(userId));
       const outcome = await callStore('rateLimit', () => store.rateLimit(key, rule), signal);
-      if (!outcome.ok) return lease({ decision: undefined, refund: nothingToRelease });
+      if (!outcome.ok) return unlimited;
       const decision = outcome.value;
       if (!decision.allowed) {
         throw new SandboxRateLimitedError(
@@ -118,7 +114,40 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
           },
         );
       }
-      return lease({ decision, refund: refundOf(key) });
+      return new AdmittedRate(decision, key, refund);
     },
   };
+}
+
+/** The lease of a check that was not limited (no user and `whenNoUser: 'allow'`, or failed open). */
+const unlimited: RateLimitLease = Object.freeze({
+  decision: undefined,
+  refund: nothingToRelease,
+  release: nothingToRelease,
+});
+
+/**
+ * The lease of an admitted check. A class rather than closures: one object per admission on the
+ * hot path. Releasing gives nothing back (the run spent its unit); `refund` does, once.
+ */
+class AdmittedRate implements RateLimitLease {
+  readonly decision: RateLimitDecision;
+  readonly #key: string;
+  readonly #refund: (key: string) => Promise<void>;
+  #refunded: Promise<void> | undefined;
+
+  constructor(decision: RateLimitDecision, key: string, refund: (key: string) => Promise<void>) {
+    this.decision = decision;
+    this.#key = key;
+    this.#refund = refund;
+  }
+
+  refund(): Promise<void> {
+    this.#refunded ??= this.#refund(this.#key);
+    return this.#refunded;
+  }
+
+  release(): Promise<void> {
+    return nothingToRelease();
+  }
 }

@@ -22,11 +22,6 @@ export type StoreCaller = <T>(
   undo?: (value: T) => void,
 ) => Promise<StoreOutcome<T>>;
 
-interface Pending {
-  deadline: number;
-  expire(): void;
-}
-
 /**
  * Makes the function a guard calls its store through. Each call settles with the store's answer,
  * or when `timeoutMs` passes or `signal` aborts. A failure or timeout rejects with `UNAVAILABLE`
@@ -39,39 +34,43 @@ interface Pending {
  * therefore fires between `timeoutMs` and `timeoutMs` + a tenth of it (at least 5 ms) late.
  */
 export function createStoreCaller(settings: StoreCallSettings, warn: Warn): StoreCaller {
-  const pending = new Set<Pending>();
+  const pending = new Set<PendingCall<never>>();
   const everyMs = Math.max(5, Math.ceil(settings.timeoutMs / 10));
   let watcher: ReturnType<typeof setInterval> | undefined;
 
   const watch = () => {
     const now = performance.now();
-    for (const call of pending) if (call.deadline <= now) call.expire();
+    for (const call of pending) {
+      if (call.deadline <= now) call.fail(new Error(`no answer within ${settings.timeoutMs} ms`));
+    }
     if (pending.size === 0) {
       clearInterval(watcher);
       watcher = undefined;
     }
   };
 
-  const failure = (what: string, cause: unknown) => {
-    const reason = cause instanceof Error ? cause.message : String(cause);
-    if (settings.failMode === 'open') {
-      warn(
-        `fail-open:${what}`,
-        { operation: what, failMode: 'open', err: reason },
-        `${settings.name}: limit store failed (${what}); failMode open, going on without this limit`,
-      );
-      return undefined;
-    }
-    return new SandboxUnavailableError(`${settings.name}: limit store unavailable (${reason})`, {
-      cause,
-      details: { guard: settings.name, failMode: settings.failMode },
-    });
+  const context: CallContext = {
+    pending: pending as Set<PendingCall<unknown>>,
+    failure(what, cause) {
+      const reason = cause instanceof Error ? cause.message : String(cause);
+      if (settings.failMode === 'open') {
+        warn(
+          `fail-open:${what}`,
+          { operation: what, failMode: 'open', err: reason },
+          `${settings.name}: limit store failed (${what}); failMode open, going on without this limit`,
+        );
+        return undefined;
+      }
+      return new SandboxUnavailableError(`${settings.name}: limit store unavailable (${reason})`, {
+        cause,
+        details: { guard: settings.name, failMode: settings.failMode },
+      });
+    },
+    cancelled: (when) =>
+      new SandboxCancelledError(`${settings.name}: cancelled ${when}`, {
+        details: { guard: settings.name },
+      }),
   };
-
-  const cancelled = (when: string) =>
-    new SandboxCancelledError(`${settings.name}: cancelled ${when}`, {
-      details: { guard: settings.name },
-    });
 
   return <T>(
     what: string,
@@ -79,50 +78,90 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
     signal?: AbortSignal,
     undo?: (value: T) => void,
   ): Promise<StoreOutcome<T>> => {
-    if (signal?.aborted) return Promise.reject(cancelled('before admission'));
-    return new Promise((resolve, reject) => {
-      let settled = false;
-      const finish = () => {
-        settled = true;
-        pending.delete(call);
-        signal?.removeEventListener('abort', onAbort);
-      };
-      const fail = (cause: unknown) => {
-        finish();
-        const error = failure(what, cause);
-        if (error === undefined) resolve({ ok: false });
-        else reject(error);
-      };
-      const onAbort = () => {
-        finish();
-        reject(cancelled('while waiting for the store'));
-      };
-      const call: Pending = {
-        deadline: performance.now() + settings.timeoutMs,
-        expire: () => fail(new Error(`no answer within ${settings.timeoutMs} ms`)),
-      };
-      pending.add(call);
-      watcher ??= setInterval(watch, everyMs);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      let answer: Promise<T>;
-      try {
-        answer = operation();
-      } catch (error) {
-        answer = Promise.reject(error);
-      }
-      answer.then(
-        (value) => {
-          if (settled) {
-            undo?.(value);
-            return;
-          }
-          finish();
-          resolve({ ok: true, value });
-        },
-        (error: unknown) => {
-          if (!settled) fail(error);
-        },
-      );
-    });
+    if (signal?.aborted) return Promise.reject(context.cancelled('before admission'));
+    const { promise, resolve, reject } = Promise.withResolvers<StoreOutcome<T>>();
+    const call = new PendingCall<T>(context, what, performance.now() + settings.timeoutMs);
+    call.resolve = resolve;
+    call.reject = reject;
+    call.undo = undo;
+    pending.add(call as PendingCall<never>);
+    watcher ??= setInterval(watch, everyMs);
+    if (signal !== undefined) call.watchSignal(signal);
+    let answer: Promise<T>;
+    try {
+      answer = operation();
+    } catch (error) {
+      answer = Promise.reject(error);
+    }
+    answer.then(
+      (value) => call.succeed(value),
+      (error: unknown) => call.fail(error),
+    );
+    return promise;
   };
+}
+
+/** What every call of one caller shares. */
+interface CallContext {
+  pending: Set<PendingCall<unknown>>;
+  /** The error to reject with, or `undefined` to resolve `{ ok: false }` (fail open). */
+  failure(what: string, cause: unknown): Error | undefined;
+  cancelled(when: string): Error;
+}
+
+/**
+ * One store call in flight. A class, so that a call costs one object and two callbacks rather
+ * than a closure per outcome: this runs on every admission.
+ */
+class PendingCall<T> {
+  readonly deadline: number;
+  resolve: (outcome: StoreOutcome<T>) => void = () => {};
+  reject: (error: unknown) => void = () => {};
+  undo: ((value: T) => void) | undefined;
+  #settled = false;
+  #signal: AbortSignal | undefined;
+  readonly #context: CallContext;
+  readonly #what: string;
+
+  constructor(context: CallContext, what: string, deadline: number) {
+    this.#context = context;
+    this.#what = what;
+    this.deadline = deadline;
+  }
+
+  watchSignal(signal: AbortSignal): void {
+    this.#signal = signal;
+    signal.addEventListener('abort', this, { once: true });
+  }
+
+  /** The signal aborted (`this` is the listener object). */
+  handleEvent(): void {
+    if (!this.#finish()) return;
+    this.reject(this.#context.cancelled('while waiting for the store'));
+  }
+
+  succeed(value: T): void {
+    if (!this.#finish()) {
+      // Answered after the caller stopped waiting: hand the answer to whoever undoes it.
+      this.undo?.(value);
+      return;
+    }
+    this.resolve({ ok: true, value });
+  }
+
+  fail(cause: unknown): void {
+    if (!this.#finish()) return;
+    const error = this.#context.failure(this.#what, cause);
+    if (error === undefined) this.resolve({ ok: false });
+    else this.reject(error);
+  }
+
+  /** Marks the call settled; false if it already was. */
+  #finish(): boolean {
+    if (this.#settled) return false;
+    this.#settled = true;
+    this.#context.pending.delete(this as PendingCall<unknown>);
+    this.#signal?.removeEventListener('abort', this);
+    return true;
+  }
 }

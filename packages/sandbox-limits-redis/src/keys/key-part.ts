@@ -16,6 +16,6 @@ export function keyPart(id: string): string {
 }
 
 /** The hash tag of one entity: every key of that entity lands in the same cluster slot. */
-export function hashTag(...parts: readonly string[]): string {
-  return `{${parts.join('|')}}`;
+export function hashTag(part: string, ...more: readonly string[]): string {
+  return more.length === 0 ? `{${part}}` : `{${part}|${more.join('|')}}`;
 }

@@ -57,33 +57,27 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
     'Redis limit store options',
   );
 
-  async function run(script: LuaScript, key: string, args: readonly string[]): Promise<number[]> {
+  // Promise chains rather than async functions: this is the hot path, one layer less per check.
+  function run(script: LuaScript, key: string, args: readonly string[]): Promise<number[]> {
     const keys = [keyPrefix + key];
-    let reply: unknown;
-    try {
-      reply = await client.evalsha(script.sha, keys, args);
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-      // This node lost (or never had) the script: EVAL runs it and caches it there.
-      reply = await client.eval(script.source, keys, args);
-    }
-    return toNumbers(reply, script.name);
+    return client.evalsha(script.sha, keys, args).then(
+      (reply) => toNumbers(reply, script.name),
+      (error: unknown) => {
+        if (!isNoScript(error)) throw error;
+        // This node lost (or never had) the script: EVAL runs it and caches it there.
+        return client
+          .eval(script.source, keys, args)
+          .then((reply) => toNumbers(reply, script.name));
+      },
+    );
   }
 
   return {
     kind: 'redis',
-    async rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision> {
-      const [allowed, remaining, resetMs, retryAfterMs] = await run(
-        rateLimitScript,
-        key,
-        ruleArguments(rule),
+    rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision> {
+      return run(rateLimitScript, key, ruleArguments(rule)).then(([micros]) =>
+        decodeRate(micros ?? 0, rule),
       );
-      return {
-        allowed: allowed === 1,
-        remaining: remaining ?? 0,
-        resetMs: resetMs ?? 0,
-        retryAfterMs: retryAfterMs ?? 0,
-      };
     },
     async refundRate(key: string, rule: RateRule): Promise<void> {
       await run(refundRateScript, key, ruleArguments(rule));
@@ -112,6 +106,32 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
     async releaseLease(key, member): Promise<void> {
       await run(releaseLeaseScript, key, [member]);
     },
+  };
+}
+
+/**
+ * Turns the rate script's one integer back into a decision, with the arithmetic of the memory
+ * store. `micros` is rounded to the microsecond, so `remaining` gets half a microsecond of slack.
+ */
+function decodeRate(micros: number, rule: RateRule): RateLimitDecision {
+  const interval = rule.windowMs / rule.limit;
+  const tolerance = interval * rule.burst;
+  if (micros > 0) {
+    const untilTat = micros / 1_000;
+    const remaining = Math.floor((tolerance - untilTat + 0.0005) / interval + 1e-9);
+    return {
+      allowed: true,
+      remaining: Math.min(rule.burst - 1, Math.max(0, remaining)),
+      resetMs: Math.max(1, Math.ceil(untilTat)),
+      retryAfterMs: 0,
+    };
+  }
+  const untilTat = -micros / 1_000;
+  return {
+    allowed: false,
+    remaining: 0,
+    resetMs: Math.ceil(untilTat),
+    retryAfterMs: Math.max(1, Math.ceil(untilTat + interval - tolerance)),
   };
 }
 
