@@ -175,7 +175,10 @@ export class SandboxEngine {
     let limits: ExecutionLimits;
     try {
       valid = validateSubmitRequest(request);
-      limits = resolveExecutionLimits(valid.limits, this.#defaults);
+      limits =
+        valid.limits === undefined
+          ? this.#defaults
+          : resolveExecutionLimits(valid.limits, this.#defaults);
       checkCodeSize(valid.code, limits.maxCodeBytes);
     } catch (error) {
       fail(error);
