@@ -12,8 +12,8 @@ import { type RedisProcess, startRedis } from '../test/redis-servers.ts';
 
 const callers = 50;
 const users = 1_000;
-const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
-const timeMs = Number(process.env.BENCH_TIME_MS ?? 3_000);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
+const timeMs = Number(process.env.BENCH_TIME_MS ?? 2_000);
 
 let server: RedisProcess | undefined;
 let target: { host: string; port: number };
@@ -147,8 +147,6 @@ async function sequentialLatency(): Promise<Record<string, { p50: number; p99: n
   );
 }
 
-const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-
 const rows: Record<string, Figures[]> = {};
 for (let round = 0; round < rounds; round++) {
   // Alternate the order each round so background load hits every contender alike.
@@ -156,7 +154,9 @@ for (let round = 0; round < rounds; round++) {
   if (round % 2 === 1) names.reverse();
   for (const name of names) {
     rows[name] ??= [];
-    rows[name].push(await measure(contenders[name]!));
+    const figures = await measure(contenders[name]!);
+    rows[name].push(figures);
+    if (process.env.BENCH_VERBOSE) console.log(round, name, JSON.stringify(figures));
   }
 }
 
@@ -167,23 +167,25 @@ for (const [name, check] of Object.entries(contenders)) {
   commands[name] = await commandsPerCheck(check);
 }
 
-const baseline = median(
-  rows['rate-limiter-flexible RateLimiterRedis']!.map((row) => row.throughput),
-);
+// Each row is one round of its contender, the round with the median throughput: its figures
+// belong together (medians taken field by field could mix rounds).
+const medianRound = (figures: Figures[]) =>
+  [...figures].sort((a, b) => a.throughput - b.throughput)[Math.floor(figures.length / 2)]!;
+const baseline = medianRound(rows['rate-limiter-flexible RateLimiterRedis']!).throughput;
 console.log(
   `\nMachine: ${cpus()[0]?.model} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, Redis ${redisVersion} (local, TCP)`,
 );
 console.log(
-  `${callers} concurrent callers, ${users} users, ${rounds} rounds of ${timeMs} ms; medians. ioredis auto-pipelining ${enableAutoPipelining ? 'on' : 'off'}.\n`,
+  `${callers} concurrent callers, ${users} users, ${rounds} rounds of ${timeMs} ms, each contender's median round. ioredis auto-pipelining ${enableAutoPipelining ? 'on' : 'off'}.\n`,
 );
 console.log(
   '| contender | checks/s | vs RateLimiterRedis | p50 ms | p99 ms | client CPU µs/check | Redis CPU µs/check | commands per check |',
 );
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const [name, figures] of Object.entries(rows)) {
-  const throughput = median(figures.map((row) => row.throughput));
+  const row = medianRound(figures);
   console.log(
-    `| ${name} | ${Math.round(throughput)} | ${(throughput / baseline).toFixed(2)}× | ${median(figures.map((row) => row.p50)).toFixed(2)} | ${median(figures.map((row) => row.p99)).toFixed(2)} | ${median(figures.map((row) => row.clientCpu)).toFixed(1)} | ${median(figures.map((row) => row.serverCpu)).toFixed(1)} | ${commands[name]} |`,
+    `| ${name} | ${Math.round(row.throughput)} | ${(row.throughput / baseline).toFixed(2)}× | ${row.p50.toFixed(2)} | ${row.p99.toFixed(2)} | ${row.clientCpu.toFixed(1)} | ${row.serverCpu.toFixed(1)} | ${commands[name]} |`,
   );
 }
 

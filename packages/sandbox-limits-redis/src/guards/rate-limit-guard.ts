@@ -17,7 +17,7 @@ import {
   millis,
   whenMissingSchema,
 } from './guard-options.ts';
-import { createStoreCaller } from './store-call.ts';
+import { createStoreCaller, type StoreOutcome } from './store-call.ts';
 import { createWarner } from './warnings.ts';
 
 /** Options of {@link createRateLimitGuard}. */
@@ -87,34 +87,41 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
     );
   const keyPrefix = `${name}:rate:`;
+  const admit = (outcome: StoreOutcome<RateLimitDecision>, key: string): RateLimitLease => {
+    if (!outcome.ok) return unlimited;
+    const decision = outcome.value;
+    if (decision.allowed) return new AdmittedRate(decision, key, refund);
+    throw new SandboxRateLimitedError(
+      `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in ${decision.retryAfterMs} ms`,
+      {
+        retryAfterMs: decision.retryAfterMs,
+        details: {
+          guard: name,
+          scope: 'user',
+          limit,
+          windowMs,
+          burst: rule.burst,
+          remaining: decision.remaining,
+          resetMs: decision.resetMs,
+        },
+      },
+    );
+  };
   return {
     name,
-    async acquire(context, signal) {
-      const parsed = checkContext(context, name);
-      const userId = requiredId(parsed, 'userId', settings.whenNoUser, name);
-      if (userId === undefined) return unlimited;
-      const key = keyPrefix + hashTag(keyPart(userId));
-      const outcome = await callStore('rateLimit', () => store.rateLimit(key, rule), signal);
-      if (!outcome.ok) return unlimited;
-      const decision = outcome.value;
-      if (!decision.allowed) {
-        throw new SandboxRateLimitedError(
-          `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in ${decision.retryAfterMs} ms`,
-          {
-            retryAfterMs: decision.retryAfterMs,
-            details: {
-              guard: name,
-              scope: 'user',
-              limit,
-              windowMs,
-              burst: rule.burst,
-              remaining: decision.remaining,
-              resetMs: decision.resetMs,
-            },
-          },
-        );
+    // A promise chain rather than an async function: this runs on every admission.
+    acquire(context, signal) {
+      let key: string;
+      try {
+        const userId = requiredId(checkContext(context, name), 'userId', settings.whenNoUser, name);
+        if (userId === undefined) return Promise.resolve(unlimited);
+        key = keyPrefix + hashTag(keyPart(userId));
+      } catch (error) {
+        return Promise.reject(error);
       }
-      return new AdmittedRate(decision, key, refund);
+      return callStore('rateLimit', () => store.rateLimit(key, rule), signal).then((outcome) =>
+        admit(outcome, key),
+      );
     },
   };
 }

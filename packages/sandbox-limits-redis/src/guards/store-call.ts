@@ -31,17 +31,24 @@ export type StoreCaller = <T>(
  *
  * Deadlines are watched by one interval per guard that runs only while calls are pending, rather
  * than a timer per call: a timer costs about as much as the rest of an admission. A timeout
- * therefore fires between `timeoutMs` and `timeoutMs` + a tenth of it (at least 5 ms) late.
+ * therefore fires between `timeoutMs` and `timeoutMs` + a tenth of it (at least 5 ms) after the
+ * call began (later only if the event loop itself is late).
  */
 export function createStoreCaller(settings: StoreCallSettings, warn: Warn): StoreCaller {
   const pending = new Set<PendingCall<never>>();
+  // Time is counted in ticks of the watcher, not read per call (a clock read per admission is
+  // measurable): a call expires once `ticksToExpire` ticks have passed since it began.
   const everyMs = Math.max(5, Math.ceil(settings.timeoutMs / 10));
+  const ticksToExpire = Math.ceil(settings.timeoutMs / everyMs);
+  let ticks = 0;
   let watcher: ReturnType<typeof setInterval> | undefined;
 
   const watch = () => {
-    const now = performance.now();
+    ticks++;
     for (const call of pending) {
-      if (call.deadline <= now) call.fail(new Error(`no answer within ${settings.timeoutMs} ms`));
+      if (ticks >= call.deadline) {
+        call.fail(new Error(`no answer within ${settings.timeoutMs} ms`));
+      }
     }
     if (pending.size === 0) {
       clearInterval(watcher);
@@ -80,7 +87,8 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
   ): Promise<StoreOutcome<T>> => {
     if (signal?.aborted) return Promise.reject(context.cancelled('before admission'));
     const { promise, resolve, reject } = Promise.withResolvers<StoreOutcome<T>>();
-    const call = new PendingCall<T>(context, what, performance.now() + settings.timeoutMs);
+    // The tick in progress counts as one: expiry comes between `timeoutMs` and one tick later.
+    const call = new PendingCall<T>(context, what, ticks + ticksToExpire + 1);
     call.resolve = resolve;
     call.reject = reject;
     call.undo = undo;
@@ -114,6 +122,7 @@ interface CallContext {
  * than a closure per outcome: this runs on every admission.
  */
 class PendingCall<T> {
+  /** The watcher tick at which the call gives up. */
   readonly deadline: number;
   resolve: (outcome: StoreOutcome<T>) => void = () => {};
   reject: (error: unknown) => void = () => {};
