@@ -8,6 +8,7 @@ export type { FailMode, GuardOptions } from './guards/guard-options.ts';
 export {
   createLimitGuards,
   type LimitGuardsOptions,
+  type LimitSection,
   type LimitsGuard,
   type LimitsLease,
 } from './guards/limit-guards.ts';

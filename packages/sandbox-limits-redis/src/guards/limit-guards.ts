@@ -23,17 +23,21 @@ import {
   type TurnBudgetLease,
 } from './turn-budget-guard.ts';
 
-type Own<Options> = Omit<Options, 'store' | 'failMode' | 'timeoutMs' | 'logger'> &
+/**
+ * One limit's options inside {@link LimitGuardsOptions}: the guard's own options without the
+ * shared store and logger; `failMode` and `timeoutMs` override the shared ones.
+ */
+export type LimitSection<Options> = Omit<Options, 'store' | 'failMode' | 'timeoutMs' | 'logger'> &
   Partial<Pick<GuardOptions, 'failMode' | 'timeoutMs'>>;
 
 /** Options of {@link createLimitGuards}: shared settings plus the limits you want. */
 export interface LimitGuardsOptions extends Omit<GuardOptions, 'name'> {
   /** Concurrency caps (see {@link createConcurrencyGuard}); omitted: none. */
-  concurrency?: Own<ConcurrencyGuardOptions>;
+  concurrency?: LimitSection<ConcurrencyGuardOptions>;
   /** Tier 4, the per-user rate limit (see {@link createRateLimitGuard}); omitted: none. */
-  rateLimit?: Own<RateLimitGuardOptions>;
+  rateLimit?: LimitSection<RateLimitGuardOptions>;
   /** Tier 3, the turn budget (see {@link createTurnBudgetGuard}); omitted: none. */
-  turnBudget?: Own<TurnBudgetGuardOptions>;
+  turnBudget?: LimitSection<TurnBudgetGuardOptions>;
 }
 
 const section = z.record(z.string(), z.unknown()).optional();
