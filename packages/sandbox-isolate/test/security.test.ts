@@ -9,40 +9,49 @@ const engine = new SandboxEngine({
   limits: { timeoutMs: 1_000 },
   dataHandler: () => ({ rows: [1, 2, 3] }),
 });
-afterAll(() => engine.dispose());
+const engines = {
+  process: engine,
+  'in-process': new SandboxEngine({
+    isolation: 'in-process',
+    limits: { timeoutMs: 1_000 },
+    dataHandler: () => ({ rows: [1, 2, 3] }),
+  }),
+};
+afterAll(() => Promise.all(Object.values(engines).map((each) => each.dispose())));
 
 async function payloadOf(code: string): Promise<unknown> {
   return expectResult(await engine.run({ code })).payload;
 }
 
-describe('seed security test coverage', () => {
+describe.each(['process', 'in-process'] as const)('seed security test coverage (%s)', (mode) => {
+  const subject = engines[mode];
   it('infinite loop: while (true) {} ends with TIMEOUT', async () => {
     const started = performance.now();
-    const event = expectError(await engine.run({ code: 'while (true) {}' }), 'TIMEOUT');
+    const event = expectError(await subject.run({ code: 'while (true) {}' }), 'TIMEOUT');
     expect(event.details).toEqual({ timeoutMs: 1_000 });
     expect(performance.now() - started).toBeLessThan(5_000);
-    await expectHealthy(engine);
+    await expectHealthy(subject);
   });
 
   it('isolate crash recovery: a crashing execution is followed by a normal one', async () => {
-    expectError(await engine.run({ code: 'throw new Error("boom")' }), 'RUNTIME');
+    expectError(await subject.run({ code: 'throw new Error("boom")' }), 'RUNTIME');
     expectError(
-      await engine.run({
+      await subject.run({
         code: 'const a = []; while (true) a.push(new Array(1e6));',
         limits: { memoryMb: 8 },
       }),
       'OOM',
     );
-    await expectHealthy(engine);
+    await expectHealthy(subject);
   });
 
   it('memory bomb: arrays in a loop under memoryMb 8 end with OOM', async () => {
-    const event = await engine.run({
+    const event = await subject.run({
       code: 'const a = []; while (true) { a.push(new Array(1_000_000)); }',
       limits: { memoryMb: 8 },
     });
     expect(expectError(event, 'OOM').details).toEqual({ memoryMb: 8 });
-    await expectHealthy(engine);
+    await expectHealthy(subject);
   });
 
   it.each([
@@ -51,22 +60,22 @@ describe('seed security test coverage', () => {
     ['require', 'return typeof require'],
     ['Function-constructor escape', "return new Function('return typeof process')()"],
   ])('%s is not available', async (_name, code) => {
-    expect(await payloadOf(code)).toBe('undefined');
-    await expectHealthy(engine);
+    expect(expectResult(await subject.run({ code })).payload).toBe('undefined');
+    await expectHealthy(subject);
   });
 
   it('oversized code: a 600 000-byte source ends with VALIDATION before V8 sees it', async () => {
     const code = `return 1; //${'x'.repeat(600_000 - 12)}`;
     expect(code.length).toBe(600_000);
-    const event = expectError(await engine.run({ code }), 'VALIDATION');
+    const event = expectError(await subject.run({ code }), 'VALIDATION');
     expect(event.details).toMatchObject({ field: 'maxCodeBytes', limit: 524_288, size: 600_000 });
     expect(event.stats).toBeUndefined();
-    await expectHealthy(engine);
+    await expectHealthy(subject);
   });
 
   it('maxResultBytes: a 10 MB string against 5 MB ends with a VALIDATION event', async () => {
     const event = expectError(
-      await engine.run({ code: "return 'x'.repeat(10 * 1024 * 1024)" }),
+      await subject.run({ code: "return 'x'.repeat(10 * 1024 * 1024)" }),
       'VALIDATION',
     );
     expect(event.details).toEqual({
@@ -74,12 +83,12 @@ describe('seed security test coverage', () => {
       limit: 5_242_880,
       size: 10 * 1024 * 1024 + 2,
     });
-    await expectHealthy(engine);
+    await expectHealthy(subject);
   });
 
   it('maxStatusEvents: 1 500 reportStatus calls with a limit of 100 give 100 events and a result', async () => {
     const events = await collect(
-      engine.submit({
+      subject.submit({
         code: 'for (let i = 0; i < 1500; i++) reportStatus("s" + i); return "done"',
         limits: { maxStatusEvents: 100 },
       }),
@@ -89,12 +98,12 @@ describe('seed security test coverage', () => {
     const result = expectResult(events.at(-1) as never);
     expect(result.payload).toBe('done');
     expect(result.stats).toMatchObject({ statusEvents: 100, statusDropped: 1_400 });
-    await expectHealthy(engine);
+    await expectHealthy(subject);
   });
 
   it('console cap: 2 000 console.log calls give at most 1 000 events, no crash, a result', async () => {
     const events = await collect(
-      engine.submit({
+      subject.submit({
         code: 'for (let i = 0; i < 2000; i++) console.log(i); return "done"',
         limits: { maxStatusEvents: 5_000 },
       }),
@@ -109,7 +118,7 @@ describe('seed security test coverage', () => {
     });
     const result = expectResult(events.at(-1) as never);
     expect(result.stats).toMatchObject({ statusEvents: 1_000, statusDropped: 1_000 });
-    await expectHealthy(engine);
+    await expectHealthy(subject);
   });
 });
 
