@@ -36,3 +36,22 @@ describe('capText', () => {
     expect(capText('abc', 3)).toBe('abc');
   });
 });
+
+describe('parseUntrustedJson on deep input', () => {
+  it('parses 200 000 levels, with and without __proto__ keys, without recursion', () => {
+    const depth = 200_000;
+    const plain = parseUntrustedJson(`${'['.repeat(depth)}1${']'.repeat(depth)}`);
+    const keyed = parseUntrustedJson(
+      `${'{"__proto__":1,"a":'.repeat(depth)}1${'}'.repeat(depth)}`,
+    ) as Record<string, unknown>;
+    let node: unknown = keyed;
+    let levels = 0;
+    while (typeof node === 'object' && node !== null) {
+      expect(Object.keys(node)).toEqual(['a']);
+      node = (node as { a: unknown }).a;
+      levels++;
+    }
+    expect([levels, node]).toEqual([depth, 1]);
+    expect(Array.isArray(plain)).toBe(true);
+  });
+});

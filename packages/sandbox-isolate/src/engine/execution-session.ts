@@ -11,7 +11,7 @@ import {
   type StatusLevel,
   utf8ByteLength,
 } from '@coda/sandbox-core';
-import { capText, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
+import { capText, maxJsonDepth, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
 import type { DataHandler } from '../config/engine-config.ts';
 import type { DataAnswer, IsolateStats, JobHost } from '../isolate/job.ts';
 
@@ -81,9 +81,19 @@ export class ExecutionSession implements JobHost {
     this.#emit(event);
   }
 
-  async data(paramsJson: string | null, units: number): Promise<DataAnswer> {
+  async data(paramsJson: string | null, units: number, tooDeep: boolean): Promise<DataAnswer> {
     const limits = this.#limits;
     this.#dataRequests++;
+    if (tooDeep) {
+      const message = `dataProxy.request params are nested deeper than ${maxJsonDepth} levels`;
+      const fatal: SandboxErrorJSON = {
+        name: 'SandboxValidationError',
+        code: SandboxErrorCode.VALIDATION,
+        message,
+        details: { field: 'params', limit: maxJsonDepth },
+      };
+      return { ok: false, message, fatal };
+    }
     if (this.#dataRequests > limits.maxDataRequests) {
       return limitExceeded(
         'maxDataRequests',

@@ -3,8 +3,9 @@
 // inject (coverage counters, helpers), and it must survive user code tampering with builtins.
 //
 // Arguments: $0 = status callback (sync ivm.Callback: source, level, message, dataJson?),
-// $1 = data Reference (async host function: paramsJson | null, units → '1' + json | '0' + message),
-// $2 = WASM modules as [name, bytes, bindingSource | null][].
+// $1 = data Reference (async host function: paramsJson | null, units, tooDeep → '1' + json |
+// '0' + message), $2 = WASM modules as [name, bytes, bindingSource | null][], $3 = deliver
+// callback (sync ivm.Callback: the run's outcome text), $4 = the nesting depth limit.
 // It captures them in this closure (they are never reachable from the global object) and
 // returns the `run` function, whose Reference only the host holds.
 //
@@ -17,6 +18,8 @@ export const bootstrapSource = String.raw`'use strict';
 const emitStatus = $0;
 const dataRef = $1;
 const wasmModules = $2;
+const deliver = $3;
+const maxDepth = $4;
 const global = globalThis;
 const stringify = JSON.stringify;
 const parse = JSON.parse;
@@ -27,6 +30,8 @@ const ReflectApply = Reflect.apply;
 const FunctionCtor = Function;
 const AsyncFunction = (async function () {}).constructor;
 const stringSlice = String.prototype.slice;
+const charCodeAt = String.prototype.charCodeAt;
+const RangeErrorCtor = RangeError;
 const applyOptions = {
   __proto__: null,
   arguments: { __proto__: null, copy: true },
@@ -56,6 +61,37 @@ function toText(value) {
   }
 }
 
+// Whether the JSON text nests arrays and objects deeper than maxDepth. Each level takes an
+// opening and a closing bracket, so short text (every trivial result) is never scanned.
+function tooDeep(json) {
+  const length = json.length;
+  if (length <= 2 * maxDepth) return false;
+  let depth = 0;
+  for (let index = 0; index < length; index++) {
+    const code = ReflectApply(charCodeAt, json, [index]);
+    if (code === 34) {
+      // A string: skip to its closing quote, over escapes.
+      for (index++; index < length; index++) {
+        const inner = ReflectApply(charCodeAt, json, [index]);
+        if (inner === 92) index++;
+        else if (inner === 34) break;
+      }
+    } else if (code === 91 || code === 123) {
+      if (++depth > maxDepth) return true;
+    } else if (code === 93 || code === 125) {
+      depth--;
+    }
+  }
+  return false;
+}
+// JSON.stringify recurses: a value nested deeper than the isolate's stack fails with a RangeError.
+function isStackOverflow(error) {
+  try {
+    return error instanceof RangeErrorCtor && error.message === 'Maximum call stack size exceeded';
+  } catch {
+    return false;
+  }
+}
 // UTF-16 length is a lower bound of UTF-8 bytes: the isolate drops what is surely too big
 // before it crosses; the host counts exact bytes and enforces the cap.
 function send(source, level, message, dataJson) {
@@ -93,20 +129,28 @@ function reportStatus(message, data) {
     try {
       dataJson = stringify(data);
     } catch {}
+    // Too deep for the host to use: the message goes out, the data does not.
+    if (dataJson !== undefined && tooDeep(dataJson)) dataJson = undefined;
   }
   send('reportStatus', 'info', toText(message), dataJson);
 }
 
 async function request(params) {
   let json;
+  let deep = false;
   try {
     json = stringify(params === undefined ? null : params);
-  } catch {
-    throw new TypeErrorCtor('dataProxy.request: params must be JSON-serializable');
+  } catch (error) {
+    if (!isStackOverflow(error)) {
+      throw new TypeErrorCtor('dataProxy.request: params must be JSON-serializable');
+    }
+    deep = true;
   }
   if (json === undefined) json = 'null';
+  // Too deep: the host ends the execution (VALIDATION); the params never cross.
+  if (deep || tooDeep(json)) deep = true;
   const max = limits === null ? 0 : limits.maxDataBytes;
-  const args = json.length > max ? [null, json.length] : [json, json.length];
+  const args = deep ? [null, json.length, true] : json.length > max ? [null, json.length] : [json, json.length];
   // A string answer: resolving with an object would consult a then method user code planted.
   const answer = await dataRef.apply(undefined, args, applyOptions);
   const text = ReflectApply(stringSlice, answer, [1]);
@@ -163,6 +207,9 @@ global.console = Object.freeze({
 
 return async function run(code, limitsJson) {
   limits = parse(limitsJson);
+  deliver(await outcome(code));
+};
+async function outcome(code) {
   let fn;
   try {
     fn = new AsyncFunction(code);
@@ -179,10 +226,12 @@ return async function run(code, limitsJson) {
   try {
     json = stringify(value);
   } catch (error) {
+    if (isStackOverflow(error)) return 'too-deep\n' + dropped + '\n';
     return 'unserializable\n' + dropped + '\n' + describe(error);
   }
   if (json === undefined) json = 'null';
   if (json.length > limits.maxResultBytes) return 'too-big\n' + dropped + '\n' + json.length;
+  if (tooDeep(json)) return 'too-deep\n' + dropped + '\n';
   return 'ok\n' + dropped + '\n' + json;
-};
+}
 `;

@@ -2,18 +2,19 @@
 // loops, and everything the run awaits) and an external wall-clock timer that disposes the
 // isolate (a promise that never settles, a data request that never answers).
 import {
+  type JsonObject,
   SandboxCancelledError,
   SandboxErrorCode,
   type SandboxErrorJSON,
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
-import { capText, scrubHostPaths } from '../bridge/safe-json.ts';
+import { capText, maxJsonDepth, scrubHostPaths } from '../bridge/safe-json.ts';
 import { disposeQuietly, type PreparedIsolate } from './context-builder.ts';
 import type { ExecutionJob, IsolateStats, JobHost, JobOutcome } from './job.ts';
 
 const runOptions = {
   arguments: { copy: true },
-  result: { promise: true, copy: true },
+  result: { promise: true },
 } as const;
 
 /**
@@ -49,9 +50,9 @@ export class CodeExecutor {
       status(source, level, message, dataJson) {
         if (ended === undefined) host.status(source, level, message, dataJson);
       },
-      async data(paramsJson, units) {
+      async data(paramsJson, units, tooDeep) {
         if (ended !== undefined) return { ok: false, message: 'Execution has ended' };
-        const answer = await host.data(paramsJson, units);
+        const answer = await host.data(paramsJson, units, tooDeep);
         if (!answer.ok && answer.fatal !== undefined) end(answer.fatal);
         return answer;
       },
@@ -62,11 +63,10 @@ export class CodeExecutor {
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort, { once: true });
 
-    let text: string | undefined;
     let failure: unknown;
     try {
       if (ended === undefined) {
-        text = await prepared.run.apply(undefined, [job.code, JSON.stringify(limits)], {
+        await prepared.run.apply(undefined, [job.code, JSON.stringify(limits)], {
           ...runOptions,
           timeout: limits.timeoutMs,
         });
@@ -83,8 +83,11 @@ export class CodeExecutor {
       stats.cpuMs = Math.max(stats.cpuMs, cpuAtEnd);
       return { kind: 'error', error: ended, stats };
     }
-    if (typeof text !== 'string') return { kind: 'error', error: mapFailure(failure, job), stats };
-    return decode(text, job, stats);
+    // User code finished and delivered its outcome: it stands, even when isolated-vm rejected the
+    // call afterwards with a promise rejection nobody handled (see docs/isolate.md).
+    const text = prepared.delivered;
+    if (text !== undefined) return decode(text, job, stats);
+    return { kind: 'error', error: mapFailure(failure, job, prepared, stats.wallMs), stats };
   }
 }
 
@@ -128,15 +131,62 @@ function oomError(memoryMb: number): SandboxErrorJSON {
   };
 }
 
-function mapFailure(failure: unknown, job: ExecutionJob): SandboxErrorJSON {
-  const message = failure instanceof Error ? failure.message : String(failure);
-  if (message.includes('timed out')) return timeoutError(job.limits.timeoutMs);
-  if (message.includes('memory limit')) return oomError(job.limits.memoryMb);
+// Why the run's promise rejected before user code delivered an outcome. isolated-vm's own
+// failures are recognised by message and confirmed by the isolate's state (user code can reject
+// with any message); everything else is the first promise rejection user code left unhandled.
+function mapFailure(
+  failure: unknown,
+  job: ExecutionJob,
+  prepared: PreparedIsolate,
+  elapsedMs: number,
+): SandboxErrorJSON {
+  const message = failure instanceof Error ? failure.message : undefined;
+  if (message === 'Script execution timed out.' && elapsedMs >= job.limits.timeoutMs - 1) {
+    return timeoutError(job.limits.timeoutMs);
+  }
+  if (prepared.isolate.isDisposed) {
+    if (message?.includes('memory limit')) return oomError(job.limits.memoryMb);
+    return {
+      name: 'SandboxCrashError',
+      code: SandboxErrorCode.CRASH,
+      message: `The isolate failed: ${capText(scrubHostPaths(message ?? String(failure)), 1_000)}`,
+    };
+  }
+  return runtimeError(describeRejection(failure), true);
+}
+
+function describeRejection(failure: unknown): Thrown {
+  if (failure instanceof Error) {
+    return {
+      name: capText(typeof failure.name === 'string' ? failure.name : 'Error', 200),
+      message: capText(scrubHostPaths(String(failure.message)), 4_096),
+      stack: typeof failure.stack === 'string' ? capText(scrubHostPaths(failure.stack), 8_192) : '',
+    };
+  }
+  let text: string;
+  try {
+    text = typeof failure === 'string' ? failure : (JSON.stringify(failure) ?? String(failure));
+  } catch {
+    text = '[unprintable]';
+  }
+  return { name: 'Thrown', message: capText(scrubHostPaths(text), 4_096), stack: '' };
+}
+
+function runtimeError(thrown: Thrown, unhandledRejection: boolean): SandboxErrorJSON {
+  const details: JsonObject = { name: thrown.name, stack: thrown.stack };
+  if (unhandledRejection) details.unhandledRejection = true;
   return {
-    name: 'SandboxCrashError',
-    code: SandboxErrorCode.CRASH,
-    message: `The isolate failed: ${capText(scrubHostPaths(message), 1_000)}`,
+    name: 'SandboxRuntimeError',
+    code: SandboxErrorCode.RUNTIME,
+    message: `${thrown.name}: ${thrown.message}`,
+    details,
   };
+}
+
+interface Thrown {
+  name: string;
+  message: string;
+  stack: string;
 }
 
 function decode(text: string, job: ExecutionJob, stats: IsolateStats): JobOutcome {
@@ -153,6 +203,17 @@ function decode(text: string, job: ExecutionJob, stats: IsolateStats): JobOutcom
       return {
         kind: 'error',
         error: resultTooBig(Number(body), maxResultBytes),
+        stats,
+      };
+    case 'too-deep':
+      return {
+        kind: 'error',
+        error: {
+          name: 'SandboxValidationError',
+          code: SandboxErrorCode.VALIDATION,
+          message: `The result is nested deeper than ${maxJsonDepth} levels`,
+          details: { field: 'result', limit: maxJsonDepth },
+        },
         stats,
       };
     case 'unserializable': {
@@ -172,16 +233,7 @@ function decode(text: string, job: ExecutionJob, stats: IsolateStats): JobOutcom
       if (thrown.message === 'Array buffer allocation failed') {
         return { kind: 'error', error: oomError(job.limits.memoryMb), stats };
       }
-      return {
-        kind: 'error',
-        error: {
-          name: 'SandboxRuntimeError',
-          code: SandboxErrorCode.RUNTIME,
-          message: `${thrown.name}: ${thrown.message}`,
-          details: { name: thrown.name, stack: thrown.stack },
-        },
-        stats,
-      };
+      return { kind: 'error', error: runtimeError(thrown, false), stats };
     }
   }
 }
@@ -196,7 +248,7 @@ export function resultTooBig(size: number, limit: number): SandboxErrorJSON {
   };
 }
 
-function parseThrown(body: string): { name: string; message: string; stack: string } {
+function parseThrown(body: string): Thrown {
   try {
     const value = JSON.parse(body) as Record<string, unknown>;
     const text = (key: string, max: number) =>

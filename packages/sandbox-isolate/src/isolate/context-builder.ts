@@ -1,12 +1,13 @@
 // Builds the context user code runs in: an empty V8 context plus dataProxy, reportStatus,
 // console and the configured WASM bindings, installed by the bootstrap closure.
 import ivm from 'isolated-vm';
+import { maxJsonDepth } from '../bridge/safe-json.ts';
 import { bootstrapSource } from './bootstrap-source.ts';
 import type { JobHost } from './job.ts';
 import type { LoadedWasmModule } from './wasm-modules.ts';
 
 /** The function the bootstrap returns; only the host holds a Reference to it. */
-export type IsolateRunFunction = (code: string, limitsJson: string) => Promise<string>;
+export type IsolateRunFunction = (code: string, limitsJson: string) => Promise<void>;
 
 /** An isolate with its context built, waiting for one execution. */
 export interface PreparedIsolate {
@@ -14,10 +15,12 @@ export interface PreparedIsolate {
   readonly context: ivm.Context;
   /** The isolate's memoryLimit, in MiB. */
   readonly memoryMb: number;
-  /** Runs user code once; see bootstrap-source.ts for the result format. */
+  /** Runs user code once; its outcome arrives in `delivered`. */
   readonly run: ivm.Reference<IsolateRunFunction>;
   /** Receives the bridge calls of the execution this isolate is bound to; unset until then. */
   host: JobHost | undefined;
+  /** The run's outcome text (see bootstrap-source.ts), once user code has finished. */
+  readonly delivered: string | undefined;
 }
 
 /** Options of a {@link ContextBuilder}. */
@@ -53,7 +56,13 @@ export class ContextBuilder {
     });
     try {
       const context = await isolate.createContext();
-      const holder: { host: JobHost | undefined } = { host: undefined };
+      const holder: { host: JobHost | undefined; delivered: string | undefined } = {
+        host: undefined,
+        delivered: undefined,
+      };
+      const deliver = new ivm.Callback((text: unknown) => {
+        if (typeof text === 'string' && holder.delivered === undefined) holder.delivered = text;
+      });
       const status = new ivm.Callback(
         (source: unknown, level: unknown, message: unknown, dataJson: unknown) => {
           if (typeof source !== 'string' || !sources.has(source)) return;
@@ -67,13 +76,14 @@ export class ContextBuilder {
           );
         },
       );
-      const data = new ivm.Reference(async (paramsJson: unknown, units: unknown) => {
+      const data = new ivm.Reference(async (paramsJson: unknown, units: unknown, deep: unknown) => {
         try {
           const host = holder.host;
           if (host === undefined) return '0dataProxy is not available';
           const answer = await host.data(
             typeof paramsJson === 'string' ? paramsJson : null,
             typeof units === 'number' ? units : 0,
+            deep === true,
           );
           return answer.ok ? `1${answer.json}` : `0${answer.message}`;
         } catch {
@@ -87,7 +97,7 @@ export class ContextBuilder {
       ]);
       const run = (await context.evalClosure(
         bootstrapSource,
-        [status, data, new ivm.ExternalCopy(wasm).copyInto()],
+        [status, data, new ivm.ExternalCopy(wasm).copyInto(), deliver, maxJsonDepth],
         { result: { reference: true }, filename: 'sandbox:bootstrap' },
       )) as ivm.Reference<IsolateRunFunction>;
       const prepared: PreparedIsolate = {
@@ -100,6 +110,9 @@ export class ContextBuilder {
         },
         set host(value) {
           holder.host = value;
+        },
+        get delivered() {
+          return holder.delivered;
         },
       };
       return prepared;

@@ -36,6 +36,9 @@ export type DataAnswer =
 export interface JobHost {
   /** A status event that passed the isolate's caps; the host applies its own. */
   status(source: string, level: StatusLevel, message: string, dataJson: string | undefined): void;
-  /** A data request. `paramsJson` is null when the isolate found it over budget (`units` long). */
-  data(paramsJson: string | null, units: number): Promise<DataAnswer>;
+  /**
+   * A data request. `paramsJson` is null when the isolate found it over budget (`units` long) or,
+   * with `tooDeep`, nested deeper than `maxJsonDepth`.
+   */
+  data(paramsJson: string | null, units: number, tooDeep: boolean): Promise<DataAnswer>;
 }

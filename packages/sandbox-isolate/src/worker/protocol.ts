@@ -30,7 +30,7 @@ export type WorkerMessage =
       message: string;
       dataJson?: string;
     }
-  | { t: 'data'; id: string; seq: number; paramsJson: string | null; units: number }
+  | { t: 'data'; id: string; seq: number; paramsJson: string | null; units: number; deep: boolean }
   | { t: 'done'; id: string; outcome: JobOutcome }
   | { t: 'rss'; rss: number };
 

@@ -33,11 +33,11 @@ function hostFor(id: string): JobHost {
       if (dataJson !== undefined) event.dataJson = dataJson;
       send(event);
     },
-    data(paramsJson, units) {
+    data(paramsJson, units, tooDeep) {
       const seq = nextSeq++;
       return new Promise<DataAnswer>((resolve) => {
         answers.set(seq, resolve);
-        send({ t: 'data', id, seq, paramsJson, units });
+        send({ t: 'data', id, seq, paramsJson, units, deep: tooDeep });
       });
     },
   };

@@ -226,7 +226,11 @@ export class WorkerProcess {
         const pending = this.#jobs.get(message.id);
         if (pending === undefined) return;
         void pending.host
-          .data(typeof message.paramsJson === 'string' ? message.paramsJson : null, message.units)
+          .data(
+            typeof message.paramsJson === 'string' ? message.paramsJson : null,
+            message.units,
+            message.deep === true,
+          )
           .catch(() => ({ ok: false as const, message: 'Data request failed' }))
           .then((answer) =>
             this.#send({ t: 'data-answer', id: message.id, seq: message.seq, answer }),
