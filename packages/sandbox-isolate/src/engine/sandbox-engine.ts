@@ -66,6 +66,7 @@ export class SandboxEngine {
   readonly #running = new Set<ExecutionHandle>();
   readonly #settled = new Set<Promise<void>>();
   #active = 0;
+  #jobs = 0;
   #disposed = false;
 
   /** Throws `SandboxValidationError` naming every bad field of `config`. */
@@ -97,6 +98,7 @@ export class SandboxEngine {
             ...runtime,
             workers: this.#config.workers,
             workerBaseMemoryMb: this.#config.workerBaseMemoryMb,
+            defaultLimits: this.#defaults,
             wasmModules: this.#config.wasmModules,
           });
   }
@@ -246,7 +248,7 @@ export class SandboxEngine {
     try {
       outcome = await this.#backend.execute(
         // The job id is the engine's own: callers may reuse an executionId (a retry).
-        { id: randomUUID(), code, limits },
+        { id: String(++this.#jobs), code, limits },
         session,
         signal,
       );

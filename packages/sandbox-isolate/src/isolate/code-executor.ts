@@ -85,7 +85,13 @@ export class CodeExecutor {
     }
     // User code finished and delivered its outcome: it stands, even when isolated-vm rejected the
     // call afterwards with a promise rejection nobody handled (see docs/isolate.md).
-    const text = prepared.delivered;
+    let text = prepared.delivered;
+    if (text === undefined) {
+      // isolated-vm queues the delivery ahead of the settlement; one more turn costs nothing on
+      // the paths that get here (failures) and guards against a reordering.
+      await new Promise((resolve) => setImmediate(resolve));
+      text = prepared.delivered;
+    }
     if (text !== undefined) return decode(text, job, stats);
     return { kind: 'error', error: mapFailure(failure, job, prepared, stats.wallMs), stats };
   }

@@ -60,9 +60,14 @@ export class ContextBuilder {
         host: undefined,
         delivered: undefined,
       };
-      const deliver = new ivm.Callback((text: unknown) => {
-        if (typeof text === 'string' && holder.delivered === undefined) holder.delivered = text;
-      });
+      // Fire and forget: the isolate does not wait for the host thread, and isolated-vm queues
+      // this call ahead of the settlement of the run's promise, so it is seen first.
+      const deliver = new ivm.Callback(
+        (text: unknown) => {
+          if (typeof text === 'string' && holder.delivered === undefined) holder.delivered = text;
+        },
+        { ignored: true },
+      );
       const status = new ivm.Callback(
         (source: unknown, level: unknown, message: unknown, dataJson: unknown) => {
           if (typeof source !== 'string' || !sources.has(source)) return;

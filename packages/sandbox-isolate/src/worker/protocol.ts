@@ -1,6 +1,6 @@
 // Messages between the host and a worker process (JSON over the IPC channel).
-import type { SandboxErrorJSON, StatusLevel } from '@coda/sandbox-core';
-import type { DataAnswer, ExecutionJob, JobOutcome } from '../isolate/job.ts';
+import type { ExecutionLimits, SandboxErrorJSON, StatusLevel } from '@coda/sandbox-core';
+import type { DataAnswer, JobOutcome } from '../isolate/job.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
 
 /** What a worker needs to start its isolate runtime. */
@@ -9,12 +9,14 @@ export interface WorkerInit {
   poolSize: number;
   poolMemoryMb: number;
   wasmModules: WasmModuleConfig[];
+  /** The engine's default limits: a job that uses them crosses without its own. */
+  defaultLimits: ExecutionLimits;
 }
 
 /** Host → worker. */
 export type HostMessage =
   | { t: 'init'; init: WorkerInit }
-  | { t: 'run'; job: ExecutionJob }
+  | { t: 'run'; id: string; code: string; limits?: ExecutionLimits }
   | { t: 'abort'; id: string; error: SandboxErrorJSON }
   | { t: 'data-answer'; id: string; seq: number; answer: DataAnswer };
 

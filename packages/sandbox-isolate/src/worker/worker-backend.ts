@@ -1,7 +1,7 @@
 // The supervisor of `isolation: 'process'`: a fixed number of worker processes, jobs sent to
 // the least busy one, and a dead worker replaced at once (after a short back-off when workers
 // keep dying before they start).
-import type { Logger } from '@coda/sandbox-core';
+import type { ExecutionLimits, Logger } from '@coda/sandbox-core';
 import type { ExecutionBackend } from '../engine/backend.ts';
 import type { ExecutionJob, JobHost, JobOutcome } from '../isolate/job.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
@@ -15,6 +15,8 @@ export interface WorkerBackendOptions {
   poolMemoryMb: number;
   workerBaseMemoryMb: number;
   wasmModules: readonly WasmModuleConfig[];
+  /** The engine's default limits (jobs that use them send none over IPC). */
+  defaultLimits: ExecutionLimits;
   logger: Logger;
 }
 
@@ -85,6 +87,7 @@ export class WorkerBackend implements ExecutionBackend {
         poolSize: options.poolSize,
         poolMemoryMb: options.poolMemoryMb,
         wasmModules: options.wasmModules.map((module) => ({ ...module })),
+        defaultLimits: options.defaultLimits,
       },
       baseMemoryMb: options.workerBaseMemoryMb,
       logger: options.logger,

@@ -1,7 +1,7 @@
 // Entry point of a worker process: hosts isolates for the engine in the parent and relays their
 // bridge calls over IPC. Any isolated-vm failure here kills this process, never the host.
 import { writeSync } from 'node:fs';
-import { sandboxErrorFromJSON, silentLogger } from '@coda/sandbox-core';
+import { type ExecutionLimits, sandboxErrorFromJSON, silentLogger } from '@coda/sandbox-core';
 import { IsolateRuntime } from '../isolate/isolate-runtime.ts';
 import type { DataAnswer, JobHost } from '../isolate/job.ts';
 import { loadWasmModules } from '../isolate/wasm-modules.ts';
@@ -12,6 +12,7 @@ const send = (message: WorkerMessage) => {
 };
 
 let runtime: IsolateRuntime | undefined;
+let defaultLimits: ExecutionLimits;
 const running = new Map<string, AbortController>();
 const answers = new Map<number, (answer: DataAnswer) => void>();
 let nextSeq = 0;
@@ -44,7 +45,7 @@ function hostFor(id: string): JobHost {
 }
 
 async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t: 'run' }>) {
-  const { job } = message;
+  const job = { id: message.id, code: message.code, limits: message.limits ?? defaultLimits };
   const controller = new AbortController();
   running.set(job.id, controller);
   try {
@@ -58,6 +59,7 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
 process.on('message', (message: HostMessage) => {
   switch (message.t) {
     case 'init': {
+      defaultLimits = message.init.defaultLimits;
       try {
         runtime = new IsolateRuntime(
           { ...message.init, logger: silentLogger, onCatastrophicError },

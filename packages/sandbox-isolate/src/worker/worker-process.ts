@@ -189,7 +189,12 @@ export class WorkerProcess {
             Math.min(job.limits.timeoutMs + deadlineGraceMs, maxTimerMs),
           ),
         );
-        this.#send({ t: 'run', job });
+        // Small messages: the defaults stay on both sides, a job carries only what differs.
+        this.#send(
+          job.limits === this.#options.init.defaultLimits
+            ? { t: 'run', id: job.id, code: job.code }
+            : { t: 'run', id: job.id, code: job.code, limits: job.limits },
+        );
         sent = true;
         if (signal.aborted) onAbort();
         this.#startSampling();
