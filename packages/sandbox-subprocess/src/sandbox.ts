@@ -140,7 +140,7 @@ export class SubprocessSandbox {
     const [file = '', ...args] = parseCommand(command);
     let prepared: ReturnType<typeof prepareLaunch>;
     try {
-      prepared = prepareLaunch(this.#context(), file, args, spawnOptions);
+      prepared = prepareLaunch(this.#context(), file, args, spawnOptions, true);
     } catch (error) {
       if (error instanceof SandboxUnavailableError)
         return notStartedResult(this.#notStartedBase(), error.message);

@@ -3,7 +3,15 @@
 // kills every process of the run, setsid daemons and double forks included. cgroup v2 is used
 // when this process sits in a delegated group with the controllers enabled; v1 hierarchies
 // (hybrid hosts) when writable; otherwise the caller falls back to rlimits and says so.
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  writeFileSync,
+} from 'node:fs';
+import { rmdir } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SandboxControl } from '../process/controls.ts';
 
@@ -43,6 +51,7 @@ function probe(): CgroupSupport {
   const pick = (controller: Controller): Hierarchy | undefined => {
     for (const group of ownGroups(mountinfo, membership, controller)) {
       if (group.version === 2 && !controllerEnabled(group.dir, controller)) continue;
+      removeStaleBases(group.dir);
       const base = `${group.dir}/coda-sandbox-${process.pid}`;
       const usable = usableBase({ version: group.version, base }, controller);
       if (usable !== undefined) return usable;
@@ -143,6 +152,42 @@ function controllerEnabled(dir: string, controller: Controller): boolean {
 
 const createdBases = new Set<string>();
 
+/**
+ * Removes the empty run groups and bases that hosts which died without cleaning up (SIGKILL,
+ * a crash) left next to ours: `coda-sandbox-<pid>` whose pid is gone. A group that still
+ * holds a process is left alone (rmdir refuses it).
+ */
+function removeStaleBases(dir: string): void {
+  let entries: string[];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const entry of entries) {
+    const match = /^coda-sandbox-(\d+)$/.exec(entry);
+    if (match === null || Number(match[1]) === process.pid || isAlive(Number(match[1]))) continue;
+    const base = `${dir}/${entry}`;
+    try {
+      for (const child of readdirSync(base, { withFileTypes: true })) {
+        if (child.isDirectory()) tryRmdir(`${base}/${child.name}`);
+      }
+      rmdirSync(base);
+    } catch {
+      // Busy or not ours to remove: leave it.
+    }
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 function usableBase(hierarchy: Hierarchy, controller: Controller): Hierarchy | undefined {
   try {
     if (!existsSync(hierarchy.base)) {
@@ -197,6 +242,11 @@ export interface RunCgroups {
   kill(): Promise<void>;
   /** Synchronous kill for `execSync`. */
   killSync(): void;
+  /**
+   * Writes the run's limits (only those that differ from what the groups hold). Used when a
+   * group was created ahead of the run, before its limits were known.
+   */
+  setLimits(limits: RunCgroupLimits): void;
   /** Whether the kernel's OOM killer fired inside the memory group. */
   memoryExceeded(): boolean;
   /** Removes the groups (after `kill`), retrying while dying processes leave them. */
@@ -213,6 +263,8 @@ export function createRunCgroups(
   const dirs = new Map<string, Hierarchy>();
   const controls: SandboxControl[] = [];
   let memoryDir: string | undefined;
+  let pidsDir: string | undefined;
+  let written: RunCgroupLimits = { memoryBytes: 0, pids: 0 };
   try {
     if (limits.memoryBytes > 0 && support.memory !== undefined) {
       const dir = `${support.memory.base}/${name}`;
@@ -220,6 +272,7 @@ export function createRunCgroups(
       dirs.set(dir, support.memory);
       memoryDir = dir;
       writeMemoryLimit(dir, support.memory.version, limits.memoryBytes);
+      written = { ...written, memoryBytes: limits.memoryBytes };
       controls.push(
         support.memory.version === 2
           ? SandboxControl.memoryCgroupV2
@@ -230,7 +283,9 @@ export function createRunCgroups(
       const dir = `${support.pids.base}/${name}`;
       if (!dirs.has(dir)) mkdirSync(dir);
       dirs.set(dir, support.pids);
+      pidsDir = dir;
       writeFileSync(`${dir}/pids.max`, String(limits.pids));
+      written = { ...written, pids: limits.pids };
       controls.push(
         support.pids.version === 2 ? SandboxControl.pidsCgroupV2 : SandboxControl.pidsCgroupV1,
       );
@@ -260,14 +315,30 @@ export function createRunCgroups(
         if (round > 2) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
       }
     },
+    setLimits(next) {
+      if (
+        memoryDir !== undefined &&
+        next.memoryBytes > 0 &&
+        next.memoryBytes !== written.memoryBytes
+      ) {
+        writeMemoryLimit(memoryDir, dirs.get(memoryDir)!.version, next.memoryBytes);
+      }
+      if (pidsDir !== undefined && next.pids > 0 && next.pids !== written.pids) {
+        writeFileSync(`${pidsDir}/pids.max`, String(next.pids));
+      }
+      written = next;
+    },
     memoryExceeded() {
       return memoryDir !== undefined && oomKills(memoryDir, dirs.get(memoryDir)!.version) > 0;
     },
     async remove() {
-      // Killed processes may still be leaving the groups; retry for a while.
-      for (let round = 0; round < 200; round++) {
-        if (list.every(tryRmdir)) return;
-        await sleep(10);
+      // Killed processes may still be leaving the groups; retry for a while. rmdir runs on
+      // libuv's thread pool: a memory group's teardown never blocks the event loop.
+      let pending = list;
+      for (let round = 0; round < 200 && pending.length > 0; round++) {
+        if (round > 0) await sleep(10);
+        const removed = await Promise.all(pending.map(tryRmdirAsync));
+        pending = pending.filter((_, index) => !removed[index]);
       }
     },
     removeSync() {
@@ -285,8 +356,10 @@ function writeMemoryLimit(dir: string, version: 1 | 2, bytes: number): void {
     tryWrite(`${dir}/memory.swap.max`, '0');
     return;
   }
+  // memory+swap must stay >= memory: raising writes it first (lowering makes that first
+  // write fail harmlessly), and without it the group could swap past its limit.
+  tryWrite(`${dir}/memory.memsw.limit_in_bytes`, String(bytes));
   writeFileSync(`${dir}/memory.limit_in_bytes`, String(bytes));
-  // Without this the group could swap past its limit.
   tryWrite(`${dir}/memory.memsw.limit_in_bytes`, String(bytes));
 }
 
@@ -353,6 +426,15 @@ function tryWrite(file: string, value: string): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+async function tryRmdirAsync(dir: string): Promise<boolean> {
+  try {
+    await rmdir(dir);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT';
   }
 }
 

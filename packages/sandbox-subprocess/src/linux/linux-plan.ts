@@ -8,9 +8,15 @@ import { SandboxControl } from '../process/controls.ts';
 import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
 import { shellQuote } from '../process/shell-quote.ts';
 import { ulimitSteps } from '../process/ulimit.ts';
-import { createRunCgroups, detectCgroups } from './cgroup.ts';
+import {
+  type CgroupSupport,
+  createRunCgroups,
+  detectCgroups,
+  type RunCgroupLimits,
+} from './cgroup.ts';
 import { detectLinux } from './detect.ts';
-import { openSeccompFilter } from './seccomp/filter-file.ts';
+import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
+import { openSeccompFilter, seccompFilterPath } from './seccomp/filter-file.ts';
 
 const mib = 1024 * 1024;
 
@@ -21,12 +27,32 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
   const useBwrap = policy.enabled && support.bwrap !== undefined;
   const controls: SandboxControl[] = [SandboxControl.cleanEnvironment];
 
-  const cgroups = policy.enabled
-    ? createRunCgroups(detectCgroups(), {
-        memoryBytes: limits.maxMemoryMb * mib,
-        pids: limits.rlimits.processes,
-      })
-    : undefined;
+  const wanted = { memoryBytes: limits.maxMemoryMb * mib, pids: limits.rlimits.processes };
+  const cgroupSupport = policy.enabled ? detectCgroups() : undefined;
+  const shape: LauncherShape = {
+    memory: wanted.memoryBytes > 0 && cgroupSupport?.memory !== undefined,
+    pids: wanted.pids > 0 && cgroupSupport?.pids !== undefined,
+    extraPipes: request.extraPipes,
+    detached: !useBwrap,
+  };
+  if (
+    policy.enabled &&
+    limits.maxMemoryMb > 0 &&
+    !shape.memory &&
+    limits.memoryFallback === 'refuse'
+  ) {
+    throw new SandboxUnavailableError(
+      'No writable memory cgroup on this host and memoryFallback is "refuse"',
+      { details: { reason: 'no memory cgroup' } },
+    );
+  }
+  const launcher =
+    cgroupSupport !== undefined && (shape.memory || shape.pids) && poolable(request)
+      ? takeReadyLauncher(cgroupSupport, shape, wanted)
+      : undefined;
+  const cgroups =
+    launcher?.cgroups ??
+    (cgroupSupport === undefined ? undefined : createRunCgroups(cgroupSupport, wanted));
   if (cgroups !== undefined) controls.push(...cgroups.controls);
   const hasMemoryCgroup =
     cgroups?.controls.some(
@@ -39,12 +65,14 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
 
   let argv: string[] = [];
   let seccompFd: number | undefined;
+  let seccompPath: string | undefined;
+  const seccompFdNumber = 3 + request.extraPipes;
   if (useBwrap) {
-    seccompFd = openSeccompFilter({
-      allowNetwork: policy.allowNetwork,
-      allowedSyscalls: policy.allowedSyscalls,
-    });
-    const bwrap = bwrapArgs(request, 3 + request.extraPipes, controls, support.networkNamespace);
+    const filter = { allowNetwork: policy.allowNetwork, allowedSyscalls: policy.allowedSyscalls };
+    // A launcher opens the filter file itself (it was started before this run's policy was known).
+    if (launcher === undefined) seccompFd = openSeccompFilter(filter);
+    else seccompPath = seccompFilterPath(filter);
+    const bwrap = bwrapArgs(request, seccompFdNumber, controls, support.networkNamespace);
     argv = [support.bwrap!, ...bwrap];
   } else {
     argv = [request.executable, ...request.args];
@@ -52,6 +80,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
 
   if (policy.enabled && policy.runAs !== undefined) {
     if (support.setpriv === undefined) {
+      if (launcher !== undefined) launcher.child.kill('SIGKILL');
       cgroups?.removeSync();
       if (seccompFd !== undefined) closeSync(seccompFd);
       throw new SandboxUnavailableError('runAs needs util-linux setpriv, which is not on PATH');
@@ -60,6 +89,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     argv = [support.setpriv, `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--', ...argv];
     controls.push(SandboxControl.runAsUser);
   }
+  let launch: LaunchPlan['launcher'];
   if (policy.enabled) {
     const needsNproc = !hasPidsCgroup && (process.getuid?.() !== 0 || policy.runAs !== undefined);
     if (needsNproc && support.prlimit !== undefined) {
@@ -67,17 +97,34 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
       argv = [support.prlimit, `--nproc=${limits.rlimits.processes}`, '--', ...argv];
       controls.push(SandboxControl.rlimitNproc);
     }
-    const steps = [
-      ...(cgroups?.procsFiles ?? []).map((file) => `echo $$ > ${shellQuote(file)}`),
-      // The last resort for memory is RLIMIT_DATA (heap and private mappings since Linux 4.7);
-      // under about 1 GiB it stops V8 programs from starting, as the docs say.
-      ...ulimitSteps(limits, { data: !hasMemoryCgroup }, controls),
-      'exec "$@"',
-    ];
-    // One shell joins the cgroups and sets the rlimits, then becomes bwrap (or the command):
-    // nothing of the run exists outside its cgroups, and only one extra exec is paid.
-    argv = ['/bin/sh', '-c', steps.join(' && '), 'coda-sandbox', ...argv];
-    if (!hasMemoryCgroup && limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryRlimitData);
+    // The last resort for memory is RLIMIT_DATA (heap and private mappings since Linux 4.7);
+    // under about 1 GiB it stops V8 programs from starting, as the docs say.
+    const dataFallback = !hasMemoryCgroup && limits.memoryFallback === 'rlimit-data';
+    const ulimits = ulimitSteps(limits, { data: dataFallback }, controls);
+    if (launcher !== undefined) {
+      // The launcher already sits in the run's groups; the line sets the rest and becomes bwrap.
+      const exports = Object.entries(request.env).map(
+        ([name, value]) => `${name}=${shellQuote(value)}`,
+      );
+      const steps = [
+        ...ulimits,
+        `cd -- ${shellQuote(request.cwd)}`,
+        'unset OLDPWD',
+        ...(exports.length > 0 ? [`export ${exports.join(' ')}`] : []),
+        `exec ${argv.map(shellQuote).join(' ')}${seccompPath === undefined ? '' : ` ${seccompFdNumber}< ${shellQuote(seccompPath)}`}`,
+      ];
+      launch = { launcher, line: `${steps.join(' && ')}\n` };
+    } else {
+      const steps = [
+        ...(cgroups?.procsFiles ?? []).map((file) => `echo $$ > ${shellQuote(file)}`),
+        ...ulimits,
+        'exec "$@"',
+      ];
+      // One shell joins the cgroups and sets the rlimits, then becomes bwrap (or the command):
+      // nothing of the run exists outside its cgroups, and only one extra exec is paid.
+      argv = ['/bin/sh', '-c', steps.join(' && '), 'coda-sandbox', ...argv];
+    }
+    if (dataFallback && limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryRlimitData);
   }
   if (policy.enabled && limits.timeoutMs > 0) controls.push(SandboxControl.wallClockTimeout);
   controls.push(useBwrap ? SandboxControl.killPidNamespace : SandboxControl.killProcessGroup);
@@ -90,12 +137,49 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     seccompFd,
     cgroups,
     detached: !useBwrap,
+    launcher: launch,
     fallbackReason: useBwrap
       ? undefined
       : policy.enabled
         ? support.reason
         : 'sandbox disabled by policy',
   };
+}
+
+/**
+ * Whether a launcher can carry this run: its line is read up to the first newline, and dash
+ * redirects only single-digit descriptors (the seccomp fd follows the extra pipes).
+ */
+function poolable(request: LaunchRequest): boolean {
+  if (request.synchronous === true || 3 + request.extraPipes > 9) return false;
+  const words = [
+    request.executable,
+    request.cwd,
+    ...request.args,
+    ...request.readOnlyPaths,
+    ...(request.writableDirectory === undefined ? [] : [request.writableDirectory]),
+    ...request.policy.hidePaths,
+    ...Object.values(request.env),
+  ];
+  return !words.some((word) => word.includes('\n'));
+}
+
+/** A pooled launcher with the run's limits written, or undefined (start cold). */
+function takeReadyLauncher(
+  support: CgroupSupport,
+  shape: LauncherShape,
+  limits: RunCgroupLimits,
+): Launcher | undefined {
+  const launcher = takeLauncher(support, shape);
+  if (launcher === undefined) return undefined;
+  try {
+    launcher.cgroups.setLimits(limits);
+    return launcher;
+  } catch {
+    launcher.child.kill('SIGKILL');
+    void launcher.cgroups.kill().then(() => launcher.cgroups.remove());
+    return undefined;
+  }
 }
 
 /** bubblewrap's arguments up to and including the command. */

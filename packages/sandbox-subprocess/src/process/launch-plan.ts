@@ -1,6 +1,7 @@
 // What a platform module gets (one command, resolved) and gives back (the argv that confines it).
 
 import type { RunCgroups } from '../linux/cgroup.ts';
+import type { Launcher } from '../linux/launcher-pool.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
 import type { SandboxControl } from './controls.ts';
 
@@ -11,7 +12,12 @@ export interface RunLimits {
   /** CPU seconds; 0 for none. */
   readonly cpuSecs: number;
   readonly rlimits: SubprocessPolicy['rlimits'];
+  /** What applies when `maxMemoryMb` is set and no memory cgroup is writable (Linux). */
+  readonly memoryFallback: MemoryFallback;
 }
+
+/** See the `memoryFallback` spawn option. */
+export type MemoryFallback = 'rlimit-data' | 'none' | 'refuse';
 
 /** One command, ready to be confined: paths are absolute and resolved (symlinks, `..`). */
 export interface LaunchRequest {
@@ -28,6 +34,8 @@ export interface LaunchRequest {
   readonly hostPath: string | undefined;
   /** The command's whole environment. */
   readonly env: Readonly<Record<string, string>>;
+  /** Started with spawnSync (`execSync`): a pooled launcher cannot be used. */
+  readonly synchronous?: boolean | undefined;
 }
 
 /** The argv to spawn and what it enforces. */
@@ -43,6 +51,11 @@ export interface LaunchPlan {
   readonly detached: boolean;
   /** Why full confinement does not apply, when it does not. */
   readonly fallbackReason: string | undefined;
+  /**
+   * A pooled launcher already inside the run's cgroups (Linux): instead of spawning `file`,
+   * write `line` to its stdin, and it becomes the command.
+   */
+  readonly launcher?: { readonly launcher: Launcher; readonly line: string } | undefined;
   /** Text given to the command's stdin before the caller's (the Windows wrapper script). */
   readonly stdinPrefix?: string | undefined;
 }

@@ -40,6 +40,7 @@ export function prepareLaunch(
   file: string,
   args: readonly string[],
   rawOptions: SpawnOptions | undefined,
+  synchronous = false,
 ): PreparedLaunch {
   const options = validate(SpawnOptionsSchema, rawOptions ?? {}, 'spawn options');
   if (typeof file !== 'string' || file === '') {
@@ -54,7 +55,7 @@ export function prepareLaunch(
   }
   const { policy } = context;
   const platform = context.platform ?? currentPlatform();
-  const request = buildRequest(policy, file, args, options);
+  const request = { ...buildRequest(policy, file, args, options), synchronous };
   const plan = platformPlan(platform, request);
   if (!plan.sandboxApplied && policy.enabled) {
     if (policy.strict) {
@@ -80,7 +81,7 @@ export function spawnConfined(
   try {
     return start(prepared.plan, prepared.request, prepared.signal, prepared.platform);
   } catch (error) {
-    prepared.plan.cgroups?.removeSync();
+    releasePlan(prepared.plan);
     throw error;
   }
 }
@@ -141,6 +142,7 @@ function buildRequest(
     maxMemoryMb: options.maxMemoryMb ?? policy.maxMemoryMb,
     cpuSecs: options.cpuSecs ?? derivedCpu,
     rlimits,
+    memoryFallback: options.memoryFallback ?? 'rlimit-data',
   };
   return {
     policy,
@@ -177,6 +179,7 @@ function realDirectory(path: string, field: string): string {
 /** Frees what a plan holds when it will not run. */
 export function releasePlan(plan: LaunchPlan): void {
   if (plan.seccompFd !== undefined) closeSync(plan.seccompFd);
+  plan.launcher?.launcher.child.kill('SIGKILL');
   plan.cgroups?.removeSync();
 }
 
@@ -196,19 +199,27 @@ function start(
     ...(plan.seccompFd === undefined ? [] : [plan.seccompFd]),
   ] as const;
   let child: ChildProcess;
-  try {
-    // node:child_process rather than execa here: execa's option handling cost about 3 ms per
-    // spawn (p50, measured), and this module does its own timeout, kill and output capping.
-    child = spawn(plan.file, plan.args, {
-      cwd: request.cwd,
-      env: request.env,
-      stdio: stdio as unknown as StdioOptions,
-      detached: plan.detached,
-      windowsHide: true,
-    });
+  if (plan.launcher !== undefined) {
+    // Already started and inside the run's cgroups: the line makes it the command.
+    child = plan.launcher.launcher.child;
+    plan.launcher.launcher.ref();
+    child.stdin!.write(plan.launcher.line);
     trackUntilExit(child, plan.detached);
-  } finally {
-    if (plan.seccompFd !== undefined) closeSync(plan.seccompFd);
+  } else {
+    try {
+      // node:child_process rather than execa here: execa's option handling cost about 3 ms per
+      // spawn (p50, measured), and this module does its own timeout, kill and output capping.
+      child = spawn(plan.file, plan.args, {
+        cwd: request.cwd,
+        env: request.env,
+        stdio: stdio as unknown as StdioOptions,
+        detached: plan.detached,
+        windowsHide: true,
+      });
+      trackUntilExit(child, plan.detached);
+    } finally {
+      if (plan.seccompFd !== undefined) closeSync(plan.seccompFd);
+    }
   }
 
   let timedOut = false;

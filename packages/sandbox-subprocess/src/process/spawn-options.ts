@@ -22,6 +22,14 @@ export const SpawnOptionsSchema = z.strictObject({
   cpuSecs: z.number().int().positive().optional(),
   /** rlimits for this call, over the policy's. */
   rlimits: RlimitsSchema.partial().optional(),
+  /**
+   * Linux, when `maxMemoryMb` is set but no memory cgroup is writable: `'rlimit-data'` (default)
+   * sets RLIMIT_DATA to the limit (which stops V8 programs from starting under about 1 GiB),
+   * `'none'` runs without a memory limit (controls then list no memory mechanism), `'refuse'`
+   * does not run (`SandboxUnavailableError`; `run` returns a not-started result). See
+   * {@link SubprocessSandbox.capabilities} to know beforehand.
+   */
+  memoryFallback: z.enum(['rlimit-data', 'none', 'refuse']).optional(),
   /** Aborting kills everything the command started. */
   signal: z.instanceof(AbortSignal).optional(),
 });

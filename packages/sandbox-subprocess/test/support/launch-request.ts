@@ -16,6 +16,7 @@ export function launchRequest(policy: SubprocessPolicyInput = {}, writable = tru
       maxMemoryMb: resolved.maxMemoryMb,
       cpuSecs: 30,
       rlimits: resolved.rlimits,
+      memoryFallback: 'rlimit-data',
     },
     executable: '/usr/bin/python3',
     args: ['-c', "print('it''s 1')"],

@@ -1,0 +1,170 @@
+// Warm launchers: a `/bin/sh` that has already joined a fresh pair of per-run cgroups and waits
+// for one line on stdin (the rest of the run: rlimits, cwd, environment, `exec bwrap ...`).
+//
+// Why: moving a process into a cgroup takes the kernel's cgroup_threadgroup_rwsem for writing,
+// which waits for an RCU grace period unless another move happened moments before. On the
+// project's VM that is ~11 ms, paid by the first run after any pause (measured: a shell that
+// joins a pids group after 30 ms of quiet takes 14 ms instead of 3). A launcher pays it in the
+// background, between runs; the run itself only writes one line to a pipe.
+//
+// Each launcher and its groups serve exactly one run and are then removed: a fresh group has
+// zero counters (so `memoryExceeded` is exact: cgroup v2's memory.events and v1's oom_kill
+// cannot be reset) and no memory charged by someone else's page cache.
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { Socket } from 'node:net';
+import { shellQuote } from '../process/shell-quote.ts';
+import { type CgroupSupport, createRunCgroups, type RunCgroups } from './cgroup.ts';
+
+/** What a launcher is prepared for; runs with the same shape can share a pool. */
+export interface LauncherShape {
+  readonly memory: boolean;
+  readonly pids: boolean;
+  /** Pipes beyond stdio (the command's fds 3, 4, ...). */
+  readonly extraPipes: number;
+  /** Whether the launcher leads its own process group (the fallback without bubblewrap). */
+  readonly detached: boolean;
+}
+
+/** A started launcher, taken out of the pool for one run. */
+export interface Launcher {
+  readonly child: ChildProcess;
+  readonly cgroups: RunCgroups;
+  /** Makes the launcher keep the host alive again (pooled ones do not). */
+  ref(): void;
+}
+
+/** Launchers kept ready per shape. Two, so that back-to-back runs both find one. */
+const perShape = 2;
+/** Shapes kept; the least recently used one is dropped beyond this. */
+const maxShapes = 4;
+
+const pools = new Map<string, Launcher[]>();
+const refilling = new Set<string>();
+let exitHookInstalled = false;
+
+/** Placeholder limits written at creation; the run's own are written when it takes the launcher. */
+const placeholder = { memoryBytes: 1024 * 1024 * 1024, pids: 4_194_304 };
+
+/**
+ * Takes a ready launcher of `shape`, or returns undefined (the caller starts cold). Either way
+ * the pool for `shape` is refilled in the background.
+ */
+export function takeLauncher(support: CgroupSupport, shape: LauncherShape): Launcher | undefined {
+  const key = shapeKey(shape);
+  const pool = pools.get(key);
+  pools.delete(key);
+  pools.set(key, pool ?? []); // most recently used last
+  let taken: Launcher | undefined;
+  while (pool !== undefined && pool.length > 0 && taken === undefined) {
+    const candidate = pool.shift()!;
+    if (candidate.child.exitCode === null && candidate.child.signalCode === null) taken = candidate;
+    else discard(candidate);
+  }
+  scheduleRefill(support, shape, key);
+  evictBeyondLimit();
+  return taken;
+}
+
+function scheduleRefill(support: CgroupSupport, shape: LauncherShape, key: string): void {
+  if (refilling.has(key)) return;
+  refilling.add(key);
+  // After the current run has been started: the fork of this (large) process costs a few ms.
+  setImmediate(() => {
+    refilling.delete(key);
+    const pool = pools.get(key);
+    if (pool === undefined) return;
+    while (pool.length < perShape) {
+      const launcher = startLauncher(support, shape);
+      if (launcher === undefined) return;
+      pool.push(launcher);
+    }
+  }).unref();
+}
+
+function startLauncher(support: CgroupSupport, shape: LauncherShape): Launcher | undefined {
+  const cgroups = createRunCgroups(support, {
+    memoryBytes: shape.memory ? placeholder.memoryBytes : 0,
+    pids: shape.pids ? placeholder.pids : 0,
+  });
+  if (cgroups === undefined) return undefined;
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', drainLaunchers);
+  }
+  const joins = cgroups.procsFiles.map((file) => `echo $$ > ${shellQuote(file)}`);
+  // dash reads a pipe one byte at a time, so `read` takes exactly the line and leaves the
+  // caller's input for the command.
+  const script = [...joins, 'IFS= read -r line', 'eval "$line"'].join(' && ');
+  let child: ChildProcess;
+  try {
+    child = spawn('/bin/sh', ['-c', script, 'coda-sandbox'], {
+      cwd: '/',
+      env: {},
+      stdio: Array.from({ length: 3 + shape.extraPipes }, () => 'pipe' as const),
+      detached: shape.detached,
+    });
+  } catch {
+    cgroups.removeSync();
+    return undefined;
+  }
+  const streams = child.stdio.filter((stream) => stream !== null) as unknown as Socket[];
+  const setRef = (on: boolean): void => {
+    if (on) child.ref();
+    else child.unref();
+    for (const stream of streams) {
+      if (on) stream.ref?.();
+      else stream.unref?.();
+    }
+  };
+  setRef(false);
+  const launcher: Launcher = { child, cgroups, ref: () => setRef(true) };
+  const onGone = (): void => {
+    for (const pool of pools.values()) {
+      const index = pool.indexOf(launcher);
+      if (index >= 0) {
+        pool.splice(index, 1);
+        discard(launcher);
+      }
+    }
+  };
+  child.once('exit', onGone);
+  child.once('error', onGone);
+  return launcher;
+}
+
+/** Kills a launcher that will not run anything and removes its groups (in the background). */
+function discard(launcher: Launcher): void {
+  try {
+    launcher.child.kill('SIGKILL');
+  } catch {
+    // Already gone.
+  }
+  void launcher.cgroups.kill().then(() => launcher.cgroups.remove());
+}
+
+function evictBeyondLimit(): void {
+  while (pools.size > maxShapes) {
+    const [oldest, pool] = pools.entries().next().value as [string, Launcher[]];
+    pools.delete(oldest);
+    for (const launcher of pool) discard(launcher);
+  }
+}
+
+/** Kills every pooled launcher now (host exit; tests). */
+export function drainLaunchers(): void {
+  for (const pool of pools.values()) {
+    for (const launcher of pool.splice(0)) {
+      try {
+        launcher.child.kill('SIGKILL');
+      } catch {
+        // Already gone.
+      }
+      launcher.cgroups.killSync();
+    }
+  }
+  pools.clear();
+}
+
+function shapeKey(shape: LauncherShape): string {
+  return `${+shape.memory}${+shape.pids}${+shape.detached}:${shape.extraPipes}`;
+}
