@@ -13,6 +13,7 @@ export {
   deniedSyscalls,
   type SeccompFilterOptions,
 } from './linux/seccomp/filter.ts';
+export type { MemoryMechanism, SandboxCapabilities } from './platform/capabilities.ts';
 export type { Platform } from './platform/platform.ts';
 export {
   defaultSubprocessPolicy,
@@ -24,6 +25,7 @@ export {
   SubprocessPolicySchema,
 } from './policy/subprocess-policy.ts';
 export { SandboxControl } from './process/controls.ts';
+export type { MemoryFallback } from './process/launch-plan.ts';
 export type { SandboxResult } from './process/sandbox-result.ts';
 export type { ProcessExit, SandboxedProcess } from './process/sandboxed-process.ts';
 export {

@@ -11,6 +11,7 @@ import {
 } from '@coda/sandbox-core';
 import { parseCommandString } from 'execa';
 import { z } from 'zod';
+import { detectCapabilities, type SandboxCapabilities } from './platform/capabilities.ts';
 import { currentPlatform, type Platform } from './platform/platform.ts';
 import {
   resolveSubprocessPolicy,
@@ -226,6 +227,16 @@ export class SubprocessSandbox {
   /** The platform this sandbox confines for. */
   getPlatform(): Platform {
     return this.#platform;
+  }
+
+  /**
+   * What runs under the current policy can enforce on this host, without running a command:
+   * for example whether `maxMemoryMb` becomes a memory cgroup or RLIMIT_DATA (which stops Node
+   * from starting under about 1 GiB). Detection runs once per process (the first call may
+   * take a few ms to probe bubblewrap); later calls are cheap.
+   */
+  capabilities(): SandboxCapabilities {
+    return detectCapabilities(this.#platform, this.#policy.enabled);
   }
 
   #context(): SpawnContext {

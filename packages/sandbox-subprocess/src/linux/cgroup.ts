@@ -214,7 +214,8 @@ function usableBase(hierarchy: Hierarchy, controller: Controller): Hierarchy | u
   }
 }
 
-function removeBases(): void {
+/** Removes this process's (empty) base groups; also run at exit. */
+export function removeBases(): void {
   for (const base of createdBases) {
     try {
       rmdirSync(base);

@@ -13,7 +13,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { shellQuote } from '../process/shell-quote.ts';
-import { type CgroupSupport, createRunCgroups, type RunCgroups } from './cgroup.ts';
+import { type CgroupSupport, createRunCgroups, type RunCgroups, removeBases } from './cgroup.ts';
 
 /** What a launcher is prepared for; runs with the same shape can share a pool. */
 export interface LauncherShape {
@@ -160,9 +160,16 @@ export function drainLaunchers(): void {
         // Already gone.
       }
       launcher.cgroups.killSync();
+      launcher.cgroups.removeSync();
     }
   }
   pools.clear();
+  removeBases();
+}
+
+/** PIDs of the launchers waiting in the pool (for tests and diagnostics). */
+export function pooledLauncherPids(): number[] {
+  return [...pools.values()].flat().flatMap((launcher) => launcher.child.pid ?? []);
 }
 
 function shapeKey(shape: LauncherShape): string {
