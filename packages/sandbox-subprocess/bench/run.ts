@@ -58,7 +58,7 @@ async function expectSuccess(
 }
 
 /** A variant resolves to its own measured milliseconds when it must exclude a set-up step. */
-const variants: [string, () => Promise<undefined | number>][] = [
+const variants: [string, () => Promise<unknown>][] = [
   ['bare execa spawn', async () => void (await execa('/bin/true'))],
   ['bare child_process.spawn', () => spawnAndWait('/bin/true', [])],
   [
@@ -95,7 +95,8 @@ for (let round = 0; round < rounds + warmup; round++) {
   for (const [name, task] of variants) {
     const started = performance.now();
     const own = await task();
-    if (round >= warmup) samples.get(name)!.push(own ?? performance.now() - started);
+    const elapsed = typeof own === 'number' ? own : performance.now() - started;
+    if (round >= warmup) samples.get(name)!.push(elapsed);
   }
 }
 
