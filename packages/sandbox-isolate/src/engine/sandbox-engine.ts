@@ -64,7 +64,9 @@ export class SandboxEngine {
   readonly #backend: ExecutionBackend;
   readonly #logger: Logger;
   readonly #running = new Set<ExecutionHandle>();
-  readonly #settled = new Set<Promise<void>>();
+  /** Executions submitted and not yet settled; dispose() waits for them. */
+  #inFlight = 0;
+  #onDrained: (() => void) | undefined;
   #active = 0;
   #jobs = 0;
   #disposed = false;
@@ -135,13 +137,8 @@ export class SandboxEngine {
       controller.abort(error);
       channel.push(errorEvent(error.toJSON()));
     });
-    const done = this.#execute(request, executionId, channel, controller)
-      .catch((error: unknown) => {
-        this.#logger.error({ err: error, executionId }, 'execution failed unexpectedly');
-        channel.push(errorEvent(toSandboxErrorJSON(error)));
-      })
-      .finally(() => this.#settled.delete(done));
-    this.#settled.add(done);
+    this.#inFlight++;
+    void this.#settle(request, executionId, channel, controller);
     return channel.handle;
   }
 
@@ -159,7 +156,28 @@ export class SandboxEngine {
     this.#disposed = true;
     for (const handle of [...this.#running]) handle.cancel('SandboxEngine disposed');
     await this.#backend.dispose();
-    await Promise.allSettled([...this.#settled]);
+    if (this.#inFlight > 0) {
+      await new Promise<void>((resolve) => {
+        this.#onDrained = resolve;
+      });
+    }
+  }
+
+  // One promise per execution and no Set of them: the host allocates little per execution.
+  async #settle(
+    request: SubmitRequest,
+    executionId: string,
+    channel: ExecutionChannel,
+    controller: AbortController,
+  ): Promise<void> {
+    try {
+      await this.#execute(request, executionId, channel, controller);
+    } catch (error) {
+      this.#logger.error({ err: error, executionId }, 'execution failed unexpectedly');
+      channel.push(errorEvent(toSandboxErrorJSON(error)));
+    } finally {
+      if (--this.#inFlight === 0) this.#onDrained?.();
+    }
   }
 
   async #execute(
@@ -198,9 +216,14 @@ export class SandboxEngine {
     this.#active++;
     this.#running.add(channel.handle);
     const userSignal = valid.signal;
-    const onUserAbort = () => channel.handle.cancel('Execution cancelled by its AbortSignal');
-    if (userSignal?.aborted) onUserAbort();
-    userSignal?.addEventListener('abort', onUserAbort, { once: true });
+    const onUserAbort =
+      userSignal === undefined
+        ? undefined
+        : () => channel.handle.cancel('Execution cancelled by its AbortSignal');
+    if (userSignal !== undefined && onUserAbort !== undefined) {
+      if (userSignal.aborted) onUserAbort();
+      userSignal.addEventListener('abort', onUserAbort, { once: true });
+    }
     // The terminal event goes out only after the slot and the guard leases are released, so a
     // caller who submits again as soon as it has the result is never refused for capacity.
     let terminal: TerminalEvent | undefined;
@@ -221,10 +244,10 @@ export class SandboxEngine {
         if (controller.signal.aborted) return;
         terminal = await this.#run(valid.code, limits, context, channel, controller.signal);
       } finally {
-        await lease.release();
+        if (lease !== noLease) await lease.release();
       }
     } finally {
-      userSignal?.removeEventListener('abort', onUserAbort);
+      if (onUserAbort !== undefined) userSignal?.removeEventListener('abort', onUserAbort);
       this.#running.delete(channel.handle);
       this.#active--;
       if (terminal !== undefined) channel.push(terminal);

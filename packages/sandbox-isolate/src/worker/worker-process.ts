@@ -33,9 +33,18 @@ interface PendingJob {
   job: ExecutionJob;
   host: JobHost;
   resolve: (outcome: JobOutcome) => void;
-  timers: NodeJS.Timeout[];
+  signal: AbortSignal;
+  onAbort: (() => void) | undefined;
+  /** Whether the job went to the worker. */
+  sent: boolean;
+  /** performance.now() past which the worker is killed (the job's timeout plus a grace). */
+  deadline: number;
+  /** performance.now() past which an unconfirmed abort kills the worker. */
+  abortDeadline?: number;
   started: number;
 }
+
+const abortListenerOptions = { once: true } as const;
 
 type KillReason =
   | { kind: 'deadline'; id: string }
@@ -48,7 +57,6 @@ const deadlineGraceMs = 2_000;
 /** How long a worker may take to confirm an abort before it is killed. */
 const abortGraceMs = 2_000;
 const sampleEveryMs = 50;
-const maxTimerMs = 2_147_483_647;
 const stderrKeepChars = 4_096;
 
 const moduleUrl = import.meta.url;
@@ -154,52 +162,62 @@ export class WorkerProcess {
   /** Runs `job` in this worker. Never rejects: a dying worker answers with an error outcome. */
   execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
     return new Promise<JobOutcome>((resolve) => {
-      const pending: PendingJob = { job, host, resolve, timers: [], started: performance.now() };
+      const pending: PendingJob = {
+        job,
+        host,
+        resolve,
+        signal,
+        onAbort: undefined,
+        sent: false,
+        deadline: Number.POSITIVE_INFINITY,
+        started: performance.now(),
+      };
       this.#jobs.set(job.id, pending);
       this.#updateRef();
       if (!this.alive) {
         this.#finish(job.id, this.#deathOutcome(pending, 'the worker process is not running'));
         return;
       }
-      let sent = false;
-      const onAbort = () => {
-        const error = toSandboxErrorJSON(signal.reason, 'CANCELLED');
-        if (!sent) {
-          // Still waiting for the worker to start: nothing runs yet, so answer here.
-          this.#finish(job.id, { kind: 'error', error, stats: idleStats(pending.started) });
-          return;
-        }
-        this.#send({ t: 'abort', id: job.id, error });
-        pending.timers.push(
-          setTimeout(() => this.kill({ kind: 'abort-unanswered' }), abortGraceMs).unref(),
-        );
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      pending.resolve = (outcome) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(outcome);
-      };
-      void this.#ready.then((ready) => {
-        if (!this.#jobs.has(job.id)) return;
-        if (!ready) return; // #onExit answers it.
-        pending.timers.push(
-          setTimeout(
-            () => this.kill({ kind: 'deadline', id: job.id }),
-            // setTimeout fires at once beyond its 32-bit range.
-            Math.min(job.limits.timeoutMs + deadlineGraceMs, maxTimerMs),
-          ),
-        );
-        // Small messages: the defaults stay on both sides, a job carries only what differs.
-        this.#send(
-          job.limits === this.#options.init.defaultLimits
-            ? { t: 'run', id: job.id, code: job.code }
-            : { t: 'run', id: job.id, code: job.code, limits: job.limits },
-        );
-        sent = true;
-        if (signal.aborted) onAbort();
-        this.#startSampling();
-      });
+      const onAbort = () => this.#abort(pending);
+      pending.onAbort = onAbort;
+      signal.addEventListener('abort', onAbort, abortListenerOptions);
+      // Once the worker is up, a job goes out at once: no promise reaction on the common path.
+      if (this.#isReady) this.#dispatch(pending);
+      else {
+        void this.#ready.then((ready) => {
+          if (ready && this.#jobs.get(job.id) === pending) this.#dispatch(pending);
+          // Not ready: #onExit answers the job.
+        });
+      }
     });
+  }
+
+  #dispatch(pending: PendingJob): void {
+    const { job } = pending;
+    // Checked by the sampler (every 50 ms while jobs run) rather than a timer per job.
+    pending.deadline = performance.now() + job.limits.timeoutMs + deadlineGraceMs;
+    // Small messages: the defaults stay on both sides, a job carries only what differs.
+    this.#send(
+      job.limits === this.#options.init.defaultLimits
+        ? { t: 'run', id: job.id, code: job.code }
+        : { t: 'run', id: job.id, code: job.code, limits: job.limits },
+    );
+    pending.sent = true;
+    if (pending.signal.aborted) this.#abort(pending);
+    this.#startSampling();
+  }
+
+  #abort(pending: PendingJob): void {
+    if (this.#jobs.get(pending.job.id) !== pending) return;
+    const error = toSandboxErrorJSON(pending.signal.reason, 'CANCELLED');
+    if (!pending.sent) {
+      // Still waiting for the worker to start: nothing runs yet, so answer here.
+      this.#finish(pending.job.id, { kind: 'error', error, stats: idleStats(pending.started) });
+      return;
+    }
+    this.#send({ t: 'abort', id: pending.job.id, error });
+    // The worker confirms with its `done`; a worker that does not is killed.
+    pending.abortDeadline = performance.now() + abortGraceMs;
   }
 
   /** Kills the process (SIGKILL); its jobs end according to `reason`. */
@@ -255,7 +273,9 @@ export class WorkerProcess {
     const pending = this.#jobs.get(id);
     if (pending === undefined) return;
     this.#jobs.delete(id);
-    for (const timer of pending.timers) clearTimeout(timer);
+    if (pending.onAbort !== undefined) {
+      pending.signal.removeEventListener('abort', pending.onAbort);
+    }
     this.#updateRef();
     pending.resolve(outcome);
   }
@@ -352,6 +372,17 @@ export class WorkerProcess {
       if (this.#jobs.size === 0) {
         this.#stopSampling();
         return;
+      }
+      const now = performance.now();
+      for (const pending of this.#jobs.values()) {
+        if (now > pending.deadline) {
+          this.kill({ kind: 'deadline', id: pending.job.id });
+          return;
+        }
+        if (pending.abortDeadline !== undefined && now > pending.abortDeadline) {
+          this.kill({ kind: 'abort-unanswered' });
+          return;
+        }
       }
       const rss = readRss(this.#child.pid) ?? this.#reportedRss;
       const rssMb = Math.round(rss / 1_048_576);
