@@ -113,7 +113,14 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
         ...(exports.length > 0 ? [`export ${exports.join(' ')}`] : []),
         `exec ${argv.map(shellQuote).join(' ')}${seccompPath === undefined ? '' : ` ${seccompFdNumber}< ${shellQuote(seccompPath)}`}`,
       ];
-      launch = { launcher, line: `${steps.join(' && ')}\n` };
+      const line = steps.join(' && ');
+      if (line.includes('\n')) {
+        // A resolved path (a symlink target, the temp dir) brought a newline: start cold.
+        launcher.child.kill('SIGKILL');
+        void launcher.cgroups.kill().then(() => launcher.cgroups.remove());
+        return linuxPlan({ ...request, synchronous: true });
+      }
+      launch = { launcher, line: `${line}\n` };
     } else {
       const steps = [
         ...(cgroups?.procsFiles ?? []).map((file) => `echo $$ > ${shellQuote(file)}`),

@@ -34,7 +34,7 @@ export interface LaunchRequest {
   readonly hostPath: string | undefined;
   /** The command's whole environment. */
   readonly env: Readonly<Record<string, string>>;
-  /** Started with spawnSync (`execSync`): a pooled launcher cannot be used. */
+  /** Start cold, without a pooled launcher: spawnSync (`execSync`), or a line a launcher cannot read. */
   readonly synchronous?: boolean | undefined;
 }
 
