@@ -53,36 +53,36 @@ describe('deeply nested JSON', () => {
   const nest = (depth: number) => `let v = 1; for (let i = 0; i < ${depth}; i++) v = [v];`;
 
   it('crosses up to the depth limit', async () => {
-    const event = await engine.run({ code: `${nest(999)} return v` });
+    const event = await engine.run({ code: `${nest(1_999)} return v` });
     let value: unknown = expectResult(event).payload;
     let depth = 0;
     while (Array.isArray(value)) {
       value = value[0];
       depth++;
     }
-    expect([depth, value]).toEqual([999, 1]);
+    expect([depth, value]).toEqual([1_999, 1]);
   });
 
-  it.each([1_001, 5_000, 20_000, 200_000])(
+  it.each([2_001, 5_000, 20_000, 200_000])(
     'a result nested %i deep is VALIDATION naming the depth',
     async (depth) => {
       const event = await engine.run({ code: `${nest(depth)} return v` });
       const error = expectError(event, 'VALIDATION');
-      expect(error.message).toBe('The result is nested deeper than 1000 levels');
-      expect(error.details).toEqual({ field: 'result', limit: 1_000 });
+      expect(error.message).toBe('The result is nested deeper than 2000 levels');
+      expect(error.details).toEqual({ field: 'result', limit: 2_000 });
       await expectHealthy(engine);
     },
   );
 
-  it.each([1_001, 5_000])(
+  it.each([2_001, 5_000])(
     'data-request params nested %i deep end the execution with VALIDATION',
     async (depth) => {
       const event = await engine.run({
         code: `${nest(depth)} try { await dataProxy.request(v) } catch {} return 'went on'`,
       });
       const error = expectError(event, 'VALIDATION');
-      expect(error.message).toBe('dataProxy.request params are nested deeper than 1000 levels');
-      expect(error.details).toEqual({ field: 'params', limit: 1_000 });
+      expect(error.message).toBe('dataProxy.request params are nested deeper than 2000 levels');
+      expect(error.details).toEqual({ field: 'params', limit: 2_000 });
       await expectHealthy(engine);
     },
   );

@@ -9,7 +9,7 @@ import type { JsonValue } from '@coda/sandbox-core';
  * use to a model, and recursive consumers (`JSON.stringify`, deep equality, loggers) overflow their
  * stack at a few thousand levels.
  */
-export const maxJsonDepth = 1_000;
+export const maxJsonDepth = 2_000;
 
 /**
  * `JSON.parse` that drops every `__proto__` key, at any depth. `JSON.parse` itself defines such a
@@ -31,7 +31,7 @@ export function parseUntrustedJson(text: string): JsonValue {
       continue;
     }
     const record = node as Record<string, unknown>;
-    if (Object.hasOwn(record, '__proto__')) delete record.__proto__;
+    if (Object.hasOwn(record, '__proto__')) Reflect.deleteProperty(record, '__proto__');
     for (const key in record) {
       const item = record[key];
       if (typeof item === 'object' && item !== null) pending.push(item);
