@@ -1,6 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmdirSync, utimesSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { detectCgroups, ownGroups } from './cgroup.ts';
+import { createRunCgroups, detectCgroups, ownGroups, removeStaleBases } from './cgroup.ts';
 
 // mountinfo lines as the kernel writes them: id parent major:minor root mount-point options
 // [optional fields] - fstype source super-options.
@@ -46,5 +48,38 @@ describe('own cgroup discovery', () => {
     expect(support.memory?.version).toBe(1);
     expect(support.memory?.base).toBe(`${memory.at(-1)!.dir}/coda-sandbox-${process.pid}`);
     expect(support.pids?.version).toBe(1);
+  });
+});
+
+describe('left-behind groups', () => {
+  const deadPid = (): number => {
+    const result = spawnSync('/bin/true');
+    return result.pid!;
+  };
+
+  it('removes empty groups of a host that is gone, unless touched in the last minute', () => {
+    const support = detectCgroups();
+    const parent = dirname(support.pids!.base);
+    const old = `${parent}/coda-sandbox-${deadPid()}`;
+    const recent = `${parent}/coda-sandbox-${deadPid()}`;
+    for (const base of [old, recent]) mkdirSync(`${base}/run-1`, { recursive: true });
+    const twoMinutesAgo = new Date(Date.now() - 120_000);
+    utimesSync(old, twoMinutesAgo, twoMinutesAgo);
+    removeStaleBases(parent);
+    expect(existsSync(old)).toBe(false);
+    expect(existsSync(`${recent}/run-1`)).toBe(true);
+    rmdirSync(`${recent}/run-1`);
+    rmdirSync(recent);
+  });
+
+  it('re-creates this host’s base when someone removed it', async () => {
+    const support = detectCgroups();
+    for (const hierarchy of [support.memory!, support.pids!]) {
+      if (existsSync(hierarchy.base)) rmdirSync(hierarchy.base);
+    }
+    const groups = createRunCgroups(support, { memoryBytes: 64 * 1024 * 1024, pids: 10 });
+    expect(groups?.procsFiles.map(existsSync)).toEqual([true, true]);
+    await groups!.kill();
+    await groups!.remove();
   });
 });

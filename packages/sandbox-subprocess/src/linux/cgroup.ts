@@ -9,6 +9,7 @@ import {
   readdirSync,
   readFileSync,
   rmdirSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { rmdir } from 'node:fs/promises';
@@ -151,13 +152,15 @@ function controllerEnabled(dir: string, controller: Controller): boolean {
 }
 
 const createdBases = new Set<string>();
+/** A base untouched this long, whose host pid is gone, is considered left behind. */
+const staleAfterMs = 60_000;
 
 /**
  * Removes the empty run groups and bases that hosts which died without cleaning up (SIGKILL,
  * a crash) left next to ours: `coda-sandbox-<pid>` whose pid is gone. A group that still
  * holds a process is left alone (rmdir refuses it).
  */
-function removeStaleBases(dir: string): void {
+export function removeStaleBases(dir: string): void {
   let entries: string[];
   try {
     entries = readdirSync(dir);
@@ -169,6 +172,9 @@ function removeStaleBases(dir: string): void {
     if (match === null || Number(match[1]) === process.pid || isAlive(Number(match[1]))) continue;
     const base = `${dir}/${entry}`;
     try {
+      // A host in another pid namespace looks dead from here; a base it touched lately (groups
+      // created or removed) is left alone, and a host that finds its base gone re-creates it.
+      if (Date.now() - statSync(base).mtimeMs < staleAfterMs) continue;
       for (const child of readdirSync(base, { withFileTypes: true })) {
         if (child.isDirectory()) tryRmdir(`${base}/${child.name}`);
       }
@@ -269,7 +275,7 @@ export function createRunCgroups(
   try {
     if (limits.memoryBytes > 0 && support.memory !== undefined) {
       const dir = `${support.memory.base}/${name}`;
-      mkdirSync(dir);
+      makeRunGroup(dir, support.memory, 'memory');
       dirs.set(dir, support.memory);
       memoryDir = dir;
       writeMemoryLimit(dir, support.memory.version, limits.memoryBytes);
@@ -282,7 +288,7 @@ export function createRunCgroups(
     }
     if (limits.pids > 0 && support.pids !== undefined) {
       const dir = `${support.pids.base}/${name}`;
-      if (!dirs.has(dir)) mkdirSync(dir);
+      if (!dirs.has(dir)) makeRunGroup(dir, support.pids, 'pids');
       dirs.set(dir, support.pids);
       pidsDir = dir;
       writeFileSync(`${dir}/pids.max`, String(limits.pids));
@@ -349,6 +355,21 @@ export function createRunCgroups(
       }
     },
   };
+}
+
+/** Creates a run's group; re-creates the base first when someone removed it meanwhile. */
+function makeRunGroup(dir: string, hierarchy: Hierarchy, controller: Controller): void {
+  try {
+    mkdirSync(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    mkdirSync(hierarchy.base, { recursive: true });
+    createdBases.add(hierarchy.base);
+    if (hierarchy.version === 2) {
+      writeFileSync(`${hierarchy.base}/cgroup.subtree_control`, `+${controller}`);
+    }
+    mkdirSync(dir);
+  }
 }
 
 function writeMemoryLimit(dir: string, version: 1 | 2, bytes: number): void {
