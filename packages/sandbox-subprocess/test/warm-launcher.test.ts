@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createSandbox, SandboxControl } from '../src/index.ts';
 import { detectCgroups } from '../src/linux/cgroup.ts';
-import { pooledLauncherPids, takeLauncher } from '../src/linux/launcher-pool.ts';
+import { pooledLauncherPids, refillsSettled, takeLauncher } from '../src/linux/launcher-pool.ts';
 import { node } from './support/helpers.ts';
 
 /** Prints the limits of the command's own memory and pids groups, and the group names. */
@@ -21,7 +21,11 @@ const ownLimits = [
   ].join('; '),
 ];
 
-const immediate = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+/** Lets the pool's background refill finish (it starts on the next turn of the loop). */
+const immediate = async (): Promise<void> => {
+  await new Promise((resolve) => setImmediate(resolve));
+  await refillsSettled();
+};
 
 describe('warm launchers', () => {
   it('give every run its own fresh groups with exactly its limits', async () => {

@@ -12,7 +12,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { rmdir } from 'node:fs/promises';
+import { mkdir, rmdir } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SandboxControl } from '../process/controls.ts';
 
@@ -261,12 +261,32 @@ export interface RunCgroups {
   removeSync(): void;
 }
 
+/**
+ * Like {@link createRunCgroups}, but creates the directories on libuv's thread pool: a cgroup
+ * mkdir waits for the kernel's cgroup mutex, which a concurrent removal can hold for a while.
+ * For warm launchers, which are prepared in the background.
+ */
+export async function createRunCgroupsInBackground(
+  support: CgroupSupport,
+  limits: RunCgroupLimits,
+): Promise<RunCgroups | undefined> {
+  const name = `run-${++runCounter}`;
+  const dirs = new Set<string>();
+  if (limits.memoryBytes > 0 && support.memory !== undefined) {
+    dirs.add(`${support.memory.base}/${name}`);
+  }
+  if (limits.pids > 0 && support.pids !== undefined) dirs.add(`${support.pids.base}/${name}`);
+  // A failure is handled by the synchronous path below (it re-creates a removed base).
+  await Promise.allSettled([...dirs].map((dir) => mkdir(dir)));
+  return createRunCgroups(support, limits, name);
+}
+
 /** Creates the cgroups for one run, or returns `undefined` when none apply. */
 export function createRunCgroups(
   support: CgroupSupport,
   limits: RunCgroupLimits,
+  name = `run-${++runCounter}`,
 ): RunCgroups | undefined {
-  const name = `run-${++runCounter}`;
   const dirs = new Map<string, Hierarchy>();
   const controls: SandboxControl[] = [];
   let memoryDir: string | undefined;
@@ -362,6 +382,8 @@ function makeRunGroup(dir: string, hierarchy: Hierarchy, controller: Controller)
   try {
     mkdirSync(dir);
   } catch (error) {
+    // Run names are unique in this process: an existing one was made by createRunCgroupsInBackground.
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return;
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     mkdirSync(hierarchy.base, { recursive: true });
     createdBases.add(hierarchy.base);

@@ -13,7 +13,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { shellQuote } from '../process/shell-quote.ts';
-import { type CgroupSupport, createRunCgroups, type RunCgroups, removeBases } from './cgroup.ts';
+import {
+  type CgroupSupport,
+  createRunCgroupsInBackground,
+  type RunCgroups,
+  removeBases,
+} from './cgroup.ts';
 
 /** What a launcher is prepared for; runs with the same shape can share a pool. */
 export interface LauncherShape {
@@ -70,19 +75,26 @@ function scheduleRefill(support: CgroupSupport, shape: LauncherShape, key: strin
   refilling.add(key);
   // After the current run has been started: the fork of this (large) process costs a few ms.
   setImmediate(() => {
-    refilling.delete(key);
-    const pool = pools.get(key);
-    if (pool === undefined) return;
-    while (pool.length < perShape) {
-      const launcher = startLauncher(support, shape);
-      if (launcher === undefined) return;
-      pool.push(launcher);
-    }
+    void refill(support, shape, key).finally(() => refilling.delete(key));
   }).unref();
 }
 
-function startLauncher(support: CgroupSupport, shape: LauncherShape): Launcher | undefined {
-  const cgroups = createRunCgroups(support, {
+async function refill(support: CgroupSupport, shape: LauncherShape, key: string): Promise<void> {
+  for (;;) {
+    const pool = pools.get(key);
+    if (pool === undefined || pool.length >= perShape) return;
+    const launcher = await startLauncher(support, shape);
+    if (launcher === undefined) return;
+    if (pools.get(key) === pool) pool.push(launcher);
+    else discard(launcher); // the shape was dropped meanwhile
+  }
+}
+
+async function startLauncher(
+  support: CgroupSupport,
+  shape: LauncherShape,
+): Promise<Launcher | undefined> {
+  const cgroups = await createRunCgroupsInBackground(support, {
     memoryBytes: shape.memory ? placeholder.memoryBytes : 0,
     pids: shape.pids ? placeholder.pids : 0,
   });
@@ -165,6 +177,11 @@ export function drainLaunchers(): void {
   }
   pools.clear();
   removeBases();
+}
+
+/** Resolves once no refill is under way (for tests and diagnostics). */
+export async function refillsSettled(): Promise<void> {
+  while (refilling.size > 0) await new Promise((resolve) => setTimeout(resolve, 1));
 }
 
 /** PIDs of the launchers waiting in the pool (for tests and diagnostics). */
