@@ -22,6 +22,12 @@ describe('a promise rejection user code never handles', () => {
     await expectHealthy(engine);
   });
 
+  it('does not change the value returned after a data request either', async () => {
+    const code = "await dataProxy.request(1); Promise.reject(new Error('z')); return 5";
+    expect(expectResult(await engine.run({ code })).payload).toBe(5);
+    await expectHealthy(engine);
+  });
+
   it('ends an execution still running with RUNTIME naming the rejection', async () => {
     const event = await engine.run({
       code: "Promise.reject(new TypeError('late')); await dataProxy.request(1); return 1",
@@ -97,6 +103,32 @@ describe('deeply nested JSON', () => {
       level: 'info',
       message: 'deep',
     });
+  });
+});
+
+describe('in-process mode', () => {
+  const inProcess = new SandboxEngine({
+    isolation: 'in-process',
+    limits: { timeoutMs: 5_000 },
+    dataHandler: (params) => params,
+  });
+  afterAll(() => inProcess.dispose());
+
+  it('keeps the returned value over a stray rejection, and is RUNTIME while running', async () => {
+    const returned = await inProcess.run({ code: "Promise.reject(new Error('x')); return 1" });
+    expect(expectResult(returned).payload).toBe(1);
+    const running = await inProcess.run({
+      code: "Promise.reject(new Error('x')); await dataProxy.request(1); return 1",
+    });
+    expect(expectError(running, 'RUNTIME').message).toBe('Error: x');
+    await expectHealthy(inProcess);
+  });
+
+  it('refuses a result nested too deep with VALIDATION', async () => {
+    const event = await inProcess.run({
+      code: 'let v = 1; for (let i = 0; i < 5000; i++) v = [v]; return v',
+    });
+    expect(expectError(event, 'VALIDATION').details).toEqual({ field: 'result', limit: 2_000 });
   });
 });
 
