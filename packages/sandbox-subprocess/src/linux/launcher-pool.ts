@@ -63,7 +63,7 @@ export function takeLauncher(support: CgroupSupport, shape: LauncherShape): Laun
   while (pool !== undefined && pool.length > 0 && taken === undefined) {
     const candidate = pool.shift()!;
     if (candidate.child.exitCode === null && candidate.child.signalCode === null) taken = candidate;
-    else discard(candidate);
+    else discardLauncher(candidate);
   }
   scheduleRefill(support, shape, key);
   evictBeyondLimit();
@@ -86,7 +86,7 @@ async function refill(support: CgroupSupport, shape: LauncherShape, key: string)
     const launcher = await startLauncher(support, shape);
     if (launcher === undefined) return;
     if (pools.get(key) === pool) pool.push(launcher);
-    else discard(launcher); // the shape was dropped meanwhile
+    else discardLauncher(launcher); // the shape was dropped meanwhile
   }
 }
 
@@ -135,7 +135,7 @@ async function startLauncher(
       const index = pool.indexOf(launcher);
       if (index >= 0) {
         pool.splice(index, 1);
-        discard(launcher);
+        discardLauncher(launcher);
       }
     }
   };
@@ -145,7 +145,7 @@ async function startLauncher(
 }
 
 /** Kills a launcher that will not run anything and removes its groups (in the background). */
-function discard(launcher: Launcher): void {
+export function discardLauncher(launcher: Launcher): void {
   try {
     launcher.child.kill('SIGKILL');
   } catch {
@@ -158,7 +158,7 @@ function evictBeyondLimit(): void {
   while (pools.size > maxShapes) {
     const [oldest, pool] = pools.entries().next().value as [string, Launcher[]];
     pools.delete(oldest);
-    for (const launcher of pool) discard(launcher);
+    for (const launcher of pool) discardLauncher(launcher);
   }
 }
 

@@ -15,7 +15,12 @@ import {
   type RunCgroupLimits,
 } from './cgroup.ts';
 import { detectLinux } from './detect.ts';
-import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
+import {
+  discardLauncher,
+  type Launcher,
+  type LauncherShape,
+  takeLauncher,
+} from './launcher-pool.ts';
 import { openSeccompFilter, seccompFilterPath } from './seccomp/filter-file.ts';
 
 const mib = 1024 * 1024;
@@ -80,8 +85,8 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
 
   if (policy.enabled && policy.runAs !== undefined) {
     if (support.setpriv === undefined) {
-      if (launcher !== undefined) launcher.child.kill('SIGKILL');
-      cgroups?.removeSync();
+      if (launcher !== undefined) discardLauncher(launcher);
+      else cgroups?.removeSync();
       if (seccompFd !== undefined) closeSync(seccompFd);
       throw new SandboxUnavailableError('runAs needs util-linux setpriv, which is not on PATH');
     }
@@ -116,8 +121,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
       const line = steps.join(' && ');
       if (line.includes('\n')) {
         // A resolved path (a symlink target, the temp dir) brought a newline: start cold.
-        launcher.child.kill('SIGKILL');
-        void launcher.cgroups.kill().then(() => launcher.cgroups.remove());
+        discardLauncher(launcher);
         return linuxPlan({ ...request, synchronous: true });
       }
       launch = { launcher, line: `${line}\n` };
@@ -183,8 +187,7 @@ function takeReadyLauncher(
     launcher.cgroups.setLimits(limits);
     return launcher;
   } catch {
-    launcher.child.kill('SIGKILL');
-    void launcher.cgroups.kill().then(() => launcher.cgroups.remove());
+    discardLauncher(launcher);
     return undefined;
   }
 }

@@ -5,6 +5,7 @@ import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process'
 import { closeSync, realpathSync, statSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
 import { SandboxUnavailableError, SandboxValidationError, validate } from '@coda/sandbox-core';
+import { discardLauncher } from '../linux/launcher-pool.ts';
 import { currentPlatform, type Platform } from '../platform/platform.ts';
 import { platformPlan } from '../platform/platform-plan.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
@@ -179,8 +180,12 @@ function realDirectory(path: string, field: string): string {
 /** Frees what a plan holds when it will not run. */
 export function releasePlan(plan: LaunchPlan): void {
   if (plan.seccompFd !== undefined) closeSync(plan.seccompFd);
-  plan.launcher?.launcher.child.kill('SIGKILL');
-  plan.cgroups?.removeSync();
+  if (plan.launcher === undefined) {
+    plan.cgroups?.removeSync();
+    return;
+  }
+  // The launcher sits in the groups until it is reaped: they go once it has left.
+  discardLauncher(plan.launcher.launcher);
 }
 
 function start(
