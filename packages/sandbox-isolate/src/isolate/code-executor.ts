@@ -64,16 +64,22 @@ export class CodeExecutor {
     else signal?.addEventListener('abort', onAbort, { once: true });
 
     let failure: unknown;
+    let settled = false;
+    // What user code delivered by the time the call settled: isolated-vm queues the delivery
+    // ahead of the settlement, so a rejection reported after user code returned finds it here.
+    let text: string | undefined;
     try {
       if (ended === undefined) {
         await prepared.run.apply(undefined, [job.code, JSON.stringify(limits)], {
           ...runOptions,
           timeout: limits.timeoutMs,
         });
+        settled = true;
       }
     } catch (error) {
       failure = error;
     } finally {
+      text = prepared.delivered;
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       prepared.host = undefined;
@@ -84,11 +90,10 @@ export class CodeExecutor {
       return { kind: 'error', error: ended, stats };
     }
     // User code finished and delivered its outcome: it stands, even when isolated-vm rejected the
-    // call afterwards with a promise rejection nobody handled (see docs/isolate.md).
-    let text = prepared.delivered;
-    if (text === undefined) {
-      // isolated-vm queues the delivery ahead of the settlement; one more turn costs nothing on
-      // the paths that get here (failures) and guards against a reordering.
+    // call afterwards with a promise rejection nobody handled (see docs/isolate.md). A rejection
+    // reported while user code still ran ends it; what it delivers later does not count.
+    if (text === undefined && settled) {
+      // Resolved without a delivery: not expected (see above); one more turn guards a reordering.
       await new Promise((resolve) => setImmediate(resolve));
       text = prepared.delivered;
     }

@@ -38,6 +38,40 @@ describe('IsolateManager', () => {
     pool.release(second);
   });
 
+  it('with the pool empty, takes the isolate the refill is building instead of building another', async () => {
+    let builds = 0;
+    class CountingBuilder extends ContextBuilder {
+      override prepare(memoryMb: number) {
+        builds++;
+        return super.prepare(memoryMb);
+      }
+    }
+    const pool = new IsolateManager({
+      contextBuilder: new CountingBuilder(),
+      maxConcurrent: 4,
+      poolSize: 1,
+      poolMemoryMb: 64,
+    });
+    managers.push(pool);
+    await pool.warm();
+    pool.release(await pool.acquire());
+    await tick();
+    await tick();
+    expect(builds).toBe(2); // the refill is building
+    const claimed = await pool.acquire();
+    expect(builds).toBe(2);
+    expect(claimed.isolate.isDisposed).toBe(false);
+    expect(pool.pooledCount).toBe(0);
+    // Between two refill builds there is nothing to claim: this acquirer builds its own.
+    const other = await pool.acquire();
+    expect(other).not.toBe(claimed);
+    expect(other.isolate.isDisposed).toBe(false);
+    pool.release(claimed);
+    pool.release(other);
+    await pool.warm();
+    expect(pool.pooledCount).toBe(1);
+  });
+
   it('refuses at maxConcurrent with "IsolateManager at capacity (N)", and frees the slot on release', async () => {
     const pool = manager({ maxConcurrent: 2, poolSize: 0 });
     const a = await pool.acquire();

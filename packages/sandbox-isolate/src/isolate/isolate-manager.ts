@@ -32,6 +32,10 @@ export class IsolateManager {
   readonly #active = new Set<PreparedIsolate>();
   #reserved = 0;
   #refilling: Promise<void> | undefined;
+  /** The isolate the refill is building right now (undefined if that build fails). */
+  #building: Promise<PreparedIsolate | undefined> | undefined;
+  /** Whether an acquirer has claimed the isolate being built. */
+  #claimed = false;
   #disposed = false;
 
   constructor(options: IsolateManagerOptions) {
@@ -71,7 +75,10 @@ export class IsolateManager {
     } else {
       this.#reserved++;
       try {
-        prepared = await this.#builder.prepare(memoryMb);
+        const claim = this.#claimRefill(memoryMb);
+        prepared =
+          (claim === undefined ? undefined : await claim) ??
+          (await this.#builder.prepare(memoryMb));
       } finally {
         this.#reserved--;
       }
@@ -114,6 +121,16 @@ export class IsolateManager {
     this.#active.clear();
   }
 
+  // With the pool empty, an isolate the refill is already building is ready sooner than a new
+  // one (which would also compete with it for the same thread): wait for it instead. One
+  // acquirer per build; the others, and a failed build, fall back to building their own.
+  #claimRefill(memoryMb: number): Promise<PreparedIsolate | undefined> | undefined {
+    if (this.#building === undefined || this.#claimed) return undefined;
+    if (memoryMb !== this.#poolMemoryMb) return undefined;
+    this.#claimed = true;
+    return this.#building;
+  }
+
   #refill(): void {
     if (this.#refilling !== undefined || this.#disposed) return;
     if (this.#pool.length >= this.#poolSize) return;
@@ -127,14 +144,20 @@ export class IsolateManager {
       // One isolate per turn of the event loop, so arriving work interleaves with the refill.
       await new Promise<void>((resolve) => setImmediate(resolve));
       if (this.#disposed) return;
-      try {
-        const prepared = await this.#builder.prepare(this.#poolMemoryMb);
-        if (this.#disposed) disposeQuietly(prepared.isolate);
-        else this.#pool.push(prepared);
-      } catch (error) {
+      const building = this.#builder.prepare(this.#poolMemoryMb).catch((error: unknown) => {
         this.#logger.error({ err: error }, 'isolate pool refill failed');
-        return;
-      }
+        return undefined;
+      });
+      this.#building = building;
+      const prepared = await building;
+      this.#building = undefined;
+      const claimed = this.#claimed;
+      this.#claimed = false;
+      if (prepared === undefined) return;
+      // Claimed: the acquirer that waited for it takes it (and disposes it if we are disposed).
+      if (claimed) continue;
+      if (this.#disposed) disposeQuietly(prepared.isolate);
+      else this.#pool.push(prepared);
     }
   }
 }
