@@ -156,6 +156,33 @@ describe('warm launchers', () => {
   });
 });
 
+describe('a host killed by a signal', () => {
+  it('leaves no launcher group behind: launchers clean up when their stdin closes', async () => {
+    const script = [
+      "import { createSandbox } from './src/index.ts';",
+      'const sandbox = createSandbox({ timeoutMs: 10_000 });',
+      "await sandbox.run('/bin/true');",
+      'await new Promise((resolve) => setTimeout(resolve, 300));',
+      'console.log(process.pid);',
+      "process.kill(process.pid, 'SIGTERM');",
+    ].join('\n');
+    const result = spawnSync(
+      node,
+      ['--conditions=@coda/source', '--input-type=module', '-e', script],
+      { cwd: join(import.meta.dirname, '..'), encoding: 'utf8', timeout: 20_000 },
+    );
+    expect(result.signal).toBe('SIGTERM');
+    const pid = result.stdout.trim();
+    const support = detectCgroups();
+    const bases = [support.memory, support.pids].map((hierarchy) =>
+      join(hierarchy!.base, '..', `coda-sandbox-${pid}`),
+    );
+    await expect
+      .poll(() => bases.filter((base) => existsSync(base)), { timeout: 5_000 })
+      .toEqual([]);
+  });
+});
+
 describe('capabilities', () => {
   it('describe this host (bubblewrap, cgroup v1 memory and pids) without running a command', () => {
     const started = performance.now();

@@ -12,6 +12,7 @@
 // cannot be reset) and no memory charged by someone else's page cache.
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
+import { dirname } from 'node:path';
 import { shellQuote } from '../process/shell-quote.ts';
 import {
   type CgroupSupport,
@@ -106,7 +107,14 @@ async function startLauncher(
   const joins = cgroups.procsFiles.map((file) => `echo $$ > ${shellQuote(file)}`);
   // dash reads a pipe one byte at a time, so `read` takes exactly the line and leaves the
   // caller's input for the command.
-  const script = [...joins, 'IFS= read -r line', 'eval "$line"'].join(' && ');
+  const groups = cgroups.procsFiles.map((file) => dirname(file));
+  // When the host dies before handing over a run (stdin closes), the launcher moves back to the
+  // host's own group and removes its run's groups, and the base when it is the last one out.
+  const cleanup = [
+    ...groups.map((dir) => `echo $$ > ${shellQuote(`${dirname(dirname(dir))}/cgroup.procs`)}`),
+    ...groups.map((dir) => `rmdir ${shellQuote(dir)} ${shellQuote(dirname(dir))}`),
+  ].join('; ');
+  const script = `${joins.join(' && ')} && if IFS= read -r line; then eval "$line"; else { ${cleanup}; } 2>/dev/null; fi`;
   let child: ChildProcess;
   try {
     child = spawn('/bin/sh', ['-c', script, 'coda-sandbox'], {
