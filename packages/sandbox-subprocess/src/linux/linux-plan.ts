@@ -108,17 +108,9 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     const ulimits = ulimitSteps(limits, { data: dataFallback }, controls);
     if (launcher !== undefined) {
       // The launcher already sits in the run's groups; the line sets the rest and becomes bwrap.
-      const exports = Object.entries(request.env).map(
-        ([name, value]) => `${name}=${shellQuote(value)}`,
-      );
-      const steps = [
-        ...ulimits,
-        `cd -- ${shellQuote(request.cwd)}`,
-        'unset OLDPWD',
-        ...(exports.length > 0 ? [`export ${exports.join(' ')}`] : []),
-        `exec ${argv.map(shellQuote).join(' ')}${seccompPath === undefined ? '' : ` ${seccompFdNumber}< ${shellQuote(seccompPath)}`}`,
-      ];
-      const line = steps.join(' && ');
+      const seccomp =
+        seccompPath === undefined ? undefined : { fd: seccompFdNumber, path: seccompPath };
+      const line = launcherLine(ulimits, request, argv, seccomp);
       if (line.includes('\n')) {
         // A resolved path (a symlink target, the temp dir) brought a newline: start cold.
         discardLauncher(launcher);
@@ -155,6 +147,30 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
         ? support.reason
         : 'sandbox disabled by policy',
   };
+}
+
+/**
+ * The one line a warm launcher reads and evals: rlimits, cwd, environment (names are validated
+ * identifiers, values single-quoted), then `exec` of the argv with the seccomp file opened on
+ * its descriptor number. Nothing in it is expanded by the shell.
+ */
+function launcherLine(
+  ulimits: readonly string[],
+  request: LaunchRequest,
+  argv: readonly string[],
+  seccomp: { fd: number; path: string } | undefined,
+): string {
+  const exports = Object.entries(request.env).map(
+    ([name, value]) => `${name}=${shellQuote(value)}`,
+  );
+  const redirect = seccomp === undefined ? '' : ` ${seccomp.fd}< ${shellQuote(seccomp.path)}`;
+  return [
+    ...ulimits,
+    `cd -- ${shellQuote(request.cwd)}`,
+    'unset OLDPWD', // set by `cd`; the cold path's command never sees it
+    ...(exports.length > 0 ? [`export ${exports.join(' ')}`] : []),
+    `exec ${argv.map(shellQuote).join(' ')}${redirect}`,
+  ].join(' && ');
 }
 
 /**
