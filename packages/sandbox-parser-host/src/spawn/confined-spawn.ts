@@ -25,19 +25,11 @@ const memoryCgroups = new Set<string>([
   SandboxControl.memoryCgroupV2,
 ]);
 
-/** Starts confined children; learns on its first spawn whether a memory cgroup applies. */
+/** Starts confined children, with a memory cgroup where the subprocess layer can make one. */
 export class ConfinedSpawner {
   readonly #sandbox: SubprocessSandbox;
-  readonly #logger: Logger;
-  /**
-   * Whether the memory limit can go to a cgroup. Without one the subprocess layer would fall
-   * back to RLIMIT_DATA at the limit, which stops Node from starting; then the host passes no
-   * memory limit to it and bounds memory with its own watchdog and a 1 GiB RLIMIT_DATA instead.
-   */
-  #cgroupMemory: boolean | undefined;
 
   constructor(strict: boolean, logger: Logger) {
-    this.#logger = logger;
     this.#sandbox = createSandbox(
       {
         enabled: true,
@@ -57,26 +49,20 @@ export class ConfinedSpawner {
 
   /** Starts one child; throws `SandboxUnavailableError` when strict and bwrap is missing. */
   spawn(plan: RunnerPlan): ParserChild {
-    const memoryMb = Math.ceil(plan.limits.memoryBytes / mebibyte);
-    if (this.#cgroupMemory !== false) {
-      const started = this.#start(plan, memoryMb);
-      if (this.#cgroupMemory === true) return wrap(started, true);
-      this.#cgroupMemory = started.controls.some((control) => memoryCgroups.has(control));
-      if (this.#cgroupMemory) return wrap(started, true);
-      started.kill();
-      this.#logger.warn('no memory cgroup for parser children: using the RSS watchdog');
-    }
-    return wrap(this.#start(plan, 0), false);
-  }
-
-  #start(plan: RunnerPlan, memoryMb: number): SandboxedProcess {
     const { file, args } = runnerCommand(plan);
-    return this.#sandbox.spawn(file, args, {
+    const child = this.#sandbox.spawn(file, args, {
       cwd: plan.cwd,
       extraPipes: 1,
-      maxMemoryMb: memoryMb,
+      maxMemoryMb: Math.ceil(plan.limits.memoryBytes / mebibyte),
+      // Without a writable memory cgroup the layer would fall back to RLIMIT_DATA at the limit,
+      // which stops Node from starting; the host's RSS watchdog bounds memory instead.
+      memoryFallback: 'none',
       readOnlyPaths: [process.execPath, runnerPath, wirePath, ...plan.readPaths],
     });
+    return wrap(
+      child,
+      child.controls.some((control) => memoryCgroups.has(control)),
+    );
   }
 }
 
