@@ -68,9 +68,8 @@ const { value } = fc.letrec<{ value: unknown }>((tie) => ({
 }));
 
 /**
- * A value nested `depth` levels deep in arrays and objects, alternating. At 1 000 levels at most:
- * from about 2 300 levels a result ends with CRASH (the host's JSON reviver runs out of stack),
- * a known hole reported to the isolate layer; fast-check cannot even print such a counterexample.
+ * A value nested `depth` levels deep in arrays and objects, alternating. Capped at 1 000 levels:
+ * fast-check cannot print deeper values; the test below covers the engine’s 2 000-level limit.
  */
 const deep = fc.tuple(fc.integer({ min: 50, max: 1_000 }), value).map(([depth, leaf]) => {
   let nested: unknown = leaf;
@@ -157,4 +156,27 @@ describe('bridge property', () => {
     expect(outcomes.result).toBeGreaterThan(0);
     expect(outcomes.VALIDATION).toBeGreaterThan(0);
   }, 240_000);
+
+  it.each([
+    ['a result', 'return nest(2_001)', 'result'],
+    ['data-request params', 'return await dataProxy.request(nest(2_001))', 'params'],
+    ['a result far past the limit', 'return nest(200_000)', 'result'],
+  ])(
+    '%s nested past 2 000 levels ends in VALIDATION naming the depth limit',
+    async (_what, body, field) => {
+      received.length = 0;
+      const event = await engine.run({
+        code: `function nest(depth) { let v = 0; for (let i = 0; i < depth; i++) v = [v]; return v; }
+             ${body}`,
+      });
+      expect(event).toMatchObject({
+        type: 'error',
+        code: 'VALIDATION',
+        details: { field, limit: 2_000 },
+      });
+      expect(received).toEqual([]);
+      // The engine goes on serving.
+      expect(await engine.run({ code: 'return 1' })).toMatchObject({ type: 'result', payload: 1 });
+    },
+  );
 });
