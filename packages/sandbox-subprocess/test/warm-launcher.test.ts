@@ -209,6 +209,8 @@ describe('capabilities', () => {
   });
 });
 
+const repositoryRoot = join(import.meta.dirname, '..', '..', '..');
+
 describe('without a writable memory cgroup', () => {
   it('reports rlimit-data and honours memoryFallback', () => {
     // A read-only bind of / makes the cgroup file systems read-only for the fixture.
@@ -225,6 +227,10 @@ describe('without a writable memory cgroup', () => {
         '--unshare-pid',
         '--tmpfs',
         '/tmp',
+        // A checkout under /tmp (as CI may use) stays visible above the private /tmp.
+        '--ro-bind',
+        repositoryRoot,
+        repositoryRoot,
         '--',
         node,
         '--conditions=@coda/source',
