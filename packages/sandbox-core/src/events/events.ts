@@ -26,7 +26,7 @@ export interface ExecutionStats {
   heapUsedBytes: number;
   /** `dataProxy.request` calls made. */
   dataRequests: number;
-  /** UTF-8 bytes of data responses received. */
+  /** UTF-8 bytes of data request params sent and responses received. */
   dataBytes: number;
   /** Status events emitted (console included). */
   statusEvents: number;

@@ -21,7 +21,7 @@ export const IsolateLimitsSchema = z.strictObject({
 export const BridgeLimitsSchema = z.strictObject({
   /** Most `dataProxy.request()` calls one execution may make. */
   maxDataRequests: countOrZero,
-  /** Most UTF-8 bytes of data responses one execution may receive, in total. */
+  /** Most UTF-8 bytes of data request params and responses one execution may move, in total. */
   maxDataBytes: countOrZero,
   /** Largest result payload, in UTF-8 bytes of its JSON. */
   maxResultBytes: positiveInt,
