@@ -3,7 +3,12 @@
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import type { JsonObject } from '@coda/sandbox-core';
-import { degradedWarning, type SandboxResult } from '@coda/sandbox-subprocess';
+import {
+  defaultSubprocessPolicy,
+  degradedWarning,
+  SandboxControl,
+  type SandboxResult,
+} from '@coda/sandbox-subprocess';
 import { formatMs, truncate } from '../cli/format.ts';
 import type { Reporter } from '../cli/reporter.ts';
 import { restrictivePolicy } from '../compose/subprocess-sandbox.ts';
@@ -11,18 +16,18 @@ import { connectScript, listenOnLoopback } from '../sample-data/loopback-listene
 import { type DemoPart, partReport } from './part.ts';
 
 /** Controls full confinement brings on Linux; the ones missing from a result degraded. */
-const fullConfinement = [
-  'bubblewrap',
-  'namespace:net',
-  'namespace:pid',
-  'read-only-root',
-  'no-file-writes',
-  'seccomp',
-  'seccomp-no-inet-sockets',
-  'capabilities-dropped',
-  'clean-environment',
-  'wall-clock-timeout',
-] as const;
+const fullConfinement: readonly string[] = [
+  SandboxControl.bubblewrap,
+  SandboxControl.networkNamespace,
+  SandboxControl.pidNamespace,
+  SandboxControl.readOnlyRoot,
+  SandboxControl.noFileWrites,
+  SandboxControl.seccomp,
+  SandboxControl.seccompNoInet,
+  SandboxControl.capabilitiesDropped,
+  SandboxControl.cleanEnvironment,
+  SandboxControl.wallClockTimeout,
+];
 
 /** Outside anything the policy allows; per process, so parallel runs never see each other's. */
 const forbiddenFile = `/var/tmp/coda-demo-${process.pid}-was-here`;
@@ -97,18 +102,8 @@ export const subprocessPart: DemoPart = {
 
 /** Whether every variable in `env` output is one the policy lets through (plus the cwd). */
 function onlyAllowedVariables(output: string): boolean {
-  const allowed = new Set([
-    'PATH',
-    'HOME',
-    'LANG',
-    'LC_ALL',
-    'LC_CTYPE',
-    'TZ',
-    'TERM',
-    'PWD',
-    'SHLVL',
-    '_',
-  ]);
+  // The policy's variables (restrictivePolicy keeps the default list), plus what the shell sets.
+  const allowed = new Set([...defaultSubprocessPolicy.allowedEnv, 'PWD', 'SHLVL', '_']);
   const names = output
     .split('\n')
     .filter(Boolean)
