@@ -24,14 +24,6 @@ export interface Backend {
   close(): Promise<void>;
 }
 
-/** ioredis settings that fail fast when Redis is down instead of queueing commands. */
-export const failFast = {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 1,
-  connectTimeout: 1_000,
-  retryStrategy: () => 100,
-} as const;
-
 export function memoryBackend(): Backend {
   // One process, one store: every "host" of the suite shares it.
   const store = createMemoryLimitStore();

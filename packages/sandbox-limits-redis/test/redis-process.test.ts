@@ -15,8 +15,7 @@ import {
   createTurnBudgetGuard,
   fromIoredis,
 } from '../src/index.ts';
-import { failFast } from './backends.ts';
-import { type RedisProcess, startRedis } from './redis-servers.ts';
+import { failFast, type RedisProcess, startRedis } from './redis-servers.ts';
 import { refusal } from './refusal.ts';
 
 /**

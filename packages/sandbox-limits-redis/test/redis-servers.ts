@@ -9,6 +9,14 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
+/** ioredis settings that fail fast when Redis is down instead of queueing commands. */
+export const failFast = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  connectTimeout: 1_000,
+  retryStrategy: () => 100,
+} as const;
+
 /** A redis-server this process started. */
 export interface RedisProcess {
   readonly port: number;
