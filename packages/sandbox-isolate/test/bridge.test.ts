@@ -8,7 +8,6 @@ import { collect, expectError, expectHealthy, expectResult } from './helpers.ts'
 const received: { params: JsonValue; info: DataRequestInfo }[] = [];
 
 const engine = new SandboxEngine({
-  workers: 1,
   limits: { timeoutMs: 1_000 },
   dataHandler: (params, info) => {
     received.push({ params, info });

@@ -5,7 +5,6 @@ import { collect, expectResult } from './helpers.ts';
 describe.each(['process', 'in-process'] as const)('SandboxEngine basics (%s)', (isolation) => {
   const engine = new SandboxEngine({
     isolation,
-    workers: 1,
     dataHandler: (params) => ({ echo: params }),
   });
   afterAll(() => engine.dispose());

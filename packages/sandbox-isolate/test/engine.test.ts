@@ -57,7 +57,6 @@ describe.each(['process', 'in-process'] as const)('SandboxEngine (%s)', (isolati
   };
   const engine = new SandboxEngine({
     isolation,
-    workers: 1,
     maxConcurrent: 3,
     logger,
     limits: { timeoutMs: 2_000 },

@@ -5,7 +5,6 @@ import { SandboxEngine } from '../src/index.ts';
 import { expectError, expectHealthy, expectResult } from './helpers.ts';
 
 const engine = new SandboxEngine({
-  workers: 1,
   limits: { timeoutMs: 5_000 },
   dataHandler: (params) => params,
 });

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
 import { expectError, expectHealthy } from './helpers.ts';
 
-const engine = new SandboxEngine({ workers: 1, limits: { memoryMb: 32, timeoutMs: 2_000 } });
+const engine = new SandboxEngine({ limits: { memoryMb: 32, timeoutMs: 2_000 } });
 const hostRssBefore = process.memoryUsage.rss();
 afterAll(() => engine.dispose());
 

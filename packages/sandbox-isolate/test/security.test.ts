@@ -5,7 +5,6 @@ import { SandboxEngine } from '../src/index.ts';
 import { collect, expectError, expectHealthy, expectResult } from './helpers.ts';
 
 const engine = new SandboxEngine({
-  workers: 1,
   limits: { timeoutMs: 1_000 },
   dataHandler: () => ({ rows: [1, 2, 3] }),
 });

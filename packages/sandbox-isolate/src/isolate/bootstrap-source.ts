@@ -5,13 +5,18 @@
 // Arguments: $0 = status callback (sync ivm.Callback: source, level, message, dataJson?),
 // $1 = data Reference (async host function: paramsJson | null, units, tooDeep → '1' + json |
 // '0' + message), $2 = WASM modules as [name, bytes, bindingSource | null][], $3 = deliver
-// callback (sync ivm.Callback: the run's outcome text), $4 = the nesting depth limit.
+// callback (ivm.Callback, fire and forget: the run's outcome text), $4 = the nesting depth limit,
+// $5 = the same delivery as a synchronous ivm.Callback.
 // It captures them in this closure (they are never reachable from the global object) and
-// returns the `run` function, whose Reference only the host holds.
+// returns `[run, settled]`, two functions whose References only the host holds.
 //
-// `run(code, limitsJson)` resolves with a string, never an object: resolving a promise with an
-// object looks up its `then`, which user code could have planted on a prototype. The string is
-// `kind\ndropped\nbody`, where kind is ok | too-big | unserializable | throw.
+// `run(code, limitsJson, synchronous)` starts user code and delivers its outcome as a string,
+// never an object: resolving a promise with an object looks up its `then`, which user code could
+// have planted on a prototype. The string is `kind\ndropped\nbody`, where kind is ok | too-big |
+// unserializable | throw. Called with `synchronous` (through applySync, on the host's thread), it
+// returns nothing and delivers through $5, so an outcome reached before the call returns is
+// already with the host; `settled()` then returns the promise of the rest. Otherwise `run`
+// returns that promise itself and delivers through $3.
 
 /** Source of the isolate bootstrap; see the file comment for its contract. */
 export const bootstrapSource = String.raw`'use strict';
@@ -20,6 +25,7 @@ const dataRef = $1;
 const wasmModules = $2;
 const deliver = $3;
 const maxDepth = $4;
+const deliverNow = $5;
 const global = globalThis;
 const stringify = JSON.stringify;
 const parse = JSON.parse;
@@ -205,10 +211,20 @@ global.console = Object.freeze({
   error: consoleMethod('error'),
 });
 
-return async function run(code, limitsJson) {
-  limits = parse(limitsJson);
-  deliver(await outcome(code));
-};
+let pending = null;
+return [
+  function run(code, limitsJson, synchronous) {
+    limits = parse(limitsJson);
+    pending = settle(code, synchronous ? deliverNow : deliver);
+    return synchronous ? undefined : pending;
+  },
+  function settled() {
+    return pending;
+  },
+];
+async function settle(code, report) {
+  report(await outcome(code));
+}
 async function outcome(code) {
   let fn;
   try {

@@ -10,12 +10,14 @@ import {
 } from '@coda/sandbox-core';
 import { capText, maxJsonDepth, scrubHostPaths } from '../bridge/safe-json.ts';
 import { disposeQuietly, type PreparedIsolate } from './context-builder.ts';
-import type { ExecutionJob, IsolateStats, JobHost, JobOutcome } from './job.ts';
+import type { ExecutionJob, IsolateStats, JobHost, JobOutcome, SynchronousStart } from './job.ts';
 
 const runOptions = {
   arguments: { copy: true },
   result: { promise: true },
 } as const;
+const startOptions = { arguments: { copy: true } } as const;
+const settledOptions = { result: { promise: true } } as const;
 
 /**
  * Runs user code in a {@link PreparedIsolate}. The result is serialised to JSON inside the
@@ -27,12 +29,20 @@ export class CodeExecutor {
    * Runs `job` in `prepared` and reports bridge calls to `host`. Never rejects. When `signal`
    * aborts, the isolate is disposed and the outcome is an error built from `signal.reason`
    * (a `SandboxError` keeps its code; anything else becomes `CANCELLED`).
+   *
+   * With `start`, if `start.allowed()` as user code starts, it starts on the calling thread
+   * (isolated-vm's applySync) and runs until it first waits on the host or finishes, under V8's
+   * timeout; only the rest runs on the isolate's own thread. That saves two thread hand-offs per
+   * execution, but the calling thread can do nothing else meanwhile (neither the wall-clock timer
+   * nor `signal` can act before V8's timeout), so only a thread with nothing else to serve may
+   * ask for it.
    */
   async run(
     prepared: PreparedIsolate,
     job: ExecutionJob,
     host: JobHost,
     signal?: AbortSignal,
+    start?: SynchronousStart,
   ): Promise<JobOutcome> {
     const { limits } = job;
     const started = performance.now();
@@ -69,8 +79,25 @@ export class CodeExecutor {
     // ahead of the settlement, so a rejection reported after user code returned finds it here.
     let text: string | undefined;
     try {
-      if (ended === undefined) {
-        await prepared.run.apply(undefined, [job.code, JSON.stringify(limits)], {
+      const here = ended === undefined && start?.allowed() === true;
+      if (!here) start?.yielded();
+      if (here) {
+        const args = [job.code, JSON.stringify(limits), true] as const;
+        prepared.run.applySync(undefined, [...args], {
+          ...startOptions,
+          timeout: limits.timeoutMs,
+        });
+        if (prepared.delivered === undefined && ended === undefined) {
+          start?.yielded();
+          // The rest runs on the isolate's thread; this call only waits for it (and reports a
+          // rejection nobody handled, as the asynchronous start does).
+          const left = Math.max(1, Math.ceil(limits.timeoutMs - (performance.now() - started)));
+          await prepared.settled.apply(undefined, [], { ...settledOptions, timeout: left });
+        }
+        settled = true;
+      } else if (ended === undefined) {
+        const args = [job.code, JSON.stringify(limits), false] as const;
+        await prepared.run.apply(undefined, [...args], {
           ...runOptions,
           timeout: limits.timeoutMs,
         });

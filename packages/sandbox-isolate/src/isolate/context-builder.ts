@@ -1,13 +1,21 @@
 // Builds the context user code runs in: an empty V8 context plus dataProxy, reportStatus,
 // console and the configured WASM bindings, installed by the bootstrap closure.
+import { defaultExecutionLimits } from '@coda/sandbox-core';
 import ivm from 'isolated-vm';
 import { maxJsonDepth } from '../bridge/safe-json.ts';
 import { bootstrapSource } from './bootstrap-source.ts';
 import type { JobHost } from './job.ts';
 import type { LoadedWasmModule } from './wasm-modules.ts';
 
-/** The function the bootstrap returns; only the host holds a Reference to it. */
-export type IsolateRunFunction = (code: string, limitsJson: string) => Promise<void>;
+/** Starts user code (see bootstrap-source.ts); only the host holds a Reference to it. */
+export type IsolateRunFunction = (
+  code: string,
+  limitsJson: string,
+  synchronous: boolean,
+) => Promise<void> | undefined;
+
+/** The promise of the run started last, for a run started synchronously. */
+export type IsolateSettledFunction = () => Promise<void>;
 
 /** An isolate with its context built, waiting for one execution. */
 export interface PreparedIsolate {
@@ -17,6 +25,8 @@ export interface PreparedIsolate {
   readonly memoryMb: number;
   /** Runs user code once; its outcome arrives in `delivered`. */
   readonly run: ivm.Reference<IsolateRunFunction>;
+  /** Awaits the rest of a run started with `synchronous`. */
+  readonly settled: ivm.Reference<IsolateSettledFunction>;
   /** Receives the bridge calls of the execution this isolate is bound to; unset until then. */
   host: JobHost | undefined;
   /** The run's outcome text (see bootstrap-source.ts), once user code has finished. */
@@ -31,6 +41,9 @@ export interface ContextBuilderOptions {
   onCatastrophicError?: (message: string) => void;
 }
 
+const warmUpCode = 'return null';
+const warmUpLimitsJson = JSON.stringify(defaultExecutionLimits);
+const warmUpOptions = { arguments: { copy: true }, timeout: 1_000 } as const;
 const levels = new Set(['info', 'warn', 'error']);
 const sources = new Set(['console', 'reportStatus']);
 
@@ -60,14 +73,14 @@ export class ContextBuilder {
         host: undefined,
         delivered: undefined,
       };
+      const receive = (text: unknown) => {
+        if (typeof text === 'string' && holder.delivered === undefined) holder.delivered = text;
+      };
       // Fire and forget: the isolate does not wait for the host thread, and isolated-vm queues
       // this call ahead of the settlement of the run's promise, so it is seen first.
-      const deliver = new ivm.Callback(
-        (text: unknown) => {
-          if (typeof text === 'string' && holder.delivered === undefined) holder.delivered = text;
-        },
-        { ignored: true },
-      );
+      const deliver = new ivm.Callback(receive, { ignored: true });
+      // For a run on the host's own thread (applySync): delivered before the call returns.
+      const deliverNow = new ivm.Callback(receive);
       const status = new ivm.Callback(
         (source: unknown, level: unknown, message: unknown, dataJson: unknown) => {
           if (typeof source !== 'string' || !sources.has(source)) return;
@@ -100,16 +113,28 @@ export class ContextBuilder {
         module.bytes.slice().buffer,
         module.binding,
       ]);
-      const run = (await context.evalClosure(
+      const functions = (await context.evalClosure(
         bootstrapSource,
-        [status, data, new ivm.ExternalCopy(wasm).copyInto(), deliver, maxJsonDepth],
+        [status, data, new ivm.ExternalCopy(wasm).copyInto(), deliver, maxJsonDepth, deliverNow],
         { result: { reference: true }, filename: 'sandbox:bootstrap' },
-      )) as ivm.Reference<IsolateRunFunction>;
+      )) as ivm.Reference<[IsolateRunFunction, IsolateSettledFunction]>;
+      const run = functions.getSync(0, { reference: true }) as ivm.Reference<IsolateRunFunction>;
+      const settled = functions.getSync(1, {
+        reference: true,
+      }) as ivm.Reference<IsolateSettledFunction>;
+      functions.release();
+      // The first run in a fresh context compiles the bootstrap's run path, about 0.25 ms here:
+      // do it now, while the pool refills, so that a user's execution starts warm. The warm-up
+      // is delivered synchronously and forgotten at once; the next run replaces everything it
+      // set (the limits, the pending outcome) and it counts no status events.
+      run.applySync(undefined, [warmUpCode, warmUpLimitsJson, true], warmUpOptions);
+      holder.delivered = undefined;
       const prepared: PreparedIsolate = {
         isolate,
         context,
         memoryMb,
         run,
+        settled,
         get host() {
           return holder.host;
         },

@@ -18,6 +18,8 @@ afterEach(() => {
   for (const created of managers.splice(0)) created.dispose();
 });
 const tick = () => new Promise((resolve) => setImmediate(resolve));
+/** Past the moment a released isolate is disposed and the refill starts (1 ms after release). */
+const afterRelease = () => new Promise((resolve) => setTimeout(resolve, 2));
 
 describe('IsolateManager', () => {
   it('keeps a warm pool and hands out each isolate once', async () => {
@@ -28,7 +30,8 @@ describe('IsolateManager', () => {
     expect(pool.pooledCount).toBe(1);
     expect(first.memoryMb).toBe(64);
     pool.release(first);
-    await tick();
+    expect(first.isolate.isDisposed).toBe(false);
+    await afterRelease();
     expect(first.isolate.isDisposed).toBe(true);
     await pool.warm();
     expect(pool.pooledCount).toBe(2);
@@ -55,7 +58,7 @@ describe('IsolateManager', () => {
     managers.push(pool);
     await pool.warm();
     pool.release(await pool.acquire());
-    await tick();
+    await afterRelease();
     await tick();
     expect(builds).toBe(2); // the refill is building
     const claimed = await pool.acquire();

@@ -93,7 +93,7 @@ export class IsolateManager {
 
   /**
    * Gives back an isolate handed out by `acquire()`: its slot is free at once, the isolate is
-   * disposed on the next turn of the event loop (off the path that reports the result) and is
+   * disposed a millisecond later (off the path that reports the result) and is
    * never handed out again; then the pool refills. Building an isolate blocks the thread for
    * about 2 ms, so refills wait until an execution has reported, never in the middle of one.
    * Never throws; safe to call twice.
@@ -101,10 +101,12 @@ export class IsolateManager {
   release(prepared: PreparedIsolate): void {
     prepared.host = undefined;
     if (!this.#active.delete(prepared)) return;
-    setImmediate(() => {
+    // A timer, not setImmediate: the caller the result goes to (the host process, in process
+    // mode) needs a CPU to wake up on, and building an isolate at once would compete with it.
+    setTimeout(() => {
       discard(prepared);
       this.#refill();
-    });
+    }, releaseDelayMs);
   }
 
   /** Resolves when the pool is full (or refilling failed). */
@@ -162,9 +164,13 @@ export class IsolateManager {
   }
 }
 
+/** How long after a release its isolate is disposed and the pool refilled. */
+const releaseDelayMs = 1;
+
 function discard(prepared: PreparedIsolate): void {
   try {
     prepared.run.release();
+    prepared.settled.release();
   } catch {
     // The isolate is gone already; its handles went with it.
   }

@@ -4,7 +4,7 @@ import { type Logger, toSandboxErrorJSON } from '@coda/sandbox-core';
 import { CodeExecutor } from './code-executor.ts';
 import { ContextBuilder } from './context-builder.ts';
 import { IsolateManager } from './isolate-manager.ts';
-import type { ExecutionJob, JobHost, JobOutcome } from './job.ts';
+import type { ExecutionJob, JobHost, JobOutcome, SynchronousStart } from './job.ts';
 import type { LoadedWasmModule } from './wasm-modules.ts';
 
 /** Options of an {@link IsolateRuntime}. */
@@ -34,8 +34,16 @@ export class IsolateRuntime {
     });
   }
 
-  /** Runs one job on a fresh single-use isolate. Never rejects. */
-  async execute(job: ExecutionJob, host: JobHost, signal?: AbortSignal): Promise<JobOutcome> {
+  /**
+   * Runs one job on a fresh single-use isolate. Never rejects. `start` asks for user code to
+   * start on the calling thread (see {@link CodeExecutor.run}).
+   */
+  async execute(
+    job: ExecutionJob,
+    host: JobHost,
+    signal?: AbortSignal,
+    start?: SynchronousStart,
+  ): Promise<JobOutcome> {
     const started = performance.now();
     let prepared: Awaited<ReturnType<IsolateManager['acquire']>>;
     try {
@@ -53,7 +61,7 @@ export class IsolateRuntime {
       };
     }
     try {
-      return await this.#executor.run(prepared, job, host, signal);
+      return await this.#executor.run(prepared, job, host, signal, start);
     } finally {
       this.manager.release(prepared);
     }

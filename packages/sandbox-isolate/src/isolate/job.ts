@@ -42,3 +42,17 @@ export interface JobHost {
    */
   data(paramsJson: string | null, units: number, tooDeep: boolean): Promise<DataAnswer>;
 }
+
+/**
+ * Asks for user code to start on the calling thread (see {@link CodeExecutor.run}): for a thread
+ * that serves nothing else meanwhile, such as a worker process's main thread with one execution.
+ */
+export interface SynchronousStart {
+  /** Checked as user code starts: whether the calling thread still serves nothing else. */
+  allowed(): boolean;
+  /**
+   * Called once the calling thread is free again while the execution goes on: user code waits on
+   * the host, or it did not start here after all. Not called when it finished on this thread.
+   */
+  yielded(): void;
+}

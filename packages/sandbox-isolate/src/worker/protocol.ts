@@ -16,7 +16,14 @@ export interface WorkerInit {
 /** Host → worker. */
 export type HostMessage =
   | { t: 'init'; init: WorkerInit }
-  | { t: 'run'; id: string; code: string; limits?: ExecutionLimits }
+  | {
+      t: 'run';
+      id: string;
+      code: string;
+      limits?: ExecutionLimits;
+      /** Start user code on the worker's main thread (the worker has nothing else to do). */
+      here?: true;
+    }
   | { t: 'abort'; id: string; error: SandboxErrorJSON }
   | { t: 'data-answer'; id: string; seq: number; answer: DataAnswer };
 
@@ -34,6 +41,8 @@ export type WorkerMessage =
     }
   | { t: 'data'; id: string; seq: number; paramsJson: string | null; units: number; deep: boolean }
   | { t: 'done'; id: string; outcome: JobOutcome }
+  /** A job sent with `here` no longer runs on the worker's main thread (it waits on the host). */
+  | { t: 'yielded'; id: string }
   | { t: 'rss'; rss: number };
 
 /** Prefix of the stderr line a worker writes before it kills itself on a catastrophic error. */

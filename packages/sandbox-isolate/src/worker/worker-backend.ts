@@ -54,7 +54,8 @@ export class WorkerBackend implements ExecutionBackend {
   }
 
   execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
-    return this.#pick().execute(job, host, signal);
+    const worker = this.#pick();
+    return worker.execute(job, host, signal, this.#mayStartOnMainThread(worker));
   }
 
   async dispose(): Promise<void> {
@@ -77,6 +78,15 @@ export class WorkerBackend implements ExecutionBackend {
     const chosen = best ?? this.#next % count;
     this.#next = (chosen + 1) % count;
     return this.#slots[chosen]!;
+  }
+
+  // User code may start on `chosen`'s main thread (two thread hand-offs fewer) when `chosen` has
+  // no other job and another worker's main thread is free for the jobs that arrive meanwhile.
+  #mayStartOnMainThread(chosen: WorkerProcess): boolean {
+    if (chosen.load > 0 || !chosen.isReady) return false;
+    return this.#slots.some(
+      (worker) => worker !== chosen && worker.alive && worker.isReady && !worker.mainThreadTaken,
+    );
   }
 
   #spawn(slot: number): WorkerProcess {
@@ -112,7 +122,10 @@ export class WorkerBackend implements ExecutionBackend {
   }
 }
 
-/** Lower is better: prefer ready workers, then the least loaded. */
+/**
+ * Lower is better: prefer ready workers, then those whose main thread is free, then the least
+ * loaded. A job sent to a worker whose main thread runs user code waits until that code yields.
+ */
 function score(worker: WorkerProcess): number {
-  return worker.load + (worker.isReady ? 0 : 1_000);
+  return worker.load + (worker.isReady ? 0 : 2_000) + (worker.mainThreadTaken ? 1_000 : 0);
 }

@@ -3,7 +3,7 @@
 import { writeSync } from 'node:fs';
 import { type ExecutionLimits, sandboxErrorFromJSON, silentLogger } from '@coda/sandbox-core';
 import { IsolateRuntime } from '../isolate/isolate-runtime.ts';
-import type { DataAnswer, JobHost } from '../isolate/job.ts';
+import type { DataAnswer, JobHost, SynchronousStart } from '../isolate/job.ts';
 import { loadWasmModules } from '../isolate/wasm-modules.ts';
 import { catastrophicMarker, type HostMessage, type WorkerMessage } from './protocol.ts';
 
@@ -44,12 +44,23 @@ function hostFor(id: string): JobHost {
   };
 }
 
+// The host asks for a job to start on this thread only when it has no other job for this
+// worker, and sends it no other until the job yields; the check as user code starts guards the
+// rare case where it must (no other worker is alive): that job's bridge calls need this thread.
+function startHere(id: string): SynchronousStart {
+  return {
+    allowed: () => running.size === 1,
+    yielded: () => send({ t: 'yielded', id }),
+  };
+}
+
 async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t: 'run' }>) {
   const job = { id: message.id, code: message.code, limits: message.limits ?? defaultLimits };
   const controller = new AbortController();
   running.set(job.id, controller);
   try {
-    const outcome = await runtimeNow.execute(job, hostFor(job.id), controller.signal);
+    const start = message.here === true ? startHere(job.id) : undefined;
+    const outcome = await runtimeNow.execute(job, hostFor(job.id), controller.signal, start);
     send({ t: 'done', id: job.id, outcome });
   } finally {
     running.delete(job.id);

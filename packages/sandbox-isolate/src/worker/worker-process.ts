@@ -35,6 +35,8 @@ interface PendingJob {
   resolve: (outcome: JobOutcome) => void;
   signal: AbortSignal;
   onAbort: (() => void) | undefined;
+  /** Whether user code starts on the worker's main thread. */
+  here: boolean;
   /** Whether the job went to the worker. */
   sent: boolean;
   /** performance.now() past which the worker is killed (the job's timeout plus a grace). */
@@ -50,14 +52,19 @@ type KillReason =
   | { kind: 'deadline'; id: string }
   | { kind: 'memory'; rssMb: number; boundMb: number }
   | { kind: 'abort-unanswered' }
+  | { kind: 'out-of-memory' }
   | { kind: 'dispose' };
 
 /** Grace after a job's timeout before the host stops trusting the worker's own timers. */
 const deadlineGraceMs = 2_000;
 /** How long a worker may take to confirm an abort before it is killed. */
 const abortGraceMs = 2_000;
+/** The same for a job alone in its worker and running on the worker's main thread. */
+const mainThreadAbortGraceMs = 100;
 const sampleEveryMs = 50;
 const stderrKeepChars = 4_096;
+/** What V8 writes to stderr when a heap is exhausted, before it calls the OOM handler. */
+const v8OutOfMemoryBanner = '<--- Last few GCs --->';
 
 const moduleUrl = import.meta.url;
 const fromSource = moduleUrl.endsWith('.ts');
@@ -82,6 +89,8 @@ export class WorkerProcess {
   #killReason: KillReason | undefined;
   #stderr = '';
   #reportedRss = 0;
+  /** The job that may be running on the worker's main thread (sent with `here`, not yielded). */
+  #onMainThread: string | undefined;
   #sampler: NodeJS.Timeout | undefined;
   #initError: string | undefined;
   /** The worker died of memory exhaustion while running exactly one job: that job's fault. */
@@ -99,6 +108,9 @@ export class WorkerProcess {
     this.#child.stderr?.setEncoding('utf8');
     this.#child.stderr?.on('data', (chunk: string) => {
       this.#stderr = (this.#stderr + chunk).slice(-stderrKeepChars);
+      // V8 ran out of heap: the worker either reports it and kills itself, or, when the isolate
+      // ran on its main thread, waits forever for that thread to report it. Either way it is done.
+      if (this.#stderr.includes(v8OutOfMemoryBanner)) this.kill({ kind: 'out-of-memory' });
     });
     let markReady: (ready: boolean) => void = () => {};
     this.#ready = new Promise((resolve) => {
@@ -144,6 +156,14 @@ export class WorkerProcess {
     return this.#alive && this.#killReason === undefined;
   }
 
+  /**
+   * Whether a job may be running on the worker's main thread: the worker reads no message until
+   * that job yields, so other jobs should go elsewhere.
+   */
+  get mainThreadTaken(): boolean {
+    return this.#onMainThread !== undefined;
+  }
+
   /** Whether the worker started and has its pool warm. */
   get isReady(): boolean {
     return this.#isReady;
@@ -159,8 +179,17 @@ export class WorkerProcess {
     return this.#exited;
   }
 
-  /** Runs `job` in this worker. Never rejects: a dying worker answers with an error outcome. */
-  execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
+  /**
+   * Runs `job` in this worker. Never rejects: a dying worker answers with an error outcome. With
+   * `here`, user code starts on the worker's main thread: ask only when this worker has no other
+   * job and another worker can take the jobs that arrive before it yields.
+   */
+  execute(
+    job: ExecutionJob,
+    host: JobHost,
+    signal: AbortSignal,
+    here = false,
+  ): Promise<JobOutcome> {
     return new Promise<JobOutcome>((resolve) => {
       const pending: PendingJob = {
         job,
@@ -168,6 +197,7 @@ export class WorkerProcess {
         resolve,
         signal,
         onAbort: undefined,
+        here,
         sent: false,
         deadline: Number.POSITIVE_INFINITY,
         started: performance.now(),
@@ -197,11 +227,13 @@ export class WorkerProcess {
     // Checked by the sampler (every 50 ms while jobs run) rather than a timer per job.
     pending.deadline = performance.now() + job.limits.timeoutMs + deadlineGraceMs;
     // Small messages: the defaults stay on both sides, a job carries only what differs.
-    this.#send(
-      job.limits === this.#options.init.defaultLimits
-        ? { t: 'run', id: job.id, code: job.code }
-        : { t: 'run', id: job.id, code: job.code, limits: job.limits },
-    );
+    const message: HostMessage = { t: 'run', id: job.id, code: job.code };
+    if (job.limits !== this.#options.init.defaultLimits) message.limits = job.limits;
+    if (pending.here && this.#jobs.size === 1) {
+      message.here = true;
+      this.#onMainThread = job.id;
+    }
+    this.#send(message);
     pending.sent = true;
     if (pending.signal.aborted) this.#abort(pending);
     this.#startSampling();
@@ -216,8 +248,11 @@ export class WorkerProcess {
       return;
     }
     this.#send({ t: 'abort', id: pending.job.id, error });
-    // The worker confirms with its `done`; a worker that does not is killed.
-    pending.abortDeadline = performance.now() + abortGraceMs;
+    // The worker confirms with its `done`; a worker that does not is killed. Code running on the
+    // worker's main thread keeps it from reading the abort until the code yields or times out:
+    // when that job is all the worker holds, replacing the worker soon is the cheaper way out.
+    const alone = this.#onMainThread === pending.job.id && this.#jobs.size === 1;
+    pending.abortDeadline = performance.now() + (alone ? mainThreadAbortGraceMs : abortGraceMs);
   }
 
   /** Kills the process (SIGKILL); its jobs end according to `reason`. */
@@ -263,6 +298,9 @@ export class WorkerProcess {
       case 'done':
         this.#finish(message.id, message.outcome);
         return;
+      case 'yielded':
+        if (this.#onMainThread === message.id) this.#onMainThread = undefined;
+        return;
       case 'rss':
         this.#reportedRss = message.rss;
         return;
@@ -273,6 +311,7 @@ export class WorkerProcess {
     const pending = this.#jobs.get(id);
     if (pending === undefined) return;
     this.#jobs.delete(id);
+    if (this.#onMainThread === id) this.#onMainThread = undefined;
     if (pending.onAbort !== undefined) {
       pending.signal.removeEventListener('abort', pending.onAbort);
     }
@@ -435,9 +474,13 @@ function describeDeath(
     how = `isolated-vm reported a catastrophic error (${catastrophic})`;
   else if (fatal !== undefined) how = `V8 aborted the worker process (${exit}): ${fatal}`;
   const cause = catastrophic ?? fatal ?? '';
+  if (catastrophic === undefined && fatal === undefined && stderr.includes(v8OutOfMemoryBanner)) {
+    how = `V8 exhausted an isolate's heap (${exit})`;
+  }
   return {
     how: capText(scrubHostPaths(how), 500),
-    outOfMemory: /out[- ]of[- ]memory|heap limit/i.test(cause),
+    outOfMemory:
+      /out[- ]of[- ]memory|heap limit/i.test(cause) || stderr.includes(v8OutOfMemoryBanner),
   };
 }
 
