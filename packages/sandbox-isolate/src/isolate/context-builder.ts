@@ -44,6 +44,8 @@ export interface ContextBuilderOptions {
 const warmUpCode = 'return null';
 const warmUpLimitsJson = JSON.stringify(defaultExecutionLimits);
 const warmUpOptions = { arguments: { copy: true }, timeout: 1_000 } as const;
+/** What the warm-up delivers (see bootstrap-source.ts): `ok`, nothing dropped, `null`. */
+const warmUpOutcome = 'ok\n0\nnull';
 const levels = new Set(['info', 'warn', 'error']);
 const sources = new Set(['console', 'reportStatus']);
 
@@ -124,10 +126,13 @@ export class ContextBuilder {
       }) as ivm.Reference<IsolateSettledFunction>;
       functions.release();
       // The first run in a fresh context compiles the bootstrap's run path, about 0.25 ms here:
-      // do it now, while the pool refills, so that a user's execution starts warm. The warm-up
-      // is delivered synchronously and forgotten at once; the next run replaces everything it
-      // set (the limits, the pending outcome) and it counts no status events.
-      run.applySync(undefined, [warmUpCode, warmUpLimitsJson, true], warmUpOptions);
+      // do it now, on the isolate's thread while the pool refills, so that a user's execution
+      // starts warm. The warm-up delivers through the blocking callback, before the call
+      // resolves, and is forgotten at once; the next run replaces everything it set (the limits,
+      // the pending outcome) and it counts no status events. Undelivered means something else
+      // ran: the isolate is not used.
+      await run.apply(undefined, [warmUpCode, warmUpLimitsJson, true], warmUpOptions);
+      if (holder.delivered !== warmUpOutcome) throw new Error('The isolate warm-up did not run');
       holder.delivered = undefined;
       const prepared: PreparedIsolate = {
         isolate,
