@@ -171,6 +171,20 @@ describe.each(['process', 'in-process'] as const)('SandboxEngine (%s)', (isolati
     expect(failed.stats).toMatchObject({ dataRequests: 0, resultBytes: 0 });
   });
 
+  it("counts the execution's own CPU time, not the building of its isolate", async () => {
+    // Building a context and warming it takes well over a millisecond of the isolate's CPU.
+    const trivial = expectResult(await engine.run({ code: 'return 1' }));
+    expect(trivial.stats.cpuMs).toBeLessThan(1);
+    // A fixed amount of work (tens of ms), so the figure holds on a loaded machine too.
+    const busy = expectResult(
+      await engine.run({
+        code: 'let x = 0; for (let i = 0; i < 3e7; i++) x = (x + i) % 7; return x',
+      }),
+    );
+    expect(busy.stats.cpuMs).toBeGreaterThanOrEqual(5);
+    expect(busy.stats.cpuMs).toBeLessThanOrEqual(busy.stats.wallMs + 1);
+  });
+
   it('logs through the injected logger', () => {
     const ended = logs.filter((log) => log.message === 'execution ended');
     expect(ended.length).toBeGreaterThan(0);

@@ -46,6 +46,8 @@ export class CodeExecutor {
   ): Promise<JobOutcome> {
     const { limits } = job;
     const started = performance.now();
+    // The isolate's CPU counter includes building its context and the warm-up: count from here.
+    const cpuBefore = readCpuMs(prepared);
     let ended: SandboxErrorJSON | undefined;
     let cpuAtEnd = 0;
     const end = (error: SandboxErrorJSON) => {
@@ -111,9 +113,9 @@ export class CodeExecutor {
       signal?.removeEventListener('abort', onAbort);
       prepared.host = undefined;
     }
-    const stats = measure(prepared, started);
+    const stats = measure(prepared, started, cpuBefore);
     if (ended !== undefined) {
-      stats.cpuMs = Math.max(stats.cpuMs, cpuAtEnd);
+      stats.cpuMs = Math.max(stats.cpuMs, cpuAtEnd - cpuBefore);
       return { kind: 'error', error: ended, stats };
     }
     // User code finished and delivered its outcome: it stands, even when isolated-vm rejected the
@@ -137,12 +139,12 @@ function readCpuMs(prepared: PreparedIsolate): number {
   }
 }
 
-function measure(prepared: PreparedIsolate, started: number): IsolateStats {
+function measure(prepared: PreparedIsolate, started: number, cpuBefore: number): IsolateStats {
   let cpuMs = 0;
   let heapUsedBytes = 0;
   try {
     if (!prepared.isolate.isDisposed) {
-      cpuMs = Number(prepared.isolate.cpuTime) / 1e6;
+      cpuMs = Math.max(0, Number(prepared.isolate.cpuTime) / 1e6 - cpuBefore);
       heapUsedBytes = prepared.isolate.getHeapStatisticsSync().used_heap_size;
     }
   } catch {
