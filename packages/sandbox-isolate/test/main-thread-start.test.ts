@@ -1,6 +1,7 @@
 // User code that starts on the calling thread (isolated-vm's applySync; what a worker process
 // does with a job it holds alone) ends exactly as code started on the isolate's own thread, and
 // the engine keeps such a start from holding up other executions.
+import { readFileSync } from 'node:fs';
 import { type ExecutionLimits, resolveExecutionLimits, silentLogger } from '@coda/sandbox-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
@@ -45,6 +46,18 @@ function recordingStart(allowed: boolean) {
 }
 
 let jobs = 0;
+
+/** Of `pids`, the process that used the most CPU over the next 100 ms (Linux /proc). */
+async function busiestOf(pids: number[]): Promise<number> {
+  const cpu = (pid: number) => {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  };
+  const before = pids.map(cpu);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const used = pids.map((pid, index) => cpu(pid) - before[index]!);
+  return pids[used.indexOf(Math.max(...used))]!;
+}
 function run(code: string, start?: SynchronousStart): Promise<JobOutcome> {
   return runtime.execute({ id: String(++jobs), code, limits }, host, undefined, start);
 }
@@ -79,6 +92,10 @@ describe('a synchronous start', () => {
       'let v = []; for (let i = 0; i < 2_100; i++) v = [v]; return v',
     ],
     ['a console call and a status report', "console.log('a'); reportStatus('b'); return 5"],
+    [
+      'a value, then a loop in a later promise callback',
+      '(async () => { for (let i = 0; i < 20; i++) await null; for (;;) {} })(); return 1',
+    ],
   ])('ends %s exactly as a start on the isolate thread does', async (_name, code) => {
     const here = recordingStart(true);
     const onThread = await run(code);
@@ -102,6 +119,26 @@ describe('a synchronous start', () => {
     const refused = recordingStart(false);
     expect(summary(await run('return 2', refused.start))).toEqual({ result: '2' });
     expect(refused.calls).toEqual(['allowed', 'yielded']);
+  });
+
+  it('disposes the isolates released before it, so code they still run stops first', async () => {
+    const earlier = await runtime.manager.acquire();
+    runtime.manager.release(earlier);
+    let disposedWhenItRan: boolean | undefined;
+    const watching: JobHost = {
+      ...host,
+      status() {
+        disposedWhenItRan = earlier.isolate.isDisposed;
+      },
+    };
+    const outcome = await runtime.execute(
+      { id: String(++jobs), code: "reportStatus('running'); return 1", limits },
+      watching,
+      undefined,
+      recordingStart(true).start,
+    );
+    expect(summary(outcome)).toEqual({ result: '1' });
+    expect(disposedWhenItRan).toBe(true);
   });
 
   it('is bounded by the time limit: an endless loop ends with TIMEOUT at about timeoutMs', async () => {
@@ -164,6 +201,15 @@ describe('the engine and main-thread starts (two workers, the default)', () => {
   });
   afterAll(() => engine.dispose());
 
+  async function waitForPids(done: (pids: number[]) => boolean): Promise<number[]> {
+    const deadline = performance.now() + 10_000;
+    for (;;) {
+      const pids = engine.stats().workerPids;
+      if (done(pids) || performance.now() > deadline) return pids;
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+  }
+
   it('sends other executions past a worker whose main thread runs a loop, to one whose code waits', async () => {
     await engine.ready();
     // On one worker's main thread, then waiting on the host; then a loop on the other's.
@@ -181,6 +227,35 @@ describe('the engine and main-thread starts (two workers, the default)', () => {
     expect(expectResult(await loop).payload).toBe('looped');
     expect(expectResult(await waiting).payload).toBe('waited');
   }, 20_000);
+
+  it('holds other executions on the host while no live worker has a free main thread', async () => {
+    await engine.ready();
+    const loop = engine.run({ code: 'for (;;) {}', limits: { timeoutMs: 3_000, memoryMb: 32 } });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The other worker dies, and so does its replacement before it is ready: the next one comes
+    // after a back-off, and meanwhile the looping worker is the only one alive.
+    const [first, second] = engine.stats().workerPids;
+    const looping = await busiestOf([first!, second!]);
+    const other = looping === first ? second! : first!;
+    process.kill(other, 'SIGKILL');
+    const replacement = await waitForPids((pids) => pids.length === 2 && !pids.includes(other));
+    process.kill(replacement.find((pid) => pid !== looping)!, 'SIGKILL');
+    await waitForPids((pids) => pids.length === 1);
+    // A held execution that is cancelled frees its slot at once.
+    const cancelled = engine.submit({ code: 'return 0' });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(engine.stats().active).toBe(2);
+    cancelled.cancel('not needed');
+    expectError(await cancelled.result, 'CANCELLED');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(engine.stats().active).toBe(1);
+    const quick = await engine.run({ code: 'return 42', limits: { timeoutMs: 500, memoryMb: 32 } });
+    // It waited on the host, not behind the loop: no timeout for it, and no kill of the loop.
+    expect(expectResult(quick).payload).toBe(42);
+    const error = expectError(await loop, 'TIMEOUT');
+    expect(error.message).toBe('Execution timed out after 3000 ms');
+    await expectHealthy(engine);
+  }, 30_000);
 
   it('ends heap exhaustion on a main thread with OOM, long before the time limit', async () => {
     await engine.ready();
@@ -210,7 +285,7 @@ describe('the engine and main-thread starts (two workers, the default)', () => {
       'meanwhile',
     );
     // The worker cannot read the abort while the loop holds its main thread: the supervisor
-    // replaces it 100 ms later (a worker with other jobs would get 2 s), not at the time limit.
+    // replaces it 250 ms later (a worker with other jobs would get 2 s), not at the time limit.
     const deadline = performance.now() + 8_000;
     while (engine.stats().active > 0 && performance.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 10));

@@ -83,31 +83,35 @@ export class CodeExecutor {
     try {
       const here = ended === undefined && start?.allowed() === true;
       if (!here) start?.yielded();
-      if (here) {
-        const args = [job.code, JSON.stringify(limits), true] as const;
-        prepared.run.applySync(undefined, [...args], {
-          ...startOptions,
-          timeout: limits.timeoutMs,
-        });
-        if (prepared.delivered === undefined && ended === undefined) {
-          start?.yielded();
-          // The rest runs on the isolate's thread; this call only waits for it (and reports a
-          // rejection nobody handled, as the asynchronous start does).
-          const left = Math.max(1, Math.ceil(limits.timeoutMs - (performance.now() - started)));
-          await prepared.settled.apply(undefined, [], { ...settledOptions, timeout: left });
+      if (ended === undefined) {
+        const args = [job.code, JSON.stringify(limits), here] as const;
+        if (here) {
+          prepared.run.applySync(undefined, [...args], {
+            ...startOptions,
+            timeout: limits.timeoutMs,
+          });
+          if (prepared.delivered === undefined) {
+            start?.yielded();
+            // The rest runs on the isolate's thread, bounded by the wall-clock timer (V8's
+            // timeout covers only a call's synchronous part); this call just waits for it and
+            // reports a rejection nobody handled, as `run.apply` does.
+            await prepared.settled.apply(undefined, [], settledOptions);
+          }
+        } else {
+          await prepared.run.apply(undefined, [...args], {
+            ...runOptions,
+            timeout: limits.timeoutMs,
+          });
         }
-        settled = true;
-      } else if (ended === undefined) {
-        const args = [job.code, JSON.stringify(limits), false] as const;
-        await prepared.run.apply(undefined, [...args], {
-          ...runOptions,
-          timeout: limits.timeoutMs,
-        });
         settled = true;
       }
     } catch (error) {
       failure = error;
     } finally {
+      // Code still running at the limit ends with TIMEOUT, whatever it delivered before. The
+      // wall-clock timer says so when it can fire first; V8's timeout, or a thread that user code
+      // held until then, says so here.
+      if (performance.now() - started >= limits.timeoutMs) end(timeoutError(limits.timeoutMs));
       text = prepared.delivered;
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);

@@ -81,7 +81,8 @@ export class ContextBuilder {
       // Fire and forget: the isolate does not wait for the host thread, and isolated-vm queues
       // this call ahead of the settlement of the run's promise, so it is seen first.
       const deliver = new ivm.Callback(receive, { ignored: true });
-      // For a run on the host's own thread (applySync): delivered before the call returns.
+      // For a run started with `synchronous` (see bootstrap-source.ts): blocks the isolate until
+      // the host has the outcome, so an outcome reached within the call is there when it returns.
       const deliverNow = new ivm.Callback(receive);
       const status = new ivm.Callback(
         (source: unknown, level: unknown, message: unknown, dataJson: unknown) => {

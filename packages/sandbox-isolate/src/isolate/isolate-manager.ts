@@ -30,6 +30,8 @@ export class IsolateManager {
   readonly #logger: Logger;
   readonly #pool: PreparedIsolate[] = [];
   readonly #active = new Set<PreparedIsolate>();
+  /** Released and not yet disposed (see `release`). */
+  readonly #released: PreparedIsolate[] = [];
   #reserved = 0;
   #refilling: Promise<void> | undefined;
   /** The isolate the refill is building right now (undefined if that build fails). */
@@ -101,12 +103,22 @@ export class IsolateManager {
   release(prepared: PreparedIsolate): void {
     prepared.host = undefined;
     if (!this.#active.delete(prepared)) return;
+    this.#released.push(prepared);
     // A timer, not setImmediate: the caller the result goes to (the host process, in process
     // mode) needs a CPU to wake up on, and building an isolate at once would compete with it.
     setTimeout(() => {
-      discard(prepared);
+      this.disposeReleased();
       this.#refill();
     }, releaseDelayMs);
+  }
+
+  /**
+   * Disposes the released isolates still waiting for their turn, now. Code a finished execution
+   * left running (a promise callback after its result) stops with them: call this before
+   * blocking the thread, which would otherwise hold off their disposal.
+   */
+  disposeReleased(): void {
+    for (const prepared of this.#released.splice(0)) discard(prepared);
   }
 
   /** Resolves when the pool is full (or refilling failed). */
@@ -121,6 +133,7 @@ export class IsolateManager {
     for (const prepared of this.#pool.splice(0)) discard(prepared);
     for (const prepared of this.#active) discard(prepared);
     this.#active.clear();
+    this.disposeReleased();
   }
 
   // With the pool empty, an isolate the refill is already building is ready sooner than a new

@@ -60,6 +60,9 @@ export class IsolateRuntime {
         },
       };
     }
+    // User code started on this thread would hold off the timer that disposes released
+    // isolates, and with it any code they still run: dispose them first.
+    if (start !== undefined) this.manager.disposeReleased();
     try {
       return await this.#executor.run(prepared, job, host, signal, start);
     } finally {

@@ -1,7 +1,13 @@
 // The supervisor of `isolation: 'process'`: a fixed number of worker processes, jobs sent to
 // the least busy one, and a dead worker replaced at once (after a short back-off when workers
 // keep dying before they start).
-import type { ExecutionLimits, Logger } from '@coda/sandbox-core';
+import {
+  type ExecutionLimits,
+  type Logger,
+  SandboxErrorCode,
+  type SandboxErrorJSON,
+  toSandboxErrorJSON,
+} from '@coda/sandbox-core';
 import type { ExecutionBackend } from '../engine/backend.ts';
 import type { ExecutionJob, JobHost, JobOutcome } from '../isolate/job.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
@@ -22,11 +28,22 @@ export interface WorkerBackendOptions {
 
 const maxRestartDelayMs = 5_000;
 
+/** A job waiting on the host because every live worker's main thread runs user code. */
+interface HeldJob {
+  job: ExecutionJob;
+  host: JobHost;
+  signal: AbortSignal;
+  resolve: (outcome: JobOutcome) => void;
+  onAbort: () => void;
+  held: number;
+}
+
 /** Runs jobs in supervised worker processes. */
 export class WorkerBackend implements ExecutionBackend {
   readonly #options: WorkerBackendOptions;
   readonly #slots: WorkerProcess[] = [];
   readonly #restartDelays: number[] = [];
+  readonly #held: HeldJob[] = [];
   #disposed = false;
   #next = 0;
 
@@ -55,29 +72,80 @@ export class WorkerBackend implements ExecutionBackend {
 
   execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
     const worker = this.#pick();
+    if (worker === undefined) return this.#hold(job, host, signal);
     return worker.execute(job, host, signal, this.#mayStartOnMainThread(worker));
   }
 
   async dispose(): Promise<void> {
     this.#disposed = true;
+    for (const held of this.#held.splice(0)) {
+      held.signal.removeEventListener('abort', held.onAbort);
+      held.resolve(heldOutcome(held, disposedError));
+    }
     for (const worker of this.#slots) worker.kill({ kind: 'dispose' });
     await Promise.all(this.#slots.map((worker) => worker.exited()));
   }
 
-  // The least busy live worker; ties rotate, so an idle worker refilling its pool after one job
-  // is not picked again while another has warm isolates.
-  #pick(): WorkerProcess {
+  // The least busy live worker whose main thread is free (a job sent to the others would wait,
+  // unseen, behind user code with its deadline running); ties rotate, so an idle worker refilling
+  // its pool after one job is not picked again while another has warm isolates. Undefined when
+  // every live worker's main thread is taken; with none alive, a dead one answers at once.
+  #pick(): WorkerProcess | undefined {
     const count = this.#slots.length;
     let best: number | undefined;
+    let taken = false;
     for (let offset = 0; offset < count; offset++) {
       const index = (this.#next + offset) % count;
       const worker = this.#slots[index]!;
       if (!worker.alive) continue;
+      if (worker.mainThreadTaken) {
+        taken = true;
+        continue;
+      }
       if (best === undefined || score(worker) < score(this.#slots[best]!)) best = index;
     }
+    if (best === undefined && taken) return undefined;
     const chosen = best ?? this.#next % count;
     this.#next = (chosen + 1) % count;
     return this.#slots[chosen]!;
+  }
+
+  // Waits on the host, not in a worker's pipe: its deadline starts when a worker takes it.
+  #hold(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
+    return new Promise<JobOutcome>((resolve) => {
+      const held: HeldJob = {
+        job,
+        host,
+        signal,
+        resolve,
+        onAbort: () => {},
+        held: performance.now(),
+      };
+      held.onAbort = () => {
+        const index = this.#held.indexOf(held);
+        if (index < 0) return;
+        this.#held.splice(index, 1);
+        resolve(heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED')));
+      };
+      if (signal.aborted) {
+        held.onAbort();
+        return;
+      }
+      this.#held.push(held);
+      signal.addEventListener('abort', held.onAbort, { once: true });
+    });
+  }
+
+  // Hands held jobs, oldest first, to workers whose main thread is free again.
+  #release(): void {
+    while (this.#held.length > 0) {
+      const worker = this.#pick();
+      if (worker === undefined) return;
+      const held = this.#held.shift()!;
+      held.signal.removeEventListener('abort', held.onAbort);
+      const { job, host, signal, resolve } = held;
+      void worker.execute(job, host, signal, this.#mayStartOnMainThread(worker)).then(resolve);
+    }
   }
 
   // User code may start on `chosen`'s main thread (two thread hand-offs fewer) when `chosen` has
@@ -102,6 +170,7 @@ export class WorkerBackend implements ExecutionBackend {
       baseMemoryMb: options.workerBaseMemoryMb,
       logger: options.logger,
       onExit: (worker) => this.#replace(slot, worker),
+      onMainThreadFree: () => this.#release(),
     });
   }
 
@@ -116,16 +185,31 @@ export class WorkerBackend implements ExecutionBackend {
     const restart = () => {
       if (this.#disposed || this.#slots[slot] !== dead) return;
       this.#slots[slot] = this.#spawn(slot);
+      this.#release();
     };
     if (delay === 0) restart();
     else setTimeout(restart, delay).unref();
   }
 }
 
-/**
- * Lower is better: prefer ready workers, then those whose main thread is free, then the least
- * loaded. A job sent to a worker whose main thread runs user code waits until that code yields.
- */
+const disposedError: SandboxErrorJSON = {
+  name: 'SandboxCancelledError',
+  code: SandboxErrorCode.CANCELLED,
+  message: 'SandboxEngine disposed',
+};
+
+/** Lower is better: prefer ready workers, then the least loaded. */
 function score(worker: WorkerProcess): number {
-  return worker.load + (worker.isReady ? 0 : 2_000) + (worker.mainThreadTaken ? 1_000 : 0);
+  return worker.load + (worker.isReady ? 0 : 1_000);
+}
+
+/** The outcome of a held job that ended before any worker took it. */
+function heldOutcome(held: HeldJob, error: SandboxErrorJSON): JobOutcome {
+  const stats = {
+    wallMs: performance.now() - held.held,
+    cpuMs: 0,
+    heapUsedBytes: 0,
+    statusDropped: 0,
+  };
+  return { kind: 'error', error, stats };
 }

@@ -27,6 +27,8 @@ export interface WorkerProcessOptions {
   logger: Logger;
   /** Called once, after the process exited and every job it held was answered. */
   onExit: (worker: WorkerProcess) => void;
+  /** Called when the worker's main thread no longer runs user code (see `mainThreadTaken`). */
+  onMainThreadFree: () => void;
 }
 
 interface PendingJob {
@@ -60,7 +62,7 @@ const deadlineGraceMs = 2_000;
 /** How long a worker may take to confirm an abort before it is killed. */
 const abortGraceMs = 2_000;
 /** The same for a job alone in its worker and running on the worker's main thread. */
-const mainThreadAbortGraceMs = 100;
+const mainThreadAbortGraceMs = 250;
 const sampleEveryMs = 50;
 const stderrKeepChars = 4_096;
 /** What V8 writes to stderr when a heap is exhausted, before it calls the OOM handler. */
@@ -250,7 +252,8 @@ export class WorkerProcess {
     this.#send({ t: 'abort', id: pending.job.id, error });
     // The worker confirms with its `done`; a worker that does not is killed. Code running on the
     // worker's main thread keeps it from reading the abort until the code yields or times out:
-    // when that job is all the worker holds, replacing the worker soon is the cheaper way out.
+    // when that job is all the worker holds, replacing the worker soon is the cheaper way out
+    // (a worker still preparing the job reads the abort between two steps, well within it).
     const alone = this.#onMainThread === pending.job.id && this.#jobs.size === 1;
     pending.abortDeadline = performance.now() + (alone ? mainThreadAbortGraceMs : abortGraceMs);
   }
@@ -299,7 +302,7 @@ export class WorkerProcess {
         this.#finish(message.id, message.outcome);
         return;
       case 'yielded':
-        if (this.#onMainThread === message.id) this.#onMainThread = undefined;
+        if (this.#onMainThread === message.id) this.#freeMainThread();
         return;
       case 'rss':
         this.#reportedRss = message.rss;
@@ -311,12 +314,17 @@ export class WorkerProcess {
     const pending = this.#jobs.get(id);
     if (pending === undefined) return;
     this.#jobs.delete(id);
-    if (this.#onMainThread === id) this.#onMainThread = undefined;
+    if (this.#onMainThread === id) this.#freeMainThread();
     if (pending.onAbort !== undefined) {
       pending.signal.removeEventListener('abort', pending.onAbort);
     }
     this.#updateRef();
     pending.resolve(outcome);
+  }
+
+  #freeMainThread(): void {
+    this.#onMainThread = undefined;
+    this.#options.onMainThreadFree();
   }
 
   #onExit(code: number | null, signal: NodeJS.Signals | null): void {
