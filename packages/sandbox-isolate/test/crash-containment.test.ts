@@ -1,9 +1,11 @@
 // Failures that isolated-vm cannot recover from stay inside a worker process: the worker is
 // replaced, the executions it held end with an error, and the host and every other execution
 // go on.
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
 import { writeGrowWasm } from './fixtures/grow-wasm.ts';
@@ -24,6 +26,17 @@ afterAll(async () => {
   await engine.dispose();
   rmSync(dir, { recursive: true, force: true });
 });
+
+const abandoningHost = new URL('./fixtures/abandoning-host.ts', import.meta.url);
+
+/** Whether `pid` is a live process (an exited one whose parent is gone may linger as a zombie). */
+function running(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
 
 async function waitForWorkers(count: number): Promise<number[]> {
   const deadline = Date.now() + 10_000;
@@ -117,6 +130,23 @@ describe('crash containment', () => {
     expect(process.memoryUsage.rss() - hostRss).toBeLessThan(64 * 1024 * 1024);
     await waitForWorkers(2);
     await expectHealthy(engine);
+  }, 30_000);
+
+  it('a worker whose host dies without disposing exits, even with an isolate waiting on it', async () => {
+    // The isolate thread is inside a synchronous console call to the worker's main thread when
+    // the host goes; exiting normally would wait for that thread forever.
+    const host = spawnSync(
+      process.execPath,
+      ['--no-node-snapshot', '--conditions=@coda/source', fileURLToPath(abandoningHost)],
+      { encoding: 'utf8', timeout: 20_000 },
+    );
+    const pids = JSON.parse(host.stdout.trim()) as number[];
+    expect(pids).toHaveLength(1);
+    const deadline = Date.now() + 5_000;
+    while (Date.now() < deadline && pids.some(running)) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(pids.filter(running)).toEqual([]);
   }, 30_000);
 
   it('worker processes run without the host environment and with --no-node-snapshot', async () => {

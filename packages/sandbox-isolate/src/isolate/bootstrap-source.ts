@@ -13,11 +13,11 @@
 // `run(code, limitsJson, synchronous)` starts user code and delivers its outcome as a string,
 // never an object: resolving a promise with an object looks up its `then`, which user code could
 // have planted on a prototype. The string is `kind\ndropped\nbody`, where kind is ok | too-big |
-// unserializable | throw. Called with `synchronous`, it returns nothing and delivers through $5,
-// a callback that blocks until the host has the outcome: an outcome reached before the call
-// returns (applySync on the host's thread, or the warm-up through apply) is with the host when
-// the call returns, and one reached later arrives from the isolate's thread; `settled()` returns
-// the promise of the rest. Otherwise `run` returns that promise itself and delivers through $3.
+// unserializable | throw. Called with `synchronous` (through applySync, on the host's thread), it
+// returns nothing and delivers through $5, a callback that blocks until the host has the outcome:
+// an outcome reached before the call returns is with the host when it returns, and one reached
+// later arrives from the isolate's thread; `settled()` returns the promise of the rest. Otherwise
+// `run` returns that promise itself and delivers through $3.
 
 /** Source of the isolate bootstrap; see the file comment for its contract. */
 export const bootstrapSource = String.raw`'use strict';

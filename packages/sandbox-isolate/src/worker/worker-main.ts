@@ -103,5 +103,7 @@ setInterval(() => {
   if (running.size > 0) send({ t: 'rss', rss: process.memoryUsage.rss() });
 }, 200).unref();
 
-// The host is gone (or disconnected us): nothing left to serve.
-process.on('disconnect', () => process.exit(0));
+// The host is gone (or disconnected us): nothing left to serve. Not process.exit(): its exit
+// handlers include isolated-vm's, which wait for the isolate threads, and an isolate thread in a
+// synchronous call to this thread (a console call, a delivery) waits for this thread forever.
+process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
