@@ -67,8 +67,11 @@ export class ContextBuilder {
     this.#onCatastrophicError = options.onCatastrophicError ?? (() => {});
   }
 
-  /** Creates an isolate with `memoryMb` as its memoryLimit and builds its context. */
-  async prepare(memoryMb: number): Promise<PreparedIsolate> {
+  /**
+   * Creates an isolate with `memoryMb` as its memoryLimit and builds its context. With `warm`
+   * (for isolates that wait in a pool), it also runs the bootstrap's run path once.
+   */
+  async prepare(memoryMb: number, warm = true): Promise<PreparedIsolate> {
     const isolate = new ivm.Isolate({
       memoryLimit: memoryMb,
       onCatastrophicError: this.#onCatastrophicError,
@@ -137,10 +140,12 @@ export class ContextBuilder {
       // settlement) and is forgotten; an isolate whose warm-up delivered anything else is not
       // used, so no warm-up outcome can reach a user's run. The next run replaces everything it
       // set (the limits, the pending outcome), and it made no status event.
-      await run.apply(undefined, [warmUpCode, warmUpLimitsJson, false], warmUpOptions);
-      if (holder.delivered === undefined) await new Promise((resolve) => setImmediate(resolve));
-      if (holder.delivered !== warmUpOutcome) throw new Error('The isolate warm-up did not run');
-      holder.delivered = undefined;
+      if (warm) {
+        await run.apply(undefined, [warmUpCode, warmUpLimitsJson, false], warmUpOptions);
+        if (holder.delivered === undefined) await new Promise((resolve) => setImmediate(resolve));
+        if (holder.delivered !== warmUpOutcome) throw new Error('The isolate warm-up did not run');
+        holder.delivered = undefined;
+      }
       const prepared: PreparedIsolate = {
         isolate,
         context,

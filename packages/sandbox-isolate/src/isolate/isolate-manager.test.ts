@@ -44,9 +44,9 @@ describe('IsolateManager', () => {
   it('with the pool empty, takes the isolate the refill is building instead of building another', async () => {
     let builds = 0;
     class CountingBuilder extends ContextBuilder {
-      override prepare(memoryMb: number) {
+      override prepare(memoryMb: number, warm?: boolean) {
         builds++;
-        return super.prepare(memoryMb);
+        return super.prepare(memoryMb, warm);
       }
     }
     const pool = new IsolateManager({

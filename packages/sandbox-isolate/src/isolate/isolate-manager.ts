@@ -80,7 +80,8 @@ export class IsolateManager {
         const claim = this.#claimRefill(memoryMb);
         prepared =
           (claim === undefined ? undefined : await claim) ??
-          (await this.#builder.prepare(memoryMb));
+          // Built for a caller who waits: a warm-up would only delay it.
+          (await this.#builder.prepare(memoryMb, false));
       } finally {
         this.#reserved--;
       }
