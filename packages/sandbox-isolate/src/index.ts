@@ -11,6 +11,7 @@ export {
   ContextBuilder,
   type ContextBuilderOptions,
   type IsolateRunFunction,
+  type IsolateSettledFunction,
   type PreparedIsolate,
 } from './isolate/context-builder.ts';
 export { IsolateManager, type IsolateManagerOptions } from './isolate/isolate-manager.ts';
@@ -20,5 +21,6 @@ export type {
   IsolateStats,
   JobHost,
   JobOutcome,
+  SynchronousStart,
 } from './isolate/job.ts';
 export type { LoadedWasmModule, WasmModuleConfig } from './isolate/wasm-modules.ts';

@@ -3,7 +3,7 @@
 
 import { SandboxErrorCode } from '@coda/sandbox-core';
 import { IsolateRuntime, type IsolateRuntimeOptions } from '../isolate/isolate-runtime.ts';
-import type { ExecutionJob, JobHost, JobOutcome } from '../isolate/job.ts';
+import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import { loadWasmModules, type WasmModuleConfig } from '../isolate/wasm-modules.ts';
 import type { ExecutionBackend } from './backend.ts';
 
@@ -42,7 +42,7 @@ export class InProcessBackend implements ExecutionBackend {
           code: SandboxErrorCode.CRASH,
           message: `isolated-vm reported a catastrophic error in this process (${this.#broken}); restart it`,
         },
-        stats: { wallMs: 0, cpuMs: 0, heapUsedBytes: 0, statusDropped: 0 },
+        stats: idleStats(performance.now()),
       };
     }
     return this.#runtime.execute(job, host, signal);

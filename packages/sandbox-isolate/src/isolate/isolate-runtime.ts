@@ -4,7 +4,13 @@ import { type Logger, toSandboxErrorJSON } from '@coda/sandbox-core';
 import { CodeExecutor } from './code-executor.ts';
 import { ContextBuilder } from './context-builder.ts';
 import { IsolateManager } from './isolate-manager.ts';
-import type { ExecutionJob, JobHost, JobOutcome, SynchronousStart } from './job.ts';
+import {
+  type ExecutionJob,
+  idleStats,
+  type JobHost,
+  type JobOutcome,
+  type SynchronousStart,
+} from './job.ts';
 import type { LoadedWasmModule } from './wasm-modules.ts';
 
 /** Options of an {@link IsolateRuntime}. */
@@ -52,12 +58,7 @@ export class IsolateRuntime {
       return {
         kind: 'error',
         error: toSandboxErrorJSON(error),
-        stats: {
-          wallMs: performance.now() - started,
-          cpuMs: 0,
-          heapUsedBytes: 0,
-          statusDropped: 0,
-        },
+        stats: idleStats(started),
       };
     }
     // User code started on this thread would hold off the timer that disposes released

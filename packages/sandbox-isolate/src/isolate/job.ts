@@ -18,6 +18,11 @@ export interface IsolateStats {
   statusDropped: number;
 }
 
+/** Stats of a job that ended without an isolate reporting any, `started` at performance.now(). */
+export function idleStats(started: number): IsolateStats {
+  return { wallMs: performance.now() - started, cpuMs: 0, heapUsedBytes: 0, statusDropped: 0 };
+}
+
 /** How one execution ended, as the isolate side reports it. */
 export type JobOutcome =
   | { kind: 'result'; json: string; stats: IsolateStats }

@@ -9,7 +9,7 @@ import {
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
 import type { ExecutionBackend } from '../engine/backend.ts';
-import type { ExecutionJob, JobHost, JobOutcome } from '../isolate/job.ts';
+import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
 import { WorkerProcess } from './worker-process.ts';
 
@@ -205,11 +205,5 @@ function score(worker: WorkerProcess): number {
 
 /** The outcome of a held job that ended before any worker took it. */
 function heldOutcome(held: HeldJob, error: SandboxErrorJSON): JobOutcome {
-  const stats = {
-    wallMs: performance.now() - held.held,
-    cpuMs: 0,
-    heapUsedBytes: 0,
-    statusDropped: 0,
-  };
-  return { kind: 'error', error, stats };
+  return { kind: 'error', error, stats: idleStats(held.held) };
 }

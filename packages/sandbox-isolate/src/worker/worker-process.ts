@@ -11,7 +11,7 @@ import {
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
 import { capText, scrubHostPaths } from '../bridge/safe-json.ts';
-import type { ExecutionJob, IsolateStats, JobHost, JobOutcome } from '../isolate/job.ts';
+import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import {
   catastrophicMarker,
   type HostMessage,
@@ -455,11 +455,6 @@ export class WorkerProcess {
       channel?.unref();
     }
   }
-}
-
-/** Stats of a job that ended without its isolate reporting any. */
-function idleStats(started: number): IsolateStats {
-  return { wallMs: performance.now() - started, cpuMs: 0, heapUsedBytes: 0, statusDropped: 0 };
 }
 
 /**
