@@ -143,6 +143,24 @@ describe('a synchronous start', () => {
     expect(disposedWhenItRan).toBe(true);
   });
 
+  it('does not turn code that finished in time into TIMEOUT because the host stalled', async () => {
+    // As user code starts it reports a status; the host then keeps its event loop busy for
+    // 200 ms while the isolate finishes in about 5, well within its 100 ms.
+    const stalling: JobHost = {
+      ...host,
+      status() {
+        setTimeout(() => {
+          const end = performance.now() + 200;
+          while (performance.now() < end) {}
+        }, 1);
+      },
+    };
+    const code =
+      "reportStatus('go'); const end = Date.now() + 5; while (Date.now() < end) {} return 1";
+    const quick = { id: String(++jobs), code, limits: { ...limits, timeoutMs: 100 } };
+    expect(summary(await runtime.execute(quick, stalling))).toEqual({ result: '1' });
+  });
+
   it('is bounded by the time limit: an endless loop ends with TIMEOUT at about timeoutMs', async () => {
     const started = performance.now();
     const outcome = await run('while (true) {}', recordingStart(true).start);
@@ -191,6 +209,57 @@ describe('worker processes and main-thread starts', () => {
       await backend.dispose();
     }
   }, 20_000);
+
+  it('answer every held job: aborted before it is held, and after the taken worker dies', async () => {
+    const backend = new WorkerBackend({
+      workers: 2,
+      maxConcurrent: 4,
+      poolSize: 1,
+      poolMemoryMb: 32,
+      workerBaseMemoryMb: 256,
+      wasmModules: [],
+      defaultLimits: limits,
+      logger: silentLogger,
+    });
+    const alive = () => backend.workers.filter((worker) => worker.alive);
+    const until = async (done: () => boolean) => {
+      const deadline = performance.now() + 10_000;
+      while (!done() && performance.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+    };
+    try {
+      await backend.ready();
+      const signal = new AbortController().signal;
+      const job = (code: string) => ({
+        id: String(++jobs),
+        code,
+        limits: { ...limits, timeoutMs: 5_000 },
+      });
+      const loop = backend.execute(job('for (;;) {}'), host, signal);
+      await until(() => backend.workers.some((worker) => worker.mainThreadTaken));
+      const looping = backend.workers.find((worker) => worker.mainThreadTaken)!;
+      // The other worker dies, and its replacement too before it is ready (then a back-off).
+      const other = backend.workers.find((worker) => worker !== looping)!;
+      other.kill();
+      await until(
+        () => backend.workers.every((worker) => worker !== other) && alive().length === 2,
+      );
+      backend.workers.find((worker) => worker !== looping)!.kill();
+      await until(() => alive().length === 1);
+
+      const aborted = await backend.execute(job('return 0'), host, AbortSignal.abort('no'));
+      expect(aborted.kind === 'error' && aborted.error.code).toBe('CANCELLED');
+      const held = backend.execute(job('return 42'), host, signal);
+      // The worker the loop held dies: the held job waits for a replacement, not an error.
+      looping.kill();
+      const ended = await loop;
+      expect(ended.kind === 'error' && ended.error.code).toBe('CANCELLED');
+      expect(summary(await held)).toEqual({ result: '42' });
+    } finally {
+      await backend.dispose();
+    }
+  }, 30_000);
 });
 
 describe('the engine and main-thread starts (two workers, the default)', () => {

@@ -86,11 +86,18 @@ export class CodeExecutor {
       if (ended === undefined) {
         const args = [job.code, JSON.stringify(limits), here] as const;
         if (here) {
-          prepared.run.applySync(undefined, [...args], {
-            ...startOptions,
-            timeout: limits.timeoutMs,
-          });
-          if (prepared.delivered === undefined) {
+          try {
+            prepared.run.applySync(undefined, [...args], {
+              ...startOptions,
+              timeout: limits.timeoutMs,
+            });
+          } finally {
+            // The wall-clock timer cannot fire while user code holds this thread, and nothing
+            // else ran on it meanwhile: code that held it up to the limit ends with TIMEOUT.
+            if (performance.now() - started >= limits.timeoutMs)
+              end(timeoutError(limits.timeoutMs));
+          }
+          if (prepared.delivered === undefined && ended === undefined) {
             start?.yielded();
             // The rest runs on the isolate's thread, bounded by the wall-clock timer (V8's
             // timeout covers only a call's synchronous part); this call just waits for it and
@@ -107,11 +114,12 @@ export class CodeExecutor {
       }
     } catch (error) {
       failure = error;
+      // V8 stopped code still running at the limit: TIMEOUT, whatever it delivered before (the
+      // wall-clock timer, when it fires first, says the same).
+      if (isV8Timeout(error, performance.now() - started, limits.timeoutMs)) {
+        end(timeoutError(limits.timeoutMs));
+      }
     } finally {
-      // Code still running at the limit ends with TIMEOUT, whatever it delivered before. The
-      // wall-clock timer says so when it can fire first; V8's timeout, or a thread that user code
-      // held until then, says so here.
-      if (performance.now() - started >= limits.timeoutMs) end(timeoutError(limits.timeoutMs));
       text = prepared.delivered;
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
@@ -131,7 +139,7 @@ export class CodeExecutor {
       text = prepared.delivered;
     }
     if (text !== undefined) return decode(text, job, stats);
-    return { kind: 'error', error: mapFailure(failure, job, prepared, stats.wallMs), stats };
+    return { kind: 'error', error: mapFailure(failure, job, prepared), stats };
   }
 }
 
@@ -157,6 +165,15 @@ function measure(prepared: PreparedIsolate, started: number, cpuBefore: number):
   return { wallMs: performance.now() - started, cpuMs, heapUsedBytes, statusDropped: 0 };
 }
 
+/** Whether `failure` is V8's own timeout (user code can throw the same message, but not late). */
+function isV8Timeout(failure: unknown, elapsedMs: number, timeoutMs: number): boolean {
+  return (
+    failure instanceof Error &&
+    failure.message === 'Script execution timed out.' &&
+    elapsedMs >= timeoutMs - 1
+  );
+}
+
 function timeoutError(timeoutMs: number): SandboxErrorJSON {
   return {
     name: 'SandboxTimeoutError',
@@ -175,19 +192,16 @@ function oomError(memoryMb: number): SandboxErrorJSON {
   };
 }
 
-// Why the run's promise rejected before user code delivered an outcome. isolated-vm's own
-// failures are recognised by message and confirmed by the isolate's state (user code can reject
-// with any message); everything else is the first promise rejection user code left unhandled.
+// Why the run's promise rejected before user code delivered an outcome (V8's timeout is handled
+// where it is caught). isolated-vm's own failures are recognised by message and confirmed by the
+// isolate's state (user code can reject with any message); everything else is the first promise
+// rejection user code left unhandled.
 function mapFailure(
   failure: unknown,
   job: ExecutionJob,
   prepared: PreparedIsolate,
-  elapsedMs: number,
 ): SandboxErrorJSON {
   const message = failure instanceof Error ? failure.message : undefined;
-  if (message === 'Script execution timed out.' && elapsedMs >= job.limits.timeoutMs - 1) {
-    return timeoutError(job.limits.timeoutMs);
-  }
   if (prepared.isolate.isDisposed) {
     if (message?.includes('memory limit')) return oomError(job.limits.memoryMb);
     return {

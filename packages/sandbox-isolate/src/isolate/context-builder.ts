@@ -136,9 +136,10 @@ export class ContextBuilder {
       // The first run in a fresh context compiles the bootstrap's run path and sets up
       // isolated-vm's side of the call, about 0.1 ms of a user's first execution here: run it
       // once now, with a trivial body, on the isolate's thread while the pool refills. Its
-      // outcome must have arrived (isolated-vm queues the delivery ahead of the call's
-      // settlement) and is forgotten; an isolate whose warm-up delivered anything else is not
-      // used, so no warm-up outcome can reach a user's run. The next run replaces everything it
+      // outcome arrives before the call settles (isolated-vm queues the delivery ahead of the
+      // settlement; one more turn covers a reordering, as CodeExecutor does) and is forgotten;
+      // an isolate whose warm-up delivered anything else, or nothing, is not used, so no
+      // warm-up outcome can reach a user's run. The next run replaces everything it
       // set (the limits, the pending outcome), and it made no status event.
       if (warm) {
         await run.apply(undefined, [warmUpCode, warmUpLimitsJson, false], warmUpOptions);

@@ -96,7 +96,8 @@ export class IsolateManager {
 
   /**
    * Gives back an isolate handed out by `acquire()`: its slot is free at once, the isolate is
-   * disposed a millisecond later (off the path that reports the result) and is
+   * disposed a millisecond later (off the path that reports the result), or at the next
+   * `disposeReleased()` if that comes first, and is
    * never handed out again; then the pool refills. Building an isolate blocks the thread for
    * about 2 ms, so refills wait until an execution has reported, never in the middle of one.
    * Never throws; safe to call twice.

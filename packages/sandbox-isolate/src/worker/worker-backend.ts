@@ -1,6 +1,6 @@
 // The supervisor of `isolation: 'process'`: a fixed number of worker processes, jobs sent to
-// the least busy one, and a dead worker replaced at once (after a short back-off when workers
-// keep dying before they start).
+// the least busy one whose main thread is free (held on the host while none is), and a dead
+// worker replaced at once (after a short back-off when workers keep dying before they start).
 import {
   type ExecutionLimits,
   type Logger,
@@ -35,7 +35,8 @@ interface HeldJob {
   signal: AbortSignal;
   resolve: (outcome: JobOutcome) => void;
   onAbort: () => void;
-  held: number;
+  /** performance.now() when it was held. */
+  heldAt: number;
 }
 
 /** Runs jobs in supervised worker processes. */
@@ -71,7 +72,8 @@ export class WorkerBackend implements ExecutionBackend {
   }
 
   execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
-    const worker = this.#pick();
+    // Behind the jobs already held, if any: first come, first served.
+    const worker = this.#held.length > 0 ? undefined : this.#pick();
     if (worker === undefined) return this.#hold(job, host, signal);
     return worker.execute(job, host, signal, this.#mayStartOnMainThread(worker));
   }
@@ -119,7 +121,7 @@ export class WorkerBackend implements ExecutionBackend {
         signal,
         resolve,
         onAbort: () => {},
-        held: performance.now(),
+        heldAt: performance.now(),
       };
       held.onAbort = () => {
         const index = this.#held.indexOf(held);
@@ -128,7 +130,7 @@ export class WorkerBackend implements ExecutionBackend {
         resolve(heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED')));
       };
       if (signal.aborted) {
-        held.onAbort();
+        resolve(heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED')));
         return;
       }
       this.#held.push(held);
@@ -136,11 +138,16 @@ export class WorkerBackend implements ExecutionBackend {
     });
   }
 
-  // Hands held jobs, oldest first, to workers whose main thread is free again.
+  // Hands held jobs, oldest first, to workers whose main thread is free again. Not to a dead
+  // worker (its replacement calls this again), nor to one still starting while a taken worker
+  // may free sooner (the starting one calls this again once ready).
   #release(): void {
     while (this.#held.length > 0) {
       const worker = this.#pick();
-      if (worker === undefined) return;
+      if (worker === undefined || !worker.alive) return;
+      if (!worker.isReady && this.#slots.some((each) => each.alive && each.mainThreadTaken)) {
+        return;
+      }
       const held = this.#held.shift()!;
       held.signal.removeEventListener('abort', held.onAbort);
       const { job, host, signal, resolve } = held;
@@ -159,7 +166,7 @@ export class WorkerBackend implements ExecutionBackend {
 
   #spawn(slot: number): WorkerProcess {
     const options = this.#options;
-    return new WorkerProcess({
+    const worker = new WorkerProcess({
       init: {
         maxConcurrent: options.maxConcurrent,
         poolSize: options.poolSize,
@@ -172,6 +179,8 @@ export class WorkerBackend implements ExecutionBackend {
       onExit: (worker) => this.#replace(slot, worker),
       onMainThreadFree: () => this.#release(),
     });
+    void worker.ready().then(() => this.#release());
+    return worker;
   }
 
   #replace(slot: number, dead: WorkerProcess): void {
@@ -205,5 +214,5 @@ function score(worker: WorkerProcess): number {
 
 /** The outcome of a held job that ended before any worker took it. */
 function heldOutcome(held: HeldJob, error: SandboxErrorJSON): JobOutcome {
-  return { kind: 'error', error, stats: idleStats(held.held) };
+  return { kind: 'error', error, stats: idleStats(held.heldAt) };
 }

@@ -45,8 +45,8 @@ function hostFor(id: string): JobHost {
 }
 
 // The host asks for a job to start on this thread only when it has no other job for this
-// worker, and sends it no other until the job yields; the check as user code starts guards the
-// rare case where it must (no other worker is alive): that job's bridge calls need this thread.
+// worker, and sends it no other until the job yields (it holds them instead). The check as user
+// code starts is a second line of defence: another job's bridge calls would need this thread.
 function startHere(id: string): SynchronousStart {
   return {
     allowed: () => running.size === 1,

@@ -184,7 +184,8 @@ export class WorkerProcess {
   /**
    * Runs `job` in this worker. Never rejects: a dying worker answers with an error outcome. With
    * `here`, user code starts on the worker's main thread: ask only when this worker has no other
-   * job and another worker can take the jobs that arrive before it yields.
+   * job and another worker can take the jobs that arrive before it yields (the backend holds them
+   * when none can).
    */
   execute(
     job: ExecutionJob,
