@@ -47,6 +47,14 @@ function recordingStart(allowed: boolean) {
 
 let jobs = 0;
 
+/** Resolves once `done()` holds, or after 10 s (the caller's assertion then says what failed). */
+async function until(done: () => boolean): Promise<void> {
+  const deadline = performance.now() + 10_000;
+  while (!done() && performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
 /** Of `pids`, the process that used the most CPU over the next 100 ms (Linux /proc). */
 async function busiestOf(pids: number[]): Promise<number> {
   const cpu = (pid: number) => {
@@ -170,8 +178,8 @@ describe('a synchronous start', () => {
 });
 
 describe('worker processes and main-thread starts', () => {
-  it('mark a main thread taken while user code runs there, and free once it waits on the host', async () => {
-    const backend = new WorkerBackend({
+  const twoWorkers = () =>
+    new WorkerBackend({
       workers: 2,
       maxConcurrent: 4,
       poolSize: 1,
@@ -181,6 +189,9 @@ describe('worker processes and main-thread starts', () => {
       defaultLimits: limits,
       logger: silentLogger,
     });
+
+  it('mark a main thread taken while user code runs there, and free once it waits on the host', async () => {
+    const backend = twoWorkers();
     try {
       await backend.ready();
       const taken = () => backend.workers.filter((worker) => worker.mainThreadTaken).length;
@@ -211,23 +222,8 @@ describe('worker processes and main-thread starts', () => {
   }, 20_000);
 
   it('answer every held job: aborted before it is held, and after the taken worker dies', async () => {
-    const backend = new WorkerBackend({
-      workers: 2,
-      maxConcurrent: 4,
-      poolSize: 1,
-      poolMemoryMb: 32,
-      workerBaseMemoryMb: 256,
-      wasmModules: [],
-      defaultLimits: limits,
-      logger: silentLogger,
-    });
+    const backend = twoWorkers();
     const alive = () => backend.workers.filter((worker) => worker.alive);
-    const until = async (done: () => boolean) => {
-      const deadline = performance.now() + 10_000;
-      while (!done() && performance.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 2));
-      }
-    };
     try {
       await backend.ready();
       const signal = new AbortController().signal;
@@ -273,12 +269,8 @@ describe('the engine and main-thread starts (two workers, the default)', () => {
   afterAll(() => engine.dispose());
 
   async function waitForPids(done: (pids: number[]) => boolean): Promise<number[]> {
-    const deadline = performance.now() + 10_000;
-    for (;;) {
-      const pids = engine.stats().workerPids;
-      if (done(pids) || performance.now() > deadline) return pids;
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
+    await until(() => done(engine.stats().workerPids));
+    return engine.stats().workerPids;
   }
 
   it('sends other executions past a worker whose main thread runs a loop, to one whose code waits', async () => {
@@ -357,10 +349,7 @@ describe('the engine and main-thread starts (two workers, the default)', () => {
     );
     // The worker cannot read the abort while the loop holds its main thread: the supervisor
     // replaces it 250 ms later (a worker with other jobs would get 2 s), not at the time limit.
-    const deadline = performance.now() + 8_000;
-    while (engine.stats().active > 0 && performance.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    await until(() => engine.stats().active === 0);
     expect(engine.stats().active).toBe(0);
     expect(performance.now() - started).toBeLessThan(1_500);
     await expectHealthy(engine);

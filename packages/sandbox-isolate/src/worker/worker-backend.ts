@@ -123,14 +123,16 @@ export class WorkerBackend implements ExecutionBackend {
         onAbort: () => {},
         heldAt: performance.now(),
       };
+      const cancel = () =>
+        resolve(heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED')));
       held.onAbort = () => {
         const index = this.#held.indexOf(held);
         if (index < 0) return;
         this.#held.splice(index, 1);
-        resolve(heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED')));
+        cancel();
       };
       if (signal.aborted) {
-        resolve(heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED')));
+        cancel();
         return;
       }
       this.#held.push(held);
