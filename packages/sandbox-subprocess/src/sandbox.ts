@@ -29,6 +29,7 @@ import {
 import type { SandboxedProcess } from './process/sandboxed-process.ts';
 import { prepareLaunch, type SpawnContext, spawnConfined } from './process/spawn-confined.ts';
 import { type RunOptions, RunOptionsSchema, type SpawnOptions } from './process/spawn-options.ts';
+import { unlinkedFile } from './process/unlinked-file.ts';
 
 /** Options of the {@link SubprocessSandbox} constructor besides the policy. */
 export interface SubprocessSandboxOptions {
@@ -151,19 +152,23 @@ export class SubprocessSandbox {
     const cap = maxOutputBytes ?? this.#policy.maxOutputBytes;
     const startedAt = performance.now();
     let result: ReturnType<typeof spawnSync>;
+    // spawnSync cannot write to a child's pipes while it runs: inputs go in as unlinked files.
+    const inputFds: number[] = [];
     try {
+      for (const data of plan.inputs ?? []) inputFds.push(unlinkedFile(data));
       result = spawnSync(plan.file, plan.args, {
-        cwd: request.cwd,
-        env: request.env,
+        cwd: plan.cwd,
+        env: plan.env,
         input: input ?? '',
-        stdio: ['pipe', 'pipe', 'pipe', ...(plan.seccompFd === undefined ? [] : [plan.seccompFd])],
+        stdio: ['pipe', 'pipe', 'pipe', ...inputFds],
         maxBuffer: cap,
         killSignal: 'SIGKILL',
         windowsHide: true,
         ...(request.limits.timeoutMs > 0 ? { timeout: request.limits.timeoutMs } : {}),
       });
     } finally {
-      if (plan.seccompFd !== undefined) closeSync(plan.seccompFd);
+      for (const fd of inputFds) closeSync(fd);
+      plan.release?.();
     }
     const durationMs = performance.now() - startedAt;
     plan.cgroups?.killSync();

@@ -147,7 +147,7 @@ describe('runAs', () => {
     expect(statSync(join(dir, 'made-65534.txt')).uid).toBe(65534);
     expect(result.controls).toEqual(
       expect.arrayContaining([
-        SandboxControl.runAsUser,
+        SandboxControl.unprivilegedIdentity,
         SandboxControl.bubblewrap,
         SandboxControl.memoryCgroupV1,
       ]),

@@ -2,7 +2,11 @@
 import { readFileSync } from 'node:fs';
 import { SandboxValidationError, validate } from '@coda/sandbox-core';
 import { z } from 'zod';
-import { resolveSubprocessPolicy, type SubprocessPolicy } from '../policy/subprocess-policy.ts';
+import {
+  type Rlimits,
+  resolveSubprocessPolicy,
+  type SubprocessPolicy,
+} from '../policy/subprocess-policy.ts';
 
 const ConfigFileSchema = z.looseObject({ sandbox: z.record(z.string(), z.unknown()) });
 
@@ -46,38 +50,82 @@ function fileError(path: string, message: string): SandboxValidationError {
   });
 }
 
-/** Fields whose new value gives commands more room than the old one. */
+/**
+ * How to tell that one field of a reloaded policy gives commands more room than before: true
+ * when it loosened, or (for a group such as `rlimits`) the names of the loosened members.
+ */
+type Loosens<T> = (before: T, after: T) => boolean | readonly string[];
+
+/** A limit where 0 means none: looser when raised, or when set to 0 from a real limit. */
+const limitRaised = (before: number, after: number): boolean =>
+  before !== 0 && (after === 0 || after > before);
+const turnedOff = (before: boolean, after: boolean): boolean => before && !after;
+const turnedOn = (before: boolean, after: boolean): boolean => !before && after;
+const added = (before: readonly string[], after: readonly string[]): boolean =>
+  after.some((item) => !before.includes(item));
+const removed = (before: readonly string[], after: readonly string[]): boolean =>
+  before.some((item) => !after.includes(item));
+
+/** A rule for every key of `T`, optional ones included (`-?`): none can be left out. */
+type RuleTable<T> = { readonly [K in keyof T]-?: Loosens<T[K]> };
+
+/** One entry per rlimit, named `rlimits.<key>` when it loosened. */
+const rlimitRules: RuleTable<Rlimits> = {
+  cpuSecs: limitRaised,
+  openFiles: limitRaised,
+  processes: limitRaised,
+  fileSizeBytes: limitRaised,
+};
+
+/**
+ * One entry per policy field, in the order loosened fields are reported. Typed over every key
+ * of the policy (optional ones included), so a field added to the policy does not compile until
+ * it has a rule here.
+ */
+const looseningRules: RuleTable<SubprocessPolicy> = {
+  enabled: turnedOff,
+  strict: turnedOff,
+  timeoutMs: limitRaised,
+  maxMemoryMb: limitRaised,
+  allowNetwork: turnedOn,
+  allowFileWrites: turnedOn,
+  // Another directory is other files to write, whichever way it changed.
+  restrictToDirectory: (before, after) => before !== after,
+  // No allowlist allows every call; otherwise a name the old list did not have.
+  allowedSyscalls: (before, after) =>
+    before !== undefined && (after === undefined || added(before, after)),
+  maxOutputBytes: (before, after) => after > before,
+  allowedEnv: added,
+  // Any difference: an added or changed value can inject LD_PRELOAD, PATH and the like, and a
+  // removed one can drop a hardening variable or let the host's value through `allowedEnv`.
+  env: (before, after) =>
+    Object.keys(before).some((name) => !Object.hasOwn(after, name)) ||
+    Object.entries(after).some(
+      ([name, value]) => !Object.hasOwn(before, name) || before[name] !== value,
+    ),
+  rlimits: (before, after) =>
+    (Object.keys(rlimitRules) as (keyof Rlimits)[])
+      .filter((key) => rlimitRules[key](before[key], after[key]) === true)
+      .map((key) => `rlimits.${key}`),
+  hidePaths: removed,
+  readOnlyPaths: added,
+  writablePaths: added,
+  allowUnixSockets: added,
+  // Any change of identity: 'host' (uid 0), another uid or gid, or unset (the default user).
+  runAs: (before, after) =>
+    typeof before === 'object' && typeof after === 'object'
+      ? before.uid !== after.uid || before.gid !== after.gid
+      : before !== after,
+};
+
+/** Fields whose new value gives commands more room than the old one, in a fixed order. */
 export function loosenedFields(before: SubprocessPolicy, after: SubprocessPolicy): string[] {
   const loosened: string[] = [];
-  const more = (field: string, was: number, now: number): void => {
-    if ((was > 0 && now === 0) || (was > 0 && now > was)) loosened.push(field);
-  };
-  if (before.enabled && !after.enabled) loosened.push('enabled');
-  if (before.strict && !after.strict) loosened.push('strict');
-  if (!before.allowNetwork && after.allowNetwork) loosened.push('allowNetwork');
-  if (!before.allowFileWrites && after.allowFileWrites) loosened.push('allowFileWrites');
-  if (before.restrictToDirectory !== after.restrictToDirectory)
-    loosened.push('restrictToDirectory');
-  if (before.allowedSyscalls !== undefined) {
-    const allowed = new Set(before.allowedSyscalls);
-    if (after.allowedSyscalls === undefined || after.allowedSyscalls.some((s) => !allowed.has(s))) {
-      loosened.push('allowedSyscalls');
-    }
-  }
-  if (
-    before.runAs !== undefined &&
-    (after.runAs?.uid !== before.runAs.uid || after.runAs?.gid !== before.runAs.gid)
-  ) {
-    loosened.push('runAs');
-  }
-  more('timeoutMs', before.timeoutMs, after.timeoutMs);
-  more('maxMemoryMb', before.maxMemoryMb, after.maxMemoryMb);
-  more('maxOutputBytes', before.maxOutputBytes, after.maxOutputBytes);
-  if (after.allowedEnv.some((name) => !before.allowedEnv.includes(name)))
-    loosened.push('allowedEnv');
-  if (before.hidePaths.some((path) => !after.hidePaths.includes(path))) loosened.push('hidePaths');
-  for (const key of ['cpuSecs', 'openFiles', 'processes', 'fileSizeBytes'] as const) {
-    more(`rlimits.${key}`, before.rlimits[key], after.rlimits[key]);
+  for (const field of Object.keys(looseningRules) as (keyof SubprocessPolicy)[]) {
+    const rule = looseningRules[field] as Loosens<unknown>;
+    const verdict = rule(before[field], after[field]);
+    if (verdict === true) loosened.push(field);
+    else if (verdict !== false) loosened.push(...verdict);
   }
   return loosened;
 }

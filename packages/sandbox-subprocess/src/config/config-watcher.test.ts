@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SandboxValidationError } from '@coda/sandbox-core';
@@ -20,11 +20,12 @@ const write = (value: unknown): void =>
   writeFileSync(file, typeof value === 'string' ? value : JSON.stringify(value));
 
 function recorder() {
-  const lines: { level: string; message: string }[] = [];
+  const lines: { level: string; message: string; fields?: unknown }[] = [];
   const at =
     (level: string) =>
     (fields: unknown, message?: string): void => {
-      lines.push({ level, message: typeof fields === 'string' ? fields : (message ?? '') });
+      if (typeof fields === 'string') lines.push({ level, message: fields });
+      else lines.push({ level, message: message ?? '', fields });
     };
   return {
     lines,
@@ -100,7 +101,57 @@ describe('config.json', () => {
       expect(lines.at(-1)).toEqual({
         level: 'warn',
         message: '[Sandbox] config change loosens the sandbox policy',
+        fields: { path: file, loosened: ['allowNetwork'] },
       });
+    } finally {
+      watcher.close();
+    }
+  });
+
+  it('logs a warning naming every field an edit of config.json loosens', async () => {
+    write({
+      port: 8080,
+      sandbox: {
+        allowNetwork: false,
+        env: { LANG: 'C.UTF-8' },
+        rlimits: { processes: 32 },
+        hidePaths: ['/srv/secrets'],
+        runAs: { uid: 1000, gid: 1000 },
+      },
+    });
+    const sandbox = createSandbox();
+    const { lines, logger } = recorder();
+    const watcher = watchSandboxConfig(file, sandbox, { logger, debounceMs: 30 });
+    try {
+      const applied = next<ConfigAppliedEvent>(watcher, 'applied');
+      // The way an operator edits it: read the file, change it, write it back.
+      const config = JSON.parse(readFileSync(file, 'utf8'));
+      config.sandbox.env.LD_PRELOAD = '/tmp/inject.so';
+      config.sandbox.rlimits.processes = 4096;
+      config.sandbox.hidePaths = [];
+      config.sandbox.readOnlyPaths = ['/home'];
+      config.sandbox.writablePaths = ['/var/cache/build'];
+      config.sandbox.allowUnixSockets = ['/run/docker.sock'];
+      config.sandbox.runAs = 'host';
+      writeFileSync(file, JSON.stringify(config, null, 2));
+      const loosened = [
+        'env',
+        'rlimits.processes',
+        'hidePaths',
+        'readOnlyPaths',
+        'writablePaths',
+        'allowUnixSockets',
+        'runAs',
+      ];
+      expect((await applied).loosened).toEqual(loosened);
+      expect(sandbox.getPolicy()).toMatchObject({ runAs: 'host', allowNetwork: false });
+      expect(lines.filter((line) => line.level === 'warn')).toEqual([
+        {
+          level: 'warn',
+          message: '[Sandbox] config change loosens the sandbox policy',
+          fields: { path: file, loosened },
+        },
+      ]);
     } finally {
       watcher.close();
     }
@@ -121,10 +172,10 @@ describe('config.json', () => {
     const after = loadSandboxConfigFrom({ timeoutMs: 0, maxMemoryMb: 1024 });
     expect(loosenedFields(before, after)).toEqual([
       'strict',
-      'allowNetwork',
-      'allowFileWrites',
       'timeoutMs',
       'maxMemoryMb',
+      'allowNetwork',
+      'allowFileWrites',
     ]);
     expect(loosenedFields(after, before)).toEqual([]);
   });

@@ -1,9 +1,20 @@
-// Finds bubblewrap, prlimit and setpriv and checks once that bubblewrap can create the namespaces this
-// package asks for (AppArmor on some distributions blocks unprivileged user namespaces).
+// Finds bubblewrap and the host-side helpers and checks once that bubblewrap can create the
+// namespaces this package asks for (AppArmor on some distributions blocks unprivileged user
+// namespaces). bash, setpriv and env come from fixed system directories, never from a PATH.
 import { spawnSync } from 'node:child_process';
-import { closeSync } from 'node:fs';
+import { closeSync, existsSync } from 'node:fs';
 import { resolveExecutable } from '../process/resolve-executable.ts';
-import { openSeccompFilter } from './seccomp/filter-file.ts';
+import { unlinkedFile } from '../process/unlinked-file.ts';
+import { seccompProgram } from './seccomp/program-cache.ts';
+import { helperEnvironment } from './wrapper-shell.ts';
+
+const systemPath = (name: string): string | undefined =>
+  [`/usr/bin/${name}`, `/bin/${name}`].find((path) => existsSync(path));
+
+/** bash, for the wrapper (it can close descriptors above 9 and read NUL-delimited input). */
+export const bashPath = systemPath('bash');
+/** util-linux setpriv, which drops to the run's identity inside the sandbox. */
+export const setprivPath = systemPath('setpriv');
 
 /** What the Linux path can use on this host. */
 export interface LinuxSupport {
@@ -11,8 +22,6 @@ export interface LinuxSupport {
   readonly bwrap: string | undefined;
   /** Absolute path of util-linux `prlimit`, when there is one. */
   readonly prlimit: string | undefined;
-  /** Absolute path of util-linux `setpriv` (for `runAs`), when there is one. */
-  readonly setpriv: string | undefined;
   /** Whether bwrap can also create a network namespace here. */
   readonly networkNamespace: boolean;
   /** Why bwrap is not used, when it is not. */
@@ -34,9 +43,8 @@ export function detectLinux(hostPath: string | undefined = process.env.PATH): Li
 
 function probe(hostPath: string | undefined): LinuxSupport {
   const prlimit = resolveExecutable('prlimit', '/', hostPath);
-  const setpriv = resolveExecutable('setpriv', '/', hostPath);
   const bwrap = resolveExecutable('bwrap', '/', hostPath);
-  const tools = { prlimit, setpriv };
+  const tools = { prlimit };
   if (bwrap === undefined) {
     return { bwrap, ...tools, networkNamespace: false, reason: 'bwrap not found on PATH' };
   }
@@ -60,7 +68,7 @@ function probe(hostPath: string | undefined): LinuxSupport {
 function attempt(bwrap: string, truePath: string, network: boolean): string | undefined {
   let fd: number | undefined;
   try {
-    fd = openSeccompFilter({ allowNetwork: false });
+    fd = unlinkedFile(seccompProgram({ allowNetwork: false }));
     const result = spawnSync(
       bwrap,
       [
@@ -85,7 +93,7 @@ function attempt(bwrap: string, truePath: string, network: boolean): string | un
         '--',
         truePath,
       ],
-      { stdio: ['ignore', 'ignore', 'pipe', fd], timeout: 10_000, env: {} },
+      { stdio: ['ignore', 'ignore', 'pipe', fd], timeout: 10_000, env: helperEnvironment },
     );
     if (result.status === 0) return undefined;
     const stderr = result.stderr?.toString().trim() ?? '';

@@ -1,5 +1,6 @@
-// Warm launchers: a `/bin/sh` that has already joined a fresh pair of per-run cgroups and waits
-// for one line on stdin (the rest of the run: rlimits, cwd, environment, `exec bwrap ...`).
+// Warm launchers: the run's wrapper shell (wrapper-shell.ts), started early: it has closed what it
+// inherited, joined a fresh pair of per-run cgroups and waits for its instructions (the rest of
+// the run: rlimits, `exec bwrap --args FD` and bwrap's arguments) on its instructions pipe.
 //
 // Why: moving a process into a cgroup takes the kernel's cgroup_threadgroup_rwsem for writing,
 // which waits for an RCU grace period unless another move happened moments before. On the
@@ -12,14 +13,14 @@
 // cannot be reset) and no memory charged by someone else's page cache.
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
-import { dirname } from 'node:path';
-import { shellQuote } from '../process/shell-quote.ts';
 import {
   type CgroupSupport,
   createRunCgroupsInBackground,
   type RunCgroups,
   removeBases,
 } from './cgroup.ts';
+import { bashPath } from './detect.ts';
+import { helperEnvironment, wrapperDescriptorCount, wrapperScript } from './wrapper-shell.ts';
 
 /** What a launcher is prepared for; runs with the same shape can share a pool. */
 export interface LauncherShape {
@@ -37,6 +38,8 @@ export interface Launcher {
   readonly cgroups: RunCgroups;
   /** Makes the launcher keep the host alive again (pooled ones do not). */
   ref(): void;
+  /** Kills it and removes its groups (in the background): for a launcher that will run nothing. */
+  discard(): void;
 }
 
 /** Launchers kept ready per shape. Two, so that back-to-back runs both find one. */
@@ -104,25 +107,19 @@ async function startLauncher(
     exitHookInstalled = true;
     process.once('exit', drainLaunchers);
   }
-  const joins = cgroups.procsFiles.map((file) => `echo $$ > ${shellQuote(file)}`);
-  // dash reads a pipe one byte at a time, so `read` takes exactly the line and leaves the
-  // caller's input for the command.
-  const groups = cgroups.procsFiles.map((file) => dirname(file));
-  // When the host dies before handing over a run (stdin closes), the launcher moves back to the
-  // host's own group and removes its run's groups, and the base when it is the last one out.
-  const cleanup = [
-    ...groups.map((dir) => `echo $$ > ${shellQuote(`${dirname(dirname(dir))}/cgroup.procs`)}`),
-    ...groups.map((dir) => `rmdir ${shellQuote(dir)} ${shellQuote(dirname(dir))}`),
-  ].join('; ');
-  const script = `${joins.join(' && ')} && if IFS= read -r line; then eval "$line"; else { ${cleanup}; } 2>/dev/null; fi`;
   let child: ChildProcess;
   try {
-    child = spawn('/bin/sh', ['-c', script, 'coda-sandbox'], {
-      cwd: '/',
-      env: {},
-      stdio: Array.from({ length: 3 + shape.extraPipes }, () => 'pipe' as const),
-      detached: shape.detached,
-    });
+    if (bashPath === undefined) throw new Error('bash not found');
+    child = spawn(
+      bashPath,
+      ['--norc', '--noprofile', '-c', wrapperScript(shape, cgroups.procsFiles), 'coda-sandbox'],
+      {
+        cwd: '/',
+        env: helperEnvironment,
+        stdio: Array.from({ length: wrapperDescriptorCount(shape) }, () => 'pipe' as const),
+        detached: shape.detached,
+      },
+    );
   } catch {
     cgroups.removeSync();
     return undefined;
@@ -137,7 +134,12 @@ async function startLauncher(
     }
   };
   setRef(false);
-  const launcher: Launcher = { child, cgroups, ref: () => setRef(true) };
+  const launcher: Launcher = {
+    child,
+    cgroups,
+    ref: () => setRef(true),
+    discard: () => discardLauncher(launcher),
+  };
   const onGone = (): void => {
     for (const pool of pools.values()) {
       const index = pool.indexOf(launcher);

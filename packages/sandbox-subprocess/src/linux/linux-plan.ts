@@ -1,201 +1,208 @@
-// Turns a policy and one command into the argv that confines it on Linux: bubblewrap (namespaces,
-// read-only root, chosen writable paths, seccomp) behind a one-line shell that joins the run's
-// cgroups and sets rlimits before anything else runs. Without a usable bwrap the same
-// chain runs the command directly: rlimits, cgroups, a process group, and no isolation.
-import { closeSync, existsSync, realpathSync, statSync } from 'node:fs';
+// Turns a policy and one command into what confines it on Linux. Every run starts as the wrapper
+// shell (wrapper-shell.ts: empty environment, inherited descriptors closed, cgroups joined),
+// which reads its instructions from a pipe: rlimits, then `exec bwrap --args FD`. bubblewrap's
+// arguments (the declared view, namespaces, the command and its environment) follow on the same
+// pipe, so none of them is on a host command line. Inside, a root host's command drops to an
+// unprivileged identity before anything of the caller's runs. Without a usable bwrap the same
+// wrapper runs the command directly: rlimits, cgroups, a process group, and no isolation.
+import { statSync } from 'node:fs';
 import { SandboxUnavailableError } from '@coda/sandbox-core';
 import { SandboxControl } from '../process/controls.ts';
 import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
 import { shellQuote } from '../process/shell-quote.ts';
 import { ulimitSteps } from '../process/ulimit.ts';
+import { type CgroupSupport, createRunCgroups, detectCgroups, type RunCgroups } from './cgroup.ts';
+import { type CheckedPath, checkPath, isInside, pathError, releasePins } from './checked-path.ts';
+import { bashPath, detectLinux, setprivPath } from './detect.ts';
 import {
-  type CgroupSupport,
-  createRunCgroups,
-  detectCgroups,
-  type RunCgroupLimits,
-} from './cgroup.ts';
-import { detectLinux } from './detect.ts';
-import {
-  discardLauncher,
-  type Launcher,
-  type LauncherShape,
-  takeLauncher,
-} from './launcher-pool.ts';
-import { openSeccompFilter, seccompFilterPath } from './seccomp/filter-file.ts';
+  type BoundPath,
+  defaultFilesystemView,
+  type HostPaths,
+  sandboxHome,
+  viewArguments,
+} from './filesystem-view.ts';
+import { hostPaths } from './host-paths.ts';
+import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
+import { seccompProgram } from './seccomp/program-cache.ts';
+import { instructionsDescriptor, seccompDescriptor, wrapperScript } from './wrapper-shell.ts';
 
 const mib = 1024 * 1024;
+/** nobody:nogroup on Debian, Ubuntu, Fedora and Alpine. */
+export const defaultIdentity = Object.freeze({ uid: 65534, gid: 65534 });
 
-/** Builds the Linux launch plan; `bwrap: false` forces the fallback (for tests and strict checks). */
+/** Who the command runs as. */
+type Identity =
+  /** The host is root: drop to this uid/gid inside the sandbox (bwrap itself stays root). */
+  | { readonly kind: 'drop'; readonly uid: number; readonly gid: number }
+  /** The host is root and the policy asked for its identity (`runAs: 'host'`). */
+  | { readonly kind: 'host' }
+  /** The host is not root: the command runs as the host's own unprivileged user. */
+  | { readonly kind: 'own' };
+
+/** The identity a run under `policy` gets on this host. */
+export function runIdentity(policy: LaunchRequest['policy']): Identity {
+  if (process.getuid?.() !== 0) return { kind: 'own' };
+  if (policy.runAs === 'host') return { kind: 'host' };
+  return { kind: 'drop', ...(policy.runAs ?? defaultIdentity) };
+}
+
+/** Builds the Linux launch plan. */
 export function linuxPlan(request: LaunchRequest): LaunchPlan {
   const { policy, limits } = request;
+  if (!policy.enabled) return unconfinedPlan(request);
+  if (bashPath === undefined) {
+    throw new SandboxUnavailableError(
+      'The sandbox needs bash (in /usr/bin or /bin) for its host-side wrapper',
+      { details: { reason: 'bash not found' } },
+    );
+  }
   const support = detectLinux(request.hostPath);
-  const useBwrap = policy.enabled && support.bwrap !== undefined;
-  const controls: SandboxControl[] = [SandboxControl.cleanEnvironment];
-
+  const useBwrap = support.bwrap !== undefined;
+  const identity = runIdentity(policy);
+  if (useBwrap && identity.kind === 'drop' && setprivPath === undefined) {
+    throw new SandboxUnavailableError(
+      'Dropping to an unprivileged identity needs util-linux setpriv (or runAs: "host")',
+      { details: { reason: 'setpriv not found' } },
+    );
+  }
+  const controls: SandboxControl[] = [SandboxControl.cleanEnvironment, SandboxControl.cleanHelpers];
   const wanted = { memoryBytes: limits.maxMemoryMb * mib, pids: limits.rlimits.processes };
-  const cgroupSupport = policy.enabled ? detectCgroups() : undefined;
+  const cgroupSupport = detectCgroups();
   const shape: LauncherShape = {
     memory: wanted.memoryBytes > 0 && cgroupSupport?.memory !== undefined,
     pids: wanted.pids > 0 && cgroupSupport?.pids !== undefined,
     extraPipes: request.extraPipes,
     detached: !useBwrap,
   };
-  if (
-    policy.enabled &&
-    limits.maxMemoryMb > 0 &&
-    !shape.memory &&
-    limits.memoryFallback === 'refuse'
-  ) {
+  if (limits.maxMemoryMb > 0 && !shape.memory && limits.memoryFallback === 'refuse') {
     throw new SandboxUnavailableError(
       'No writable memory cgroup on this host and memoryFallback is "refuse"',
       { details: { reason: 'no memory cgroup' } },
     );
   }
+
+  // Everything that can refuse the run comes before anything is taken (cgroups, launchers).
+  const pins: CheckedPath[] = [];
+  let instructions: string;
+  try {
+    const line = (exec: string): string => {
+      const hasPidsCgroup = shape.pids;
+      const dataFallback = !shape.memory && limits.memoryFallback === 'rlimit-data';
+      const needsNproc = !hasPidsCgroup && identity.kind !== 'drop' && process.getuid?.() !== 0;
+      const ulimits = ulimitSteps(
+        limits,
+        { data: dataFallback, nprocFlag: needsNproc ? '-u' : undefined },
+        controls,
+      );
+      if (dataFallback && limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryRlimitData);
+      return [...ulimits, exec].join(' && ');
+    };
+    if (useBwrap) {
+      const bwrap = bwrapArguments(request, identity, controls, support.networkNamespace, pins);
+      const fd = instructionsDescriptor(request);
+      // bwrap takes its options from the pipe; the command must follow on its own argv.
+      const exec = [support.bwrap!, '--args', String(fd), '--', ...bwrap.command];
+      const options = bwrap.options.map((arg) => `${arg}\0`).join('');
+      instructions = `${line(`exec ${exec.map(shellQuote).join(' ')}`)}\0${options}`;
+    } else {
+      instructions = `${line(fallbackExec(request, identity, controls))}\0`;
+    }
+  } catch (error) {
+    releasePins(pins);
+    throw error;
+  }
+
   const launcher =
-    cgroupSupport !== undefined && (shape.memory || shape.pids) && poolable(request)
+    cgroupSupport !== undefined && (shape.memory || shape.pids) && request.synchronous !== true
       ? takeReadyLauncher(cgroupSupport, shape, wanted)
       : undefined;
-  const cgroups =
+  const cgroups: RunCgroups | undefined =
     launcher?.cgroups ??
     (cgroupSupport === undefined ? undefined : createRunCgroups(cgroupSupport, wanted));
   if (cgroups !== undefined) controls.push(...cgroups.controls);
-  const hasMemoryCgroup =
-    cgroups?.controls.some(
-      (c) => c === SandboxControl.memoryCgroupV1 || c === SandboxControl.memoryCgroupV2,
-    ) ?? false;
-  const hasPidsCgroup =
-    cgroups?.controls.some(
-      (c) => c === SandboxControl.pidsCgroupV1 || c === SandboxControl.pidsCgroupV2,
-    ) ?? false;
-
-  let argv: string[] = [];
-  let seccompFd: number | undefined;
-  let seccompPath: string | undefined;
-  const seccompFdNumber = 3 + request.extraPipes;
-  if (useBwrap) {
-    const filter = { allowNetwork: policy.allowNetwork, allowedSyscalls: policy.allowedSyscalls };
-    // A launcher opens the filter file itself (it was started before this run's policy was known).
-    if (launcher === undefined) seccompFd = openSeccompFilter(filter);
-    else seccompPath = seccompFilterPath(filter);
-    const bwrap = bwrapArgs(request, seccompFdNumber, controls, support.networkNamespace);
-    argv = [support.bwrap!, ...bwrap];
-  } else {
-    argv = [request.executable, ...request.args];
-  }
-
-  if (policy.enabled && policy.runAs !== undefined) {
-    if (support.setpriv === undefined) {
-      if (launcher !== undefined) discardLauncher(launcher);
-      else cgroups?.removeSync();
-      if (seccompFd !== undefined) closeSync(seccompFd);
-      throw new SandboxUnavailableError('runAs needs util-linux setpriv, which is not on PATH');
-    }
-    const { uid, gid } = policy.runAs;
-    argv = [support.setpriv, `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--', ...argv];
-    controls.push(SandboxControl.runAsUser);
-  }
-  let launch: LaunchPlan['launcher'];
-  if (policy.enabled) {
-    const needsNproc = !hasPidsCgroup && (process.getuid?.() !== 0 || policy.runAs !== undefined);
-    if (needsNproc && support.prlimit !== undefined) {
-      // The one limit whose ulimit flag differs between shells (-p in dash, -u in bash).
-      argv = [support.prlimit, `--nproc=${limits.rlimits.processes}`, '--', ...argv];
-      controls.push(SandboxControl.rlimitNproc);
-    }
-    // The last resort for memory is RLIMIT_DATA (heap and private mappings since Linux 4.7);
-    // under about 1 GiB it stops V8 programs from starting, as the docs say.
-    const dataFallback = !hasMemoryCgroup && limits.memoryFallback === 'rlimit-data';
-    const ulimits = ulimitSteps(limits, { data: dataFallback }, controls);
-    if (launcher !== undefined) {
-      // The launcher already sits in the run's groups; the line sets the rest and becomes bwrap.
-      const seccomp =
-        seccompPath === undefined ? undefined : { fd: seccompFdNumber, path: seccompPath };
-      const line = launcherLine(ulimits, request, argv, seccomp);
-      if (line.includes('\n')) {
-        // A resolved path (a symlink target, the temp dir) brought a newline: start cold.
-        discardLauncher(launcher);
-        return linuxPlan({ ...request, synchronous: true });
-      }
-      launch = { launcher, line: `${line}\n` };
-    } else {
-      const steps = [
-        ...(cgroups?.procsFiles ?? []).map((file) => `echo $$ > ${shellQuote(file)}`),
-        ...ulimits,
-        'exec "$@"',
-      ];
-      // One shell joins the cgroups and sets the rlimits, then becomes bwrap (or the command):
-      // nothing of the run exists outside its cgroups, and only one extra exec is paid.
-      argv = ['/bin/sh', '-c', steps.join(' && '), 'coda-sandbox', ...argv];
-    }
-    if (dataFallback && limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryRlimitData);
-  }
-  if (policy.enabled && limits.timeoutMs > 0) controls.push(SandboxControl.wallClockTimeout);
+  if (limits.timeoutMs > 0) controls.push(SandboxControl.wallClockTimeout);
   controls.push(useBwrap ? SandboxControl.killPidNamespace : SandboxControl.killProcessGroup);
 
+  const seccomp = useBwrap
+    ? seccompProgram({
+        allowNetwork: policy.allowNetwork,
+        allowedSyscalls: policy.allowedSyscalls,
+        allowUnixConnect: request.unixSockets.length > 0,
+      })
+    : new Uint8Array(0);
+  let released = false;
   return {
-    file: argv[0]!,
-    args: argv.slice(1),
+    file: bashPath,
+    args: [
+      '--norc',
+      '--noprofile',
+      '-c',
+      wrapperScript(request, cgroups?.procsFiles ?? []),
+      'coda-sandbox',
+    ],
+    cwd: '/',
+    env: {},
     controls,
     sandboxApplied: useBwrap,
-    seccompFd,
+    inputs: [seccomp, Buffer.from(instructions)],
+    release: () => {
+      if (released) return;
+      released = true;
+      releasePins(pins);
+    },
     cgroups,
     detached: !useBwrap,
-    launcher: launch,
-    fallbackReason: useBwrap
-      ? undefined
-      : policy.enabled
-        ? support.reason
-        : 'sandbox disabled by policy',
+    launcher,
+    fallbackReason: useBwrap ? undefined : support.reason,
+  };
+}
+
+/** The command as it is when the policy disables confinement: clean environment, nothing else. */
+function unconfinedPlan(request: LaunchRequest): LaunchPlan {
+  return {
+    file: request.executable,
+    args: request.args,
+    cwd: request.cwd ?? process.cwd(),
+    env: request.env,
+    controls: [SandboxControl.cleanEnvironment, SandboxControl.killProcessGroup],
+    sandboxApplied: false,
+    cgroups: undefined,
+    detached: true,
+    fallbackReason: 'sandbox disabled by policy',
   };
 }
 
 /**
- * The one line a warm launcher reads and evals: rlimits, cwd, environment (names are validated
- * identifiers, values single-quoted), then `exec` of the argv with the seccomp file opened on
- * its descriptor number. Nothing in it is expanded by the shell.
+ * The fallback's last step, run by the wrapper itself: cwd, the command's environment (exported
+ * only now, so no helper before it saw it), an explicit `runAs` through setpriv, then the command.
  */
-function launcherLine(
-  ulimits: readonly string[],
+function fallbackExec(
   request: LaunchRequest,
-  argv: readonly string[],
-  seccomp: { fd: number; path: string } | undefined,
+  identity: Identity,
+  controls: SandboxControl[],
 ): string {
   const exports = Object.entries(request.env).map(
     ([name, value]) => `${name}=${shellQuote(value)}`,
   );
-  const redirect = seccomp === undefined ? '' : ` ${seccomp.fd}< ${shellQuote(seccomp.path)}`;
+  const drop =
+    identity.kind === 'drop' &&
+    typeof request.policy.runAs === 'object' &&
+    setprivPath !== undefined
+      ? [setprivPath, `--reuid=${identity.uid}`, `--regid=${identity.gid}`, '--clear-groups', '--']
+      : [];
+  if (drop.length > 0) controls.push(SandboxControl.unprivilegedIdentity);
   return [
-    ...ulimits,
-    `cd -- ${shellQuote(request.cwd)}`,
-    'unset OLDPWD', // set by `cd`; the cold path's command never sees it
+    `cd -- ${shellQuote(request.cwd ?? process.cwd())}`,
     ...(exports.length > 0 ? [`export ${exports.join(' ')}`] : []),
-    `exec ${argv.map(shellQuote).join(' ')}${redirect}`,
+    `exec ${[...drop, request.executable, ...request.args].map(shellQuote).join(' ')}`,
   ].join(' && ');
-}
-
-/**
- * Whether a launcher can carry this run: its line is read up to the first newline, and dash
- * redirects only single-digit descriptors (the seccomp fd follows the extra pipes).
- */
-function poolable(request: LaunchRequest): boolean {
-  if (request.synchronous === true || 3 + request.extraPipes > 9) return false;
-  const words = [
-    request.executable,
-    request.cwd,
-    ...request.args,
-    ...request.readOnlyPaths,
-    ...(request.writableDirectory === undefined ? [] : [request.writableDirectory]),
-    ...request.policy.hidePaths,
-    ...Object.values(request.env),
-  ];
-  return !words.some((word) => word.includes('\n'));
 }
 
 /** A pooled launcher with the run's limits written, or undefined (start cold). */
 function takeReadyLauncher(
   support: CgroupSupport,
   shape: LauncherShape,
-  limits: RunCgroupLimits,
+  limits: { memoryBytes: number; pids: number },
 ): Launcher | undefined {
   const launcher = takeLauncher(support, shape);
   if (launcher === undefined) return undefined;
@@ -203,96 +210,170 @@ function takeReadyLauncher(
     launcher.cgroups.setLimits(limits);
     return launcher;
   } catch {
-    discardLauncher(launcher);
+    launcher.discard();
     return undefined;
   }
 }
 
-/** bubblewrap's arguments up to and including the command. */
-export function bwrapArgs(
+/** The variable prefix that carries the command's environment past setpriv, inert to ld.so. */
+const envPrefix = 'CODA_SANDBOX_ENV_';
+
+/** Restores the prefixed variables (bash, already unprivileged), then becomes the command. */
+const unprefixScript = `for v in "\${!${envPrefix}@}"; do export "\${v#${envPrefix}}=\${!v}"; unset "$v"; done; exec -- "$@"`;
+
+/**
+ * bubblewrap's options (namespaces, the view with the run's additions, each pinned in `pins`,
+ * identity, environment, seccomp) and the command it runs. The options travel on a pipe; the
+ * command is on bwrap's argv, like any command's own argv, but no environment value is.
+ */
+export function bwrapArguments(
   request: LaunchRequest,
-  seccompFdNumber: number,
+  identity: Identity,
   controls: SandboxControl[],
-  networkNamespace = true,
-): string[] {
+  networkNamespace: boolean,
+  pins: CheckedPath[],
+  host: HostPaths = hostPaths,
+): { options: string[]; command: string[] } {
   const { policy, limits } = request;
   const args = [
     '--new-session',
     '--die-with-parent',
-    '--unshare-user',
-    '--disable-userns',
     '--unshare-pid',
     '--unshare-ipc',
     '--unshare-uts',
   ];
   controls.push(
     SandboxControl.bubblewrap,
-    SandboxControl.userNamespace,
     SandboxControl.pidNamespace,
     SandboxControl.ipcNamespace,
     SandboxControl.utsNamespace,
     SandboxControl.mountNamespace,
   );
+  if (identity.kind === 'drop') {
+    // bwrap stays root to build the view; setpriv, inside, needs only these three to drop.
+    args.push('--cap-drop', 'ALL');
+    for (const cap of ['CAP_SETUID', 'CAP_SETGID', 'CAP_SETPCAP']) args.push('--cap-add', cap);
+    controls.push(SandboxControl.unprivilegedIdentity);
+  } else {
+    args.push('--unshare-user', '--disable-userns', '--cap-drop', 'ALL');
+    controls.push(SandboxControl.userNamespace);
+    controls.push(
+      identity.kind === 'host' ? SandboxControl.hostIdentity : SandboxControl.unprivilegedIdentity,
+    );
+  }
   if (!policy.allowNetwork && networkNamespace) {
     args.push('--unshare-net');
     controls.push(SandboxControl.networkNamespace);
   }
-  const tmpSize = limits.maxMemoryMb > 0 ? limits.maxMemoryMb * mib : 512 * mib;
-  args.push('--cap-drop', 'ALL', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc');
-  args.push('--size', String(tmpSize), '--tmpfs', '/tmp');
-  controls.push(SandboxControl.readOnlyRoot, SandboxControl.privateTmp);
 
-  for (const path of policy.hidePaths) {
-    const real = realOrUndefined(path);
-    if (real === undefined) continue;
-    if (statSync(real).isDirectory()) args.push('--tmpfs', real);
-    else args.push('--ro-bind', '/dev/null', real);
-  }
-  if (policy.hidePaths.length > 0) controls.push(SandboxControl.hiddenPaths);
-
-  if (request.writableDirectory !== undefined) {
-    args.push('--bind', request.writableDirectory, request.writableDirectory);
-    controls.push(SandboxControl.writableDirectory);
-  } else {
-    controls.push(SandboxControl.noFileWrites);
-  }
-  // The cwd and the program stay visible even under /tmp or a hidden path, and the caller's
-  // read-only paths always; bound after the writable directory so that a read-only path inside
-  // it wins.
-  const writable = request.writableDirectory;
-  const overlaid = [
-    '/tmp',
-    '/dev',
-    '/proc',
-    ...policy.hidePaths.map((path) => realOrUndefined(path) ?? path),
+  const pin = (field: string, path: string): BoundPath => {
+    const checked = checkPath(path, field, request.hiddenPaths);
+    pins.push(checked);
+    return { source: checked.source, path: checked.real };
+  };
+  const writableFields: (readonly [string, string])[] = [
+    ...(request.writableDirectory === undefined
+      ? []
+      : [[request.writableField ?? 'cwd', request.writableDirectory] as const]),
+    ...request.writablePaths,
   ];
-  const implicit = [request.cwd, request.executable].filter(
-    (path) =>
-      (writable === undefined || !isInside(path, writable)) &&
-      overlaid.some((dir) => isInside(path, dir)),
-  );
-  for (const path of new Set([...implicit, ...request.readOnlyPaths])) {
-    args.push('--ro-bind', path, path);
+  const writable: BoundPath[] = [];
+  const readOnly: BoundPath[] = [];
+  for (const [field, path] of writableFields) {
+    const bound = pin(field, path);
+    if (identity.kind === 'drop' && !writableBy(bound.path, identity)) {
+      throw pathError(
+        field,
+        `not writable by the sandbox identity ${identity.uid}:${identity.gid} (chown it, or set runAs)`,
+        path,
+      );
+    }
+    writable.push(bound);
   }
-  if (request.writableDirectory === undefined) args.push('--remount-ro', '/tmp');
-  args.push('--chdir', request.cwd, '--seccomp', String(seccompFdNumber));
+  if (request.cwd !== undefined && request.cwd !== request.writableDirectory) {
+    if (request.cwd === '/') throw pathError('cwd', 'binding / would show the whole host', '/');
+    readOnly.push(pin('cwd', request.cwd));
+  }
+  if (!visibleInView(request.executable)) readOnly.push(pin('file', request.executable));
+  for (const [field, path] of request.readOnlyPaths) {
+    if (path === '/') throw pathError(field, 'binding / would show the whole host', '/');
+    readOnly.push(pin(field, path));
+  }
+  for (const [field, path] of request.unixSockets) readOnly.push(pin(field, path));
+
+  const tmpfsBytes = limits.maxMemoryMb > 0 ? limits.maxMemoryMb * mib : 512 * mib;
+  args.push(
+    ...viewArguments(
+      defaultFilesystemView,
+      { readOnly, writable, hidden: request.hiddenPaths },
+      policy.allowFileWrites,
+      host,
+      tmpfsBytes,
+    ),
+  );
+  controls.push(SandboxControl.filesystemView, SandboxControl.privateTmp);
+  if (request.hiddenPaths.length > 0) controls.push(SandboxControl.hiddenPaths);
+  controls.push(
+    writable.length > 0 ? SandboxControl.writableDirectory : SandboxControl.noFileWrites,
+  );
+
+  const cwd = request.cwd ?? sandboxHome;
+  const env: Record<string, string> = { HOME: sandboxHome, ...request.env, PWD: cwd };
+  args.push('--chdir', cwd, '--clearenv');
+  let command = [request.executable, ...request.args];
+  if (identity.kind === 'drop') {
+    // setpriv holds CAP_SETUID until it drops, so it must not see LD_PRELOAD and the like: the
+    // environment reaches it prefixed (inert), and bash, already unprivileged, restores it.
+    for (const [name, value] of Object.entries(env))
+      args.push('--setenv', `${envPrefix}${name}`, value);
+    command = [
+      setprivPath!,
+      `--reuid=${identity.uid}`,
+      `--regid=${identity.gid}`,
+      '--clear-groups',
+      '--inh-caps=-all',
+      '--bounding-set=-all',
+      '--',
+      bashPath!,
+      '--norc',
+      '--noprofile',
+      '-c',
+      unprefixScript,
+      'coda-sandbox',
+      ...command,
+    ];
+  } else {
+    for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
+  }
+  args.push('--seccomp', String(seccompDescriptor(request)));
   controls.push(
     SandboxControl.newSession,
     SandboxControl.capabilitiesDropped,
     SandboxControl.noNewPrivileges,
     SandboxControl.seccomp,
+    SandboxControl.inheritedDescriptorsClosed,
   );
   if (policy.allowedSyscalls !== undefined) controls.push(SandboxControl.seccompAllowlist);
-  if (!policy.allowNetwork) controls.push(SandboxControl.seccompNoInet);
-  args.push('--', request.executable, ...request.args);
-  return args;
+  if (!policy.allowNetwork) {
+    controls.push(SandboxControl.seccompNoInet);
+    if (request.unixSockets.length === 0) controls.push(SandboxControl.seccompNoUnixConnect);
+  }
+  return { options: args, command };
 }
 
-function isInside(path: string, dir: string): boolean {
-  return path === dir || path.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+/** Whether the default view already shows `path` (read-only and not masked). */
+function visibleInView(path: string): boolean {
+  let visible = false;
+  for (const entry of defaultFilesystemView) {
+    if (!isInside(path, entry.path)) continue;
+    visible = entry.access === 'read-only';
+  }
+  return visible;
 }
 
-function realOrUndefined(path: string): string | undefined {
-  if (!existsSync(path)) return undefined;
-  return realpathSync(path);
+/** Whether `identity` may create files in `dir` (write and search permission). */
+function writableBy(dir: string, identity: { uid: number; gid: number }): boolean {
+  const { uid, gid, mode } = statSync(dir);
+  const bits = uid === identity.uid ? mode >> 6 : gid === identity.gid ? mode >> 3 : mode;
+  return (bits & 0o3) === 0o3;
 }

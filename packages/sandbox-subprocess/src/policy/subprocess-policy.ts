@@ -10,7 +10,13 @@ import { z } from 'zod';
 import { isKnownSyscall } from '../linux/seccomp/filter.ts';
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment name');
-const absolutePath = z.string().min(1).startsWith('/', 'expected an absolute path');
+/** A string the kernel can take whole: argv, env and paths end at the first NUL byte. */
+export const noNulString = z
+  .string()
+  .refine((value) => !value.includes('\0'), 'contains a NUL byte');
+const absolutePath = noNulString.pipe(
+  z.string().min(1).startsWith('/', 'expected an absolute path'),
+);
 
 /** Per-command resource limits applied with setrlimit (through `prlimit`). */
 export const RlimitsSchema = z.strictObject({
@@ -27,8 +33,7 @@ export const RlimitsSchema = z.strictObject({
 /** Per-command resource limits. */
 export type Rlimits = z.infer<typeof RlimitsSchema>;
 
-/** The full policy a {@link SubprocessSandbox} runs commands under. */
-export const SubprocessPolicySchema = SandboxPolicySchema.extend({
+const PolicyFields = SandboxPolicySchema.extend({
   allowedSyscalls: z
     .array(
       z
@@ -47,24 +52,50 @@ export const SubprocessPolicySchema = SandboxPolicySchema.extend({
   /** Host environment variables a command may see (copied when set on the host). */
   allowedEnv: z.array(envName),
   /** Variables set for every command, after `allowedEnv`. */
-  env: z.record(envName, z.string()),
+  env: z.record(envName, noNulString),
+  /** The one directory commands may write to and run in (absolute; no symlink may lead out of it). */
+  restrictToDirectory: absolutePath.optional(),
   /** Resource limits. */
   rlimits: RlimitsSchema,
-  /** Host paths replaced by an empty directory inside the sandbox (Linux), such as `/root`. */
-  hidePaths: z.array(absolutePath),
   /**
-   * Linux, host running as root: run the command as this unprivileged user and group (through
-   * util-linux `setpriv`, after the cgroups are joined), so root-only files stay unreadable.
-   * The program, the cwd and the read-only paths must be readable by it, the writable
-   * directory writable.
+   * Paths replaced by an empty directory or an empty file inside the sandbox (Linux), on top of
+   * the view; a cwd or read-only path inside one is refused.
+   */
+  hidePaths: z.array(absolutePath),
+  /** Host paths added to the view read-only for every command (Linux), e.g. a toolchain. */
+  readOnlyPaths: z.array(absolutePath),
+  /** Host directories added to the view writable for every command; needs `allowFileWrites`. */
+  writablePaths: z.array(absolutePath),
+  /**
+   * Host Unix socket files a command may connect to (Linux). With none listed and the network
+   * off, `connect()` is refused by seccomp; listed sockets are bound into the view and
+   * `connect()` is allowed (only sockets in the view can be reached).
+   */
+  allowUnixSockets: z.array(absolutePath),
+  /**
+   * Linux, host running as root: the identity commands run as. Default (unset): uid and gid
+   * 65534 (nobody), dropped inside the sandbox after bubblewrap built the view, so root-only
+   * files and uid-0 sysctl rights never apply. `{ uid, gid }`: that user and group instead.
+   * `'host'`: the host's own uid 0 (mapped through a user namespace), logged as a warning and
+   * reported as the `identity:host` control. Ignored when the host is not root: commands then
+   * run as the host's own unprivileged user.
    */
   runAs: z
-    .strictObject({
-      uid: z.number().int().min(1).max(4_294_967_294),
-      gid: z.number().int().min(1).max(4_294_967_294),
-    })
+    .union([
+      z.literal('host'),
+      z.strictObject({
+        uid: z.number().int().min(1).max(4_294_967_294),
+        gid: z.number().int().min(1).max(4_294_967_294),
+      }),
+    ])
     .optional(),
 });
+
+/** The full policy a {@link SubprocessSandbox} runs commands under. */
+export const SubprocessPolicySchema = PolicyFields.refine(
+  (policy) => policy.allowFileWrites || policy.writablePaths.length === 0,
+  { path: ['writablePaths'], message: 'writable paths need allowFileWrites: true' },
+);
 
 /** The full policy: seed 004's fields plus this package's. */
 export type SubprocessPolicy = z.infer<typeof SubprocessPolicySchema>;
@@ -79,7 +110,8 @@ export const defaultSubprocessPolicy: Readonly<SubprocessPolicy> = Object.freeze
   ...defaultSandboxPolicy,
   strict: false,
   maxOutputBytes: 4 * 1024 * 1024,
-  allowedEnv: ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'],
+  // Not HOME: the host's home is not in the view; commands get their private one.
+  allowedEnv: ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'],
   env: {},
   rlimits: Object.freeze({
     cpuSecs: 0,
@@ -88,9 +120,12 @@ export const defaultSubprocessPolicy: Readonly<SubprocessPolicy> = Object.freeze
     fileSizeBytes: 1024 * 1024 * 1024,
   }),
   hidePaths: [],
+  readOnlyPaths: [],
+  writablePaths: [],
+  allowUnixSockets: [],
 });
 
-const PartialPolicySchema = SubprocessPolicySchema.extend({
+const PartialPolicySchema = PolicyFields.extend({
   rlimits: RlimitsSchema.partial().optional(),
 }).partial();
 

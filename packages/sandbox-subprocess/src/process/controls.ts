@@ -12,7 +12,8 @@ export const SandboxControl = {
   mountNamespace: 'namespace:mount',
   /** Own network namespace: no interfaces but loopback, nothing of the host's. */
   networkNamespace: 'namespace:net',
-  readOnlyRoot: 'read-only-root',
+  /** The declared file-system view (an allowlist; see `defaultFilesystemView`). */
+  filesystemView: 'filesystem-view',
   privateTmp: 'private-tmp',
   /** Writes allowed only inside the bound directory. */
   writableDirectory: 'writable-directory',
@@ -29,8 +30,16 @@ export const SandboxControl = {
   /** `socket()` refused for every family but AF_UNIX. */
   seccompNoInet: 'seccomp-no-inet-sockets',
   cleanEnvironment: 'clean-environment',
-  /** Ran as the unprivileged `runAs` user instead of the host's (root) user. */
-  runAsUser: 'run-as-user',
+  /** Host-side helpers (the wrapper shell, bwrap, setpriv) started with no environment at all. */
+  cleanHelpers: 'clean-helper-environment',
+  /** Every descriptor beyond stdio, the extra pipes and the sandbox's own was closed first. */
+  inheritedDescriptorsClosed: 'inherited-fds-closed',
+  /** `connect()` and addressed `sendto()` refused: no Unix socket reachable (network off). */
+  seccompNoUnixConnect: 'seccomp-no-unix-connect',
+  /** The command ran as a uid other than 0 on the host (dropped from root, or the host's own). */
+  unprivilegedIdentity: 'identity:unprivileged',
+  /** The command ran as the root host's own uid 0 (`runAs: 'host'`). */
+  hostIdentity: 'identity:host',
   rlimitCpu: 'rlimit-cpu',
   rlimitNofile: 'rlimit-nofile',
   rlimitNproc: 'rlimit-nproc',

@@ -19,18 +19,34 @@ export interface RunLimits {
 /** See the `memoryFallback` spawn option. */
 export type MemoryFallback = 'rlimit-data' | 'none' | 'refuse';
 
-/** One command, ready to be confined: paths are absolute and resolved (symlinks, `..`). */
+/**
+ * One command, ready to be confined: paths are absolute, resolved (symlinks, `..`) and checked
+ * (no symlink leads out of the directory that holds it, nothing inside a hidden path).
+ */
 export interface LaunchRequest {
   readonly policy: SubprocessPolicy;
   readonly limits: RunLimits;
   readonly executable: string;
   readonly args: readonly string[];
-  readonly cwd: string;
-  /** Writable directory (resolved), when writes are allowed. */
+  /**
+   * The cwd the call or the policy named, or undefined: then the command starts in its private
+   * home under bubblewrap, and in the host's cwd where nothing confines it.
+   */
+  readonly cwd: string | undefined;
+  /** Writable directory (resolved), when writes are allowed and a directory is named. */
   readonly writableDirectory: string | undefined;
-  readonly readOnlyPaths: readonly string[];
+  /** Field name of the writable directory (`restrictToDirectory` or `cwd`), for errors. */
+  readonly writableField: string | undefined;
+  /** The call's and the policy's read-only paths, as [field, real path]. */
+  readonly readOnlyPaths: readonly (readonly [string, string])[];
+  /** The policy's writable paths, as [field, real path]. */
+  readonly writablePaths: readonly (readonly [string, string])[];
+  /** Unix sockets the policy allows, as [field, real path]. */
+  readonly unixSockets: readonly (readonly [string, string])[];
+  /** Real paths of the policy's hidePaths that exist. */
+  readonly hiddenPaths: readonly string[];
   readonly extraPipes: number;
-  /** PATH used to find bwrap and prlimit (the host's). */
+  /** PATH used to find bwrap (the host's). */
   readonly hostPath: string | undefined;
   /** The command's whole environment. */
   readonly env: Readonly<Record<string, string>>;
@@ -44,8 +60,17 @@ export interface LaunchPlan {
   readonly args: readonly string[];
   readonly controls: readonly SandboxControl[];
   readonly sandboxApplied: boolean;
-  /** A descriptor to pass right after the extra pipes (bwrap's `--seccomp`); closed after spawn. */
-  readonly seccompFd: number | undefined;
+  /** Where to start `file` on the host. */
+  readonly cwd: string;
+  /** The environment `file` starts with: the command's where nothing else runs first, else none. */
+  readonly env: Readonly<Record<string, string>>;
+  /**
+   * Bytes for the descriptors right after the extra pipes (Linux): bwrap's seccomp program,
+   * then the wrapper's instructions and bwrap's arguments. Written by the host after spawn.
+   */
+  readonly inputs?: readonly Uint8Array[] | undefined;
+  /** Frees what the plan holds besides cgroups (pinned path descriptors); safe to call twice. */
+  readonly release?: (() => void) | undefined;
   readonly cgroups: RunCgroups | undefined;
   /** Start the command in its own process group (and session) so the group can be killed. */
   readonly detached: boolean;
@@ -53,9 +78,9 @@ export interface LaunchPlan {
   readonly fallbackReason: string | undefined;
   /**
    * A pooled launcher already inside the run's cgroups (Linux): instead of spawning `file`,
-   * write `line` to its stdin, and it becomes the command.
+   * write `inputs` to its descriptors, and it becomes the command.
    */
-  readonly launcher?: { readonly launcher: Launcher; readonly line: string } | undefined;
+  readonly launcher?: Launcher | undefined;
   /** Text given to the command's stdin before the caller's (the Windows wrapper script). */
   readonly stdinPrefix?: string | undefined;
 }

@@ -2,10 +2,11 @@
 // plan, start it, and make sure that a timeout, an abort or the command's own exit
 // leaves nothing running.
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
-import { closeSync, realpathSync, statSync } from 'node:fs';
-import type { Duplex } from 'node:stream';
+import { realpathSync, statSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import type { Duplex, Writable } from 'node:stream';
 import { SandboxUnavailableError, SandboxValidationError, validate } from '@coda/sandbox-core';
-import { discardLauncher } from '../linux/launcher-pool.ts';
+import { resolveWithoutEscape } from '../linux/checked-path.ts';
 import { currentPlatform, type Platform } from '../platform/platform.ts';
 import { platformPlan } from '../platform/platform-plan.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
@@ -54,6 +55,12 @@ export function prepareLaunch(
       Array.isArray(args) ? '[array]' : typeof args,
     );
   }
+  // The kernel ends every argv and env string at a NUL: refuse rather than run something else.
+  if (file.includes('\0')) throw invalid('file', 'contains a NUL byte', JSON.stringify(file));
+  args.forEach((arg, index) => {
+    if (arg.includes('\0'))
+      throw invalid(`args.${index}`, 'contains a NUL byte', JSON.stringify(arg));
+  });
   const { policy } = context;
   const platform = context.platform ?? currentPlatform();
   const request = { ...buildRequest(policy, file, args, options), synchronous };
@@ -105,26 +112,51 @@ function buildRequest(
   args: readonly string[],
   options: ReturnType<typeof SpawnOptionsSchema.parse>,
 ): LaunchRequest {
+  const hiddenPaths = policy.hidePaths.flatMap((path) => realOrNothing(path));
+  const checked = (path: string, field: string): string => {
+    const real = resolveWithoutEscape(path, field);
+    const covering = hiddenPaths.find((dir) => real === dir || real.startsWith(`${dir}/`));
+    if (covering !== undefined) {
+      throw invalid(
+        field,
+        `inside hidePaths entry ${covering}`,
+        JSON.stringify(path),
+        'spawn options',
+      );
+    }
+    return real;
+  };
+  const directory = (path: string, field: string): string => {
+    const real = checked(path, field);
+    if (!statSync(real).isDirectory()) {
+      throw invalid(field, 'not a directory', JSON.stringify(path), 'spawn options');
+    }
+    return real;
+  };
   const restrict =
     policy.restrictToDirectory === undefined
       ? undefined
-      : realDirectory(policy.restrictToDirectory, 'restrictToDirectory');
-  const cwd = realDirectory(options.cwd ?? restrict ?? process.cwd(), 'cwd');
-  if (restrict !== undefined && cwd !== restrict && !cwd.startsWith(`${restrict}/`)) {
+      : directory(policy.restrictToDirectory, 'restrictToDirectory');
+  const cwd =
+    options.cwd !== undefined
+      ? directory(isAbsolute(options.cwd) ? options.cwd : resolve(options.cwd), 'cwd')
+      : restrict;
+  if (restrict !== undefined && cwd !== restrict && !cwd!.startsWith(`${restrict}/`)) {
     throw invalid('cwd', 'outside restrictToDirectory', JSON.stringify(cwd), 'spawn options');
   }
-  if (policy.allowFileWrites && (restrict ?? cwd) === '/') {
+  const writableDirectory = policy.allowFileWrites ? (restrict ?? cwd) : undefined;
+  const writableField = restrict !== undefined ? 'restrictToDirectory' : 'cwd';
+  if (writableDirectory === '/') {
     // Writes "only in the cwd" would be writes anywhere: a host started from / must say where.
-    const field = restrict === undefined ? 'cwd' : 'restrictToDirectory';
     throw invalid(
-      field,
+      writableField,
       'the writable directory cannot be / (set restrictToDirectory or allowFileWrites: false)',
       '"/"',
       'spawn options',
     );
   }
   const env = commandEnvironment(policy, options.env);
-  const found = resolveExecutable(file, cwd, env.PATH);
+  const found = resolveExecutable(file, cwd ?? process.cwd(), env.PATH);
   if (found === undefined) {
     throw new SandboxUnavailableError(`Command not found: ${file}`, { details: { file } });
   }
@@ -145,47 +177,55 @@ function buildRequest(
     rlimits,
     memoryFallback: options.memoryFallback ?? 'rlimit-data',
   };
+  const fields = (paths: readonly string[], name: string): [string, string][] =>
+    paths.map((path, index) => [`${name}.${index}`, checked(path, `${name}.${index}`)]);
   return {
     policy,
     limits,
     executable: realpathSync(found),
     args: [...args],
     cwd,
-    writableDirectory: policy.allowFileWrites ? (restrict ?? cwd) : undefined,
-    readOnlyPaths: (options.readOnlyPaths ?? []).map((path, index) =>
-      realPath(path, `readOnlyPaths.${index}`),
-    ),
+    writableDirectory,
+    writableField: writableDirectory === undefined ? undefined : writableField,
+    readOnlyPaths: [
+      ...fields(options.readOnlyPaths ?? [], 'readOnlyPaths'),
+      ...fields(policy.readOnlyPaths, 'policy.readOnlyPaths'),
+    ],
+    writablePaths: fields(policy.writablePaths, 'policy.writablePaths'),
+    unixSockets: fields(policy.allowUnixSockets, 'policy.allowUnixSockets'),
+    hiddenPaths,
     extraPipes: options.extraPipes ?? 0,
     hostPath: process.env.PATH,
     env,
   };
 }
 
-function realPath(path: string, field: string): string {
+function realOrNothing(path: string): string[] {
   try {
-    return realpathSync(path);
+    return [realpathSync(path)];
   } catch {
-    throw invalid(field, 'path does not exist', JSON.stringify(path), 'spawn options');
+    return [];
   }
-}
-
-function realDirectory(path: string, field: string): string {
-  const real = realPath(path, field);
-  if (!statSync(real).isDirectory()) {
-    throw invalid(field, 'not a directory', JSON.stringify(path), 'spawn options');
-  }
-  return real;
 }
 
 /** Frees what a plan holds when it will not run. */
 export function releasePlan(plan: LaunchPlan): void {
-  if (plan.seccompFd !== undefined) closeSync(plan.seccompFd);
+  plan.release?.();
   if (plan.launcher === undefined) {
     plan.cgroups?.removeSync();
     return;
   }
   // The launcher sits in the groups until it is reaped: they go once it has left.
-  discardLauncher(plan.launcher.launcher);
+  plan.launcher.discard();
+}
+
+/** Writes the plan's inputs to the descriptors after the extra pipes, each then closed. */
+function deliverInputs(child: ChildProcess, plan: LaunchPlan, extraPipes: number): void {
+  plan.inputs?.forEach((data, index) => {
+    const stream = child.stdio[3 + extraPipes + index] as Writable | null;
+    stream?.on('error', () => {}); // a wrapper that died early fails the run through its exit
+    stream?.end(data);
+  });
 }
 
 function start(
@@ -195,37 +235,28 @@ function start(
   platform: Platform,
 ): SandboxedProcess {
   const startedAt = performance.now();
-  const extra = Array.from({ length: request.extraPipes }, () => 'pipe' as const);
-  const stdio = [
-    'pipe',
-    'pipe',
-    'pipe',
-    ...extra,
-    ...(plan.seccompFd === undefined ? [] : [plan.seccompFd]),
-  ] as const;
+  const stdio = Array.from(
+    { length: 3 + request.extraPipes + (plan.inputs?.length ?? 0) },
+    () => 'pipe' as const,
+  );
   let child: ChildProcess;
   if (plan.launcher !== undefined) {
-    // Already started and inside the run's cgroups: the line makes it the command.
-    child = plan.launcher.launcher.child;
-    plan.launcher.launcher.ref();
-    child.stdin!.write(plan.launcher.line);
-    trackUntilExit(child, plan.detached);
+    // Already started and inside the run's cgroups: its instructions make it the command.
+    child = plan.launcher.child;
+    plan.launcher.ref();
   } else {
-    try {
-      // node:child_process rather than execa here: execa's option handling cost about 3 ms per
-      // spawn (p50, measured), and this module does its own timeout, kill and output capping.
-      child = spawn(plan.file, plan.args, {
-        cwd: request.cwd,
-        env: request.env,
-        stdio: stdio as unknown as StdioOptions,
-        detached: plan.detached,
-        windowsHide: true,
-      });
-      trackUntilExit(child, plan.detached);
-    } finally {
-      if (plan.seccompFd !== undefined) closeSync(plan.seccompFd);
-    }
+    // node:child_process rather than execa here: execa's option handling cost about 3 ms per
+    // spawn (p50, measured), and this module does its own timeout, kill and output capping.
+    child = spawn(plan.file, plan.args, {
+      cwd: plan.cwd,
+      env: plan.env,
+      stdio: stdio as StdioOptions,
+      detached: plan.detached,
+      windowsHide: true,
+    });
   }
+  trackUntilExit(child, plan.detached);
+  deliverInputs(child, plan, request.extraPipes);
 
   let timedOut = false;
   let cancelled = false;
@@ -271,6 +302,7 @@ function start(
       const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
       // Removal waits for killed processes to leave the groups; the caller need not.
       void plan.cgroups?.remove();
+      plan.release?.();
       const exit: ProcessExit = {
         exitCode,
         signal: exitSignal,

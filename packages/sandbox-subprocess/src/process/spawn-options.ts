@@ -1,19 +1,23 @@
 // The options of `spawn`, `run` and `exec`, validated at the boundary.
 import { z } from 'zod';
-import { RlimitsSchema } from '../policy/subprocess-policy.ts';
+import { noNulString, RlimitsSchema } from '../policy/subprocess-policy.ts';
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment name');
 
 /** Options of {@link SubprocessSandbox.spawn}. */
 export const SpawnOptionsSchema = z.strictObject({
-  /** Working directory (default: `restrictToDirectory`, else the host's cwd). */
-  cwd: z.string().min(1).optional(),
+  /**
+   * Working directory, made visible (read-only, or writable as the writable directory). Default:
+   * `restrictToDirectory`, else the command's private home (Linux, bubblewrap) or the host's
+   * cwd (where nothing confines the command).
+   */
+  cwd: noNulString.pipe(z.string().min(1)).optional(),
   /** Variables added to what the policy allows. */
-  env: z.record(envName, z.string()).optional(),
+  env: z.record(envName, noNulString).optional(),
   /** Extra pipes the command sees as fds 3, 4, ...; their host ends are `pipes[0]`, `pipes[1]`, .... */
   extraPipes: z.number().int().min(0).max(16).optional(),
   /** Host paths made visible read-only inside the sandbox (such as a module directory). */
-  readOnlyPaths: z.array(z.string().min(1)).optional(),
+  readOnlyPaths: z.array(noNulString.pipe(z.string().min(1))).optional(),
   /** Wall-clock limit for this call, replacing the policy's; 0 for none. */
   timeoutMs: z.number().int().nonnegative().max(2_147_483_647).optional(),
   /** Memory limit in MiB for this call, replacing the policy's; 0 for none. */

@@ -40,6 +40,8 @@ export const SeccompData = {
   arch: 4,
   /** Low 32 bits of argument `index` on a little-endian machine. */
   argLow: (index: number): number => 16 + 8 * index,
+  /** The high 32 bits of argument `index` (both supported architectures are little-endian). */
+  argHigh: (index: number): number => 20 + 8 * index,
 } as const;
 
 /** The kernel refuses programs longer than this (BPF_MAXINSNS). */

@@ -11,6 +11,12 @@ export interface SeccompFilterOptions {
   readonly allowNetwork: boolean;
   /** When given, every syscall not named here (and not on the deny list) fails with EPERM. */
   readonly allowedSyscalls?: readonly string[] | undefined;
+  /**
+   * With the network off: whether `connect()` (and `sendto()` to an address) may reach a Unix
+   * socket. False refuses both with EPERM, so no host socket is reachable even if one were in
+   * the view; `socketpair()` keeps working. Ignored when `allowNetwork` is true.
+   */
+  readonly allowUnixConnect?: boolean | undefined;
 }
 
 /** One architecture the filter knows: its audit id and syscall table. */
@@ -153,6 +159,13 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
   block.push(...argumentRule(nr('socket'), 0, 'equal', AF_VSOCK, deny));
   if (!options.allowNetwork) {
     block.push(...argumentRule(nr('socket'), 0, 'not-equal', AF_UNIX, deny));
+    if (options.allowUnixConnect !== true) {
+      // Only AF_UNIX sockets exist here, and seccomp cannot read the path a call names: every
+      // connect is refused, and sendto with a destination address (arg 4 not NULL).
+      const connect = nr('connect');
+      if (connect !== undefined) block.push(bpf.jeq(connect, 0, 1), bpf.ret(deny));
+      block.push(...nonNullPointerRule(nr('sendto'), 4, deny));
+    }
   }
 
   if (options.allowedSyscalls === undefined) {
@@ -189,6 +202,27 @@ function argumentRule(
     bpf.jeq(syscall, 0, 4),
     bpf.load(SeccompData.argLow(arg)),
     compare,
+    bpf.ret(action),
+    bpf.load(SeccompData.nr),
+  ];
+}
+
+/**
+ * `if (nr == syscall && arg != NULL) return action;` over all 64 bits of a pointer argument (a
+ * pointer whose low word is zero is still a pointer), then reloads the syscall number.
+ */
+function nonNullPointerRule(
+  syscall: number | undefined,
+  arg: number,
+  action: number,
+): BpfInstruction[] {
+  if (syscall === undefined) return [];
+  return [
+    bpf.jeq(syscall, 0, 5),
+    bpf.load(SeccompData.argLow(arg)),
+    bpf.jeq(0, 0, 2),
+    bpf.load(SeccompData.argHigh(arg)),
+    bpf.jeq(0, 1, 0),
     bpf.ret(action),
     bpf.load(SeccompData.nr),
   ];

@@ -1,0 +1,27 @@
+// What the view needs to know of the host's paths: whether each exists, and as what. The rows of
+// the default view are system paths that do not change while a host runs, so each is looked up
+// once; anything else (hidden paths) is looked up every time.
+import { lstatSync, readlinkSync } from 'node:fs';
+import { defaultFilesystemView, type HostPaths } from './filesystem-view.ts';
+
+const systemRows = new Set(defaultFilesystemView.map((entry) => entry.path));
+const cache = new Map<string, ReturnType<HostPaths['kind']>>();
+
+function lookUp(path: string): ReturnType<HostPaths['kind']> {
+  try {
+    const stat = lstatSync(path);
+    if (stat.isSymbolicLink()) return { link: readlinkSync(path) };
+    return stat.isDirectory() ? 'dir' : 'file';
+  } catch {
+    return undefined;
+  }
+}
+
+/** The running host's paths. */
+export const hostPaths: HostPaths = {
+  kind(path) {
+    if (!systemRows.has(path)) return lookUp(path);
+    if (!cache.has(path)) cache.set(path, lookUp(path));
+    return cache.get(path);
+  },
+};

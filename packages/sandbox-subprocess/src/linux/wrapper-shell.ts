@@ -1,0 +1,52 @@
+// The host-side wrapper every Linux run starts as: bash with an empty environment (nothing of the
+// caller's, so no LD_PRELOAD or LD_DEBUG_OUTPUT reaches a host-side program), which closes every
+// descriptor it inherited beyond the run's own, joins the run's cgroups, then reads its
+// instructions (rlimits, then `exec bwrap --args FD`) from a pipe and runs them. A warm launcher
+// is this same shell started before its run was asked for.
+import { dirname } from 'node:path';
+import { shellQuote } from '../process/shell-quote.ts';
+
+/** The environment every host-side helper starts with: none at all. */
+export const helperEnvironment: Readonly<Record<string, string>> = Object.freeze({});
+
+/** Descriptor layout of a run: 0-2, the extra pipes, then the seccomp program and instructions. */
+export interface WrapperDescriptors {
+  /** Pipes beyond stdio (the command's fds 3, 4, ...). */
+  readonly extraPipes: number;
+}
+
+/** The descriptor bwrap reads the seccomp program from. */
+export function seccompDescriptor(layout: WrapperDescriptors): number {
+  return 3 + layout.extraPipes;
+}
+
+/** The descriptor the wrapper reads its instructions (then bwrap its arguments) from. */
+export function instructionsDescriptor(layout: WrapperDescriptors): number {
+  return 4 + layout.extraPipes;
+}
+
+/** How many descriptors the wrapper is spawned with. */
+export function wrapperDescriptorCount(layout: WrapperDescriptors): number {
+  return 5 + layout.extraPipes;
+}
+
+/**
+ * The wrapper script. Instructions end at the first NUL byte (no value can contain one), so
+ * `read -d ''` takes exactly them and leaves the rest of the pipe (bwrap's NUL-separated
+ * arguments) for bwrap. When the pipe closes without instructions (the host died before handing
+ * over a run), the shell moves back to its parent groups and removes the run's.
+ */
+export function wrapperScript(layout: WrapperDescriptors, procsFiles: readonly string[]): string {
+  const keep = Array.from({ length: wrapperDescriptorCount(layout) }, (_, fd) => fd).join(' ');
+  const close = `for f in /proc/$$/fd/*; do n=\${f##*/}; case " ${keep} " in *" $n "*) ;; *) exec {n}<&- ;; esac; done`;
+  const joins = procsFiles.map((file) => `echo $$ > ${shellQuote(file)}`);
+  const groups = procsFiles.map((file) => dirname(file));
+  const cleanup = [
+    ...groups.map((dir) => `echo $$ > ${shellQuote(`${dirname(dirname(dir))}/cgroup.procs`)}`),
+    ...groups.map((dir) => `rmdir ${shellQuote(dir)} ${shellQuote(dirname(dir))}`),
+  ];
+  const fd = instructionsDescriptor(layout);
+  const run = `if IFS= read -r -d '' line <&${fd}; then eval "$line"; else { ${cleanup.join('; ') || ':'}; } 2>/dev/null; exit 125; fi`;
+  // `;` after the loop: closing the descriptor the glob itself used fails, harmlessly.
+  return `${close}; ${[...joins, run].join(' && ')}`;
+}
