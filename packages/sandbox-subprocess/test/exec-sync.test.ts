@@ -33,7 +33,9 @@ describe('execSync', () => {
 
   it('times out and leaves nothing behind', async () => {
     const tag = token();
-    const result = createSandbox({ timeoutMs: 500 }).execSync(`sh ${daemonScript} ${tag}`);
+    const result = createSandbox({ timeoutMs: 500, readOnlyPaths: [daemonScript] }).execSync(
+      `sh ${daemonScript} ${tag}`,
+    );
     expect(result).toMatchObject({
       success: false,
       timedOut: true,

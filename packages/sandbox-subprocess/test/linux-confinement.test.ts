@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, SandboxControl } from '../src/index.ts';
 import { aarch64Syscalls } from '../src/linux/seccomp/syscalls-aarch64.ts';
 import { x86_64Syscalls } from '../src/linux/seccomp/syscalls-x86-64.ts';
-import { python, tempDir } from './support/helpers.ts';
+import { python, sandboxDir, tempDir } from './support/helpers.ts';
 
 const fixture = (name: string): string => join(import.meta.dirname, 'fixtures', name);
 const EPERM = 1;
@@ -63,8 +63,7 @@ describe('file system', () => {
   // outside the allowed directory would land on the host if confinement failed.
   it('lets a command write only inside the allowed directory', async () => {
     const base = tempDir('/var/tmp');
-    const allowed = join(base, 'allowed');
-    mkdirSync(allowed);
+    const allowed = sandboxDir(join(base, 'allowed'));
     symlinkSync(base, join(allowed, 'escape-link'));
     const sandbox = createSandbox({ allowFileWrites: true, restrictToDirectory: allowed });
     const script = [
@@ -89,7 +88,7 @@ describe('file system', () => {
 
   it('resolves `..` and symlinks in restrictToDirectory before binding it', async () => {
     const base = tempDir('/var/tmp');
-    mkdirSync(join(base, 'real'));
+    sandboxDir(join(base, 'real'));
     symlinkSync(join(base, 'real'), join(base, 'link'));
     const sandbox = createSandbox({ restrictToDirectory: join(base, 'real', '..', 'link') });
     const result = await sandbox.run('/bin/sh', ['-c', 'pwd; echo ok > f.txt']);
@@ -121,12 +120,16 @@ describe('file system', () => {
     expect(result.controls).toContain(SandboxControl.noFileWrites);
   });
 
-  it('hides host paths listed in hidePaths', async () => {
+  it('hides host paths listed in hidePaths, also inside a path the view adds', async () => {
     const dir = tempDir('/var/tmp');
-    writeFileSync(join(dir, 'secret.txt'), 'top secret');
-    const sandbox = createSandbox({ hidePaths: [dir], allowFileWrites: false });
-    const result = await sandbox.run('/bin/sh', ['-c', `ls -A ${dir} | wc -l`], { cwd: '/' });
-    expect(result.stdout.trim()).toBe('0');
+    const secrets = sandboxDir(join(dir, 'secrets'));
+    writeFileSync(join(secrets, 'secret.txt'), 'top secret');
+    writeFileSync(join(dir, 'visible.txt'), 'visible');
+    const sandbox = createSandbox({ hidePaths: [secrets], allowFileWrites: false });
+    const result = await sandbox.run('/bin/sh', ['-c', `ls -A ${dir}; ls -A ${secrets} | wc -l`], {
+      readOnlyPaths: [dir],
+    });
+    expect(result.stdout).toBe('secrets\nvisible.txt\n0\n');
     expect(result.controls).toContain(SandboxControl.hiddenPaths);
   });
 });
@@ -138,11 +141,15 @@ describe('runAs', () => {
     const secret = join(dir, 'root-only.txt');
     writeFileSync(secret, 'root secret\n', { mode: 0o600 });
     const script = `id -u; cat ${secret} 2>/dev/null || echo unreadable; echo made > "made-$(id -u).txt" && echo wrote`;
-    const asRoot = await createSandbox({ restrictToDirectory: dir }).run('/bin/sh', ['-c', script]);
+    const asRoot = await createSandbox({ restrictToDirectory: dir, runAs: 'host' }).run('/bin/sh', [
+      '-c',
+      script,
+    ]);
     expect(asRoot.stdout).toBe('0\nroot secret\nwrote\n');
+    expect(asRoot.controls).toContain(SandboxControl.hostIdentity);
 
-    const sandbox = createSandbox({ restrictToDirectory: dir, runAs: { uid: 65534, gid: 65534 } });
-    const result = await sandbox.run('/bin/sh', ['-c', script]);
+    // The default on a root host: nobody.
+    const result = await createSandbox({ restrictToDirectory: dir }).run('/bin/sh', ['-c', script]);
     expect(result.stdout).toBe('65534\nunreadable\nwrote\n');
     expect(statSync(join(dir, 'made-65534.txt')).uid).toBe(65534);
     expect(result.controls).toEqual(
@@ -152,6 +159,11 @@ describe('runAs', () => {
         SandboxControl.memoryCgroupV1,
       ]),
     );
+    expect(result.controls).not.toContain(SandboxControl.hostIdentity);
+
+    const other = createSandbox({ restrictToDirectory: dir, runAs: { uid: 4242, gid: 4242 } });
+    const as4242 = await other.run('/bin/sh', ['-c', 'id -u; id -g']);
+    expect(as4242.stdout).toBe('4242\n4242\n');
   });
 });
 
@@ -167,24 +179,14 @@ describe('process confinement', () => {
         .split('\n')
         .map((line) => line.split('=')[0])
         .sort();
-      // PWD is set by bubblewrap's --chdir.
-      const expected = [
-        'EXTRA',
-        'GREETING',
-        'PWD',
-        'PATH',
-        'HOME',
-        'LANG',
-        'LC_ALL',
-        'LC_CTYPE',
-        'TZ',
-        'TERM',
-      ]
-        .filter(
-          (name) => ['EXTRA', 'GREETING', 'PWD'].includes(name) || process.env[name] !== undefined,
-        )
-        .sort();
-      expect(names).toEqual(expected);
+      // HOME is the private home, PWD the cwd; SHLVL comes from the bash that restores the
+      // environment after the identity drop.
+      const always = ['EXTRA', 'GREETING', 'HOME', 'PWD', 'SHLVL'];
+      const fromHost = ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'].filter(
+        (name) => process.env[name] !== undefined,
+      );
+      expect(names).toEqual([...always, ...fromHost].sort());
+      expect(result.stdout).toContain('HOME=/home/sandbox\n');
     } finally {
       delete process.env.CODA_TEST_SECRET;
     }
@@ -206,9 +208,11 @@ describe('process confinement', () => {
   });
 
   it('refuses ptrace, mount, new namespaces and inet sockets, keeps unix sockets', async () => {
-    const result = await createSandbox({ allowNetwork: false }).run(python, [
-      fixture('syscalls.py'),
-    ]);
+    const result = await createSandbox({ allowNetwork: false }).run(
+      python,
+      [fixture('syscalls.py')],
+      { readOnlyPaths: [fixture('syscalls.py')] },
+    );
     expect(JSON.parse(result.stdout)).toEqual({
       ptrace: EPERM,
       mount: EPERM,
@@ -266,13 +270,16 @@ describe('process confinement', () => {
     expect(result.controls).toEqual(
       expect.arrayContaining([
         'bubblewrap',
-        'namespace:user',
         'namespace:pid',
         'namespace:ipc',
         'namespace:uts',
         'namespace:mount',
         'namespace:net',
-        'read-only-root',
+        'filesystem-view',
+        'identity:unprivileged',
+        'inherited-fds-closed',
+        'clean-helper-environment',
+        'seccomp-no-unix-connect',
         'private-tmp',
         'new-session',
         'capabilities-dropped',

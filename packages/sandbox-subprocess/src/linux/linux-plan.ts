@@ -91,7 +91,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
       const needsNproc = !hasPidsCgroup && identity.kind !== 'drop' && process.getuid?.() !== 0;
       const ulimits = ulimitSteps(
         limits,
-        { data: dataFallback, nprocFlag: needsNproc ? '-u' : undefined },
+        { data: dataFallback, nprocFlag: needsNproc ? '-u' : undefined, fileBlockBytes: 1024 },
         controls,
       );
       if (dataFallback && limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryRlimitData);
@@ -219,7 +219,7 @@ function takeReadyLauncher(
 const envPrefix = 'CODA_SANDBOX_ENV_';
 
 /** Restores the prefixed variables (bash, already unprivileged), then becomes the command. */
-const unprefixScript = `for v in "\${!${envPrefix}@}"; do export "\${v#${envPrefix}}=\${!v}"; unset "$v"; done; exec -- "$@"`;
+const unprefixScript = `cd -- "$1" && shift && unset OLDPWD && for v in "\${!${envPrefix}@}"; do export "\${v#${envPrefix}}=\${!v}"; unset "$v"; done; exec -- "$@"`;
 
 /**
  * bubblewrap's options (namespaces, the view with the run's additions, each pinned in `pins`,
@@ -266,10 +266,13 @@ export function bwrapArguments(
     controls.push(SandboxControl.networkNamespace);
   }
 
+  // bwrap in a user namespace of its own may not follow the host's /proc/PID/fd links (it lacks
+  // the host's capabilities there): it binds the checked path by name instead.
+  const byDescriptor = identity.kind === 'drop';
   const pin = (field: string, path: string): BoundPath => {
     const checked = checkPath(path, field, request.hiddenPaths);
     pins.push(checked);
-    return { source: checked.source, path: checked.real };
+    return { source: byDescriptor ? checked.source : checked.real, path: checked.real };
   };
   const writableFields: (readonly [string, string])[] = [
     ...(request.writableDirectory === undefined
@@ -319,7 +322,9 @@ export function bwrapArguments(
 
   const cwd = request.cwd ?? sandboxHome;
   const env: Record<string, string> = { HOME: sandboxHome, ...request.env, PWD: cwd };
-  args.push('--chdir', cwd, '--clearenv');
+  // Dropping to an identity, the cwd is entered after the drop (bwrap, without capabilities by
+  // then, could not enter a directory only that identity may); else bwrap enters it.
+  args.push(...(identity.kind === 'drop' ? [] : ['--chdir', cwd]), '--clearenv');
   let command = [request.executable, ...request.args];
   if (identity.kind === 'drop') {
     // setpriv holds CAP_SETUID until it drops, so it must not see LD_PRELOAD and the like: the
@@ -340,6 +345,7 @@ export function bwrapArguments(
       '-c',
       unprefixScript,
       'coda-sandbox',
+      cwd,
       ...command,
     ];
   } else {

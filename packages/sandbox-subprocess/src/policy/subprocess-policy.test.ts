@@ -23,10 +23,13 @@ describe('subprocess policy', () => {
       allowFileWrites: true,
       strict: false,
       maxOutputBytes: 4_194_304,
-      allowedEnv: ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'],
+      allowedEnv: ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'],
       env: {},
       rlimits: { cpuSecs: 0, openFiles: 1024, processes: 256, fileSizeBytes: 1_073_741_824 },
       hidePaths: [],
+      readOnlyPaths: [],
+      writablePaths: [],
+      allowUnixSockets: [],
     });
     expect(Object.isFrozen(defaultSubprocessPolicy)).toBe(true);
   });
@@ -91,9 +94,10 @@ describe('subprocess policy', () => {
     expect(() => sandbox.spawn('/bin/true', [], { cwd: '/' })).toThrow(
       'Invalid spawn options: cwd: the writable directory cannot be / (set restrictToDirectory or allowFileWrites: false) (got "/")',
     );
-    expect(
-      createSandbox({ allowFileWrites: false }).spawn('/bin/true', [], { cwd: '/' }).sandboxApplied,
-    ).toBe(true);
+    // A read-only cwd of / would bind the whole host into the view.
+    expect(() =>
+      createSandbox({ allowFileWrites: false }).spawn('/bin/true', [], { cwd: '/' }),
+    ).toThrow('Invalid spawn options: cwd: binding / would show the whole host (got "/")');
     const restricted = createSandbox({ restrictToDirectory: '/tmp' });
     expect(() => restricted.spawn('/bin/true', [], { cwd: '/' })).toThrow(
       /cwd: outside restrictToDirectory/,

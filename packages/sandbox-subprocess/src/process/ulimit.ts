@@ -8,6 +8,8 @@ export interface UlimitChoices {
   readonly data: boolean;
   /** The shell's flag for RLIMIT_NPROC (`-u` in bash; dash uses `-p`), or none. */
   readonly nprocFlag?: '-u' | undefined;
+  /** The unit of `-f`: 512 bytes in POSIX shells, 1024 in bash outside POSIX mode. */
+  readonly fileBlockBytes?: 512 | 1024 | undefined;
 }
 
 /**
@@ -27,7 +29,7 @@ export function ulimitSteps(
   }
   steps.push(
     `ulimit -n ${limits.rlimits.openFiles}`,
-    `ulimit -f ${Math.max(1, Math.floor(limits.rlimits.fileSizeBytes / 512))}`,
+    `ulimit -f ${Math.max(1, Math.floor(limits.rlimits.fileSizeBytes / (choices.fileBlockBytes ?? 512)))}`,
     'ulimit -c 0',
   );
   controls.push(SandboxControl.rlimitNofile, SandboxControl.rlimitFsize, SandboxControl.rlimitCore);

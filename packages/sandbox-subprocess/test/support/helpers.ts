@@ -1,5 +1,14 @@
 // Shared helpers for the real-sandbox tests: temp dirs, a process scan and a few programs.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onTestFinished } from 'vitest';
@@ -10,11 +19,25 @@ export const python = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'pyt
 /** The Node binary running the tests, resolved. */
 export const node = realpathSync(process.execPath);
 
-/** A fresh directory (under `base`, default the OS temp dir) removed after the test. */
+/** The identity commands run as when the tests run as root (the default `runAs`). */
+export const sandboxIdentity = { uid: 65534, gid: 65534 };
+
+/**
+ * A fresh directory (under `base`, default the OS temp dir) removed after the test. Owned by the
+ * sandbox identity when the tests run as root, so that a command may write into it.
+ */
 export function tempDir(base = tmpdir()): string {
   const dir = realpathSync(mkdtempSync(join(base, 'coda-subprocess-')));
+  if (process.getuid?.() === 0) chownSync(dir, sandboxIdentity.uid, sandboxIdentity.gid);
   onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
+}
+
+/** Makes `path` (a new directory) and hands it to the sandbox identity, so a command can write it. */
+export function sandboxDir(path: string): string {
+  mkdirSync(path);
+  if (process.getuid?.() === 0) chownSync(path, sandboxIdentity.uid, sandboxIdentity.gid);
+  return path;
 }
 
 /** A token unique to the test, to find the processes it started. */
