@@ -1,0 +1,355 @@
+// Published sandbox and container escapes (bubblewrap, flatpak, runc, sandbox-runtime, Codex),
+// one test per class, each on the real kernel with real bubblewrap and the default policy
+// unless it says otherwise. The host runs as root, the usual case inside a container.
+import { spawn } from 'node:child_process';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSandbox, SandboxControl } from '../src/index.ts';
+import { node, python, sandboxDir, tempDir } from './support/helpers.ts';
+
+const defaults = { allowNetwork: false, allowFileWrites: false } as const;
+const sh = (script: string) => createSandbox(defaults).run('/bin/sh', ['-c', script]);
+
+describe('host kernel settings (uid 0 needs no capability to write /proc/sys)', () => {
+  it.each([
+    '/proc/sys/kernel/core_pattern',
+    '/proc/sys/kernel/panic',
+    '/proc/sys/fs/file-max',
+  ])('cannot open %s for writing', async (path) => {
+    const before = readFileSync(path, 'utf8');
+    const result = await createSandbox(defaults).run(python, [
+      '-c',
+      `import os\ntry:\n os.open("${path}", os.O_WRONLY); print("opened")\nexcept OSError as e: print(e.errno)`,
+    ]);
+    // EACCES (13): the identity is not root. With the host's uid 0 (runAs: 'host'), the view
+    // alone holds: EROFS (30), /proc/sys is read-only.
+    expect(result.stdout).toBe('13\n');
+    const asRoot = await createSandbox({ ...defaults, runAs: 'host' }).run(python, [
+      '-c',
+      `import os\ntry:\n os.open("${path}", os.O_WRONLY); print("opened")\nexcept OSError as e: print(e.errno)`,
+    ]);
+    expect(asRoot.stdout).toBe('30\n');
+    expect(readFileSync(path, 'utf8')).toBe(before);
+  });
+
+  it('runs commands as nobody on a root host, with no capability left', async () => {
+    const result = await sh(
+      'id -u; id -g; id -G; grep -E "^Cap(Prm|Eff|Bnd|Amb|Inh):" /proc/self/status',
+    );
+    expect(result.stdout).toBe(
+      '65534\n65534\n65534\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n',
+    );
+    expect(result.controls).toContain(SandboxControl.unprivilegedIdentity);
+  });
+
+  it('masks /proc files that leak kernel state, and /sys is absent', async () => {
+    const result = await sh(
+      'cat /proc/keys /proc/timer_list /proc/kallsyms 2>/dev/null | wc -c; ls /proc/acpi | wc -l; ls /sys 2>&1 >/dev/null | wc -l',
+    );
+    expect(result.stdout).toBe('0\n0\n1\n');
+  });
+});
+
+describe("host-side helpers never take the caller's environment", () => {
+  it('LD_PRELOAD and LD_DEBUG_OUTPUT reach only the command, after bwrap and setpriv', async () => {
+    const dir = tempDir();
+    const marker = join(dir, 'ld-debug');
+    // LD_DEBUG_OUTPUT would make ld.so write a file in every host-side program it starts.
+    const result = await createSandbox({ ...defaults, restrictToDirectory: dir }).run(
+      '/bin/sh',
+      ['-c', 'echo "$LD_PRELOAD|$LD_DEBUG"'],
+      {
+        env: {
+          LD_PRELOAD: '/nonexistent/evil.so',
+          LD_DEBUG: 'statistics',
+          LD_DEBUG_OUTPUT: marker,
+        },
+      },
+    );
+    // The command's own ld.so reports its statistics (it cannot write the read-only marker).
+    expect(result.stdout.split('\n').at(-2)).toBe('/nonexistent/evil.so|statistics');
+    // Only the sandboxed sh (and echo) wrote debug output, inside the view, nowhere on the host.
+    expect(readdirSync(dir)).toEqual([]);
+    expect(result.controls).toContain(SandboxControl.cleanHelpers);
+  });
+});
+
+describe('host Unix sockets with the network off', () => {
+  let server: Server;
+  let socketPath = '';
+  let connections = 0;
+  beforeAll(async () => {
+    const dir = join('/var/tmp', `coda-socket-${process.pid}`);
+    mkdirSync(dir, { recursive: true });
+    socketPath = join(dir, 'daemon.sock');
+    rmSync(socketPath, { force: true });
+    server = createServer((socket) => {
+      connections++;
+      socket.end('hello\n');
+    });
+    await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+    chmodSync(socketPath, 0o777); // connecting needs write permission for the sandbox identity
+  });
+  afterAll(async () => {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    rmSync(join('/var/tmp', `coda-socket-${process.pid}`), { recursive: true, force: true });
+  });
+
+  const connect = (path: string): string[] => [
+    '-c',
+    `import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n s.connect("${path}"); print("connected", s.recv(6))\nexcept OSError as e: print("refused", e.errno)\na, b = socket.socketpair(); a.send(b"x"); print("pair", b.recv(1))`,
+  ];
+
+  it('no host socket is visible and connect() is refused; socketpair works', async () => {
+    const before = connections;
+    const sandbox = createSandbox(defaults);
+    // The path is not in the view (ENOENT would do), and seccomp refuses connect first: EPERM.
+    const result = await sandbox.run(python, connect(socketPath));
+    expect(result.stdout).toBe("refused 1\npair b'x'\n");
+    // Even a socket bound into the view read-only cannot be connected to.
+    const bound = await sandbox.run(python, connect(socketPath), { readOnlyPaths: [socketPath] });
+    expect(bound.stdout).toBe("refused 1\npair b'x'\n");
+    expect(connections).toBe(before);
+    expect(result.controls).toContain(SandboxControl.seccompNoUnixConnect);
+  });
+
+  it('connects to a socket the policy names, and to no other', async () => {
+    const before = connections;
+    const sandbox = createSandbox({ ...defaults, allowUnixSockets: [socketPath] });
+    const result = await sandbox.run(python, connect(socketPath));
+    expect(result.stdout).toBe("connected b'hello\\n'\npair b'x'\n");
+    expect(connections).toBe(before + 1);
+    const other = await sandbox.run(python, connect('/run/docker.sock'));
+    expect(other.stdout).toBe("refused 2\npair b'x'\n");
+  });
+});
+
+describe('host secrets are not in the view', () => {
+  it('shows no /root, /home, /run, /var, /mnt, /srv, host cwd, shadow or SSH keys', async () => {
+    const result = await sh(
+      [
+        'for p in /root /home/root /run /var/run /var/tmp /var /mnt /media /srv /opt /boot /sys "$CODA_HOST_CWD"; do [ -e "$p" ] && echo "visible $p"; done',
+        'ls /home',
+        'cat /etc/shadow 2>/dev/null | wc -c; cat /etc/gshadow 2>/dev/null | wc -c',
+        'ls -A /etc/ssh | wc -l; ls -A /etc/ssl/private 2>/dev/null | wc -l',
+        'pwd',
+      ].join('; '),
+    );
+    expect(result.stdout).toBe('sandbox\n0\n0\n0\n0\n/home/sandbox\n');
+    expect(readFileSync('/etc/shadow', 'utf8').length).toBeGreaterThan(0);
+  });
+
+  it("the host's cwd and its .env are not visible unless the policy names them", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, '.env'), 'API_KEY=secret\n');
+    const result = await createSandbox(defaults).run('/bin/cat', [join(dir, '.env')]);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain('No such file or directory');
+    expect(process.cwd().startsWith('/work') || process.cwd().startsWith('/tmp')).toBe(true);
+    const cwd = await sh(`ls ${process.cwd()} 2>&1 | head -1`);
+    expect(cwd.stdout).toContain('No such file or directory');
+  });
+});
+
+describe('inherited host descriptors (runc CVE-2024-21626 class)', () => {
+  it('a non-CLOEXEC fd to a secret file and one to a directory never reach the command', async () => {
+    const dir = tempDir();
+    const secret = join(dir, 'secret.txt');
+    writeFileSync(secret, 'the secret\n');
+    const target = sandboxDir(join(dir, 'hostdir'));
+    // A child Node host that inherits both descriptors without FD_CLOEXEC (as from its parent),
+    // then runs a command that looks for every fd beyond stdio and tries /proc/self/fd/N/.
+    const hostScript = `
+      const { createSandbox } = await import(${JSON.stringify(join(import.meta.dirname, '../src/index.ts'))});
+      const r = await createSandbox({ allowNetwork: false, allowFileWrites: false }).run('/bin/sh', ['-c',
+        'ls /proc/self/fd | sort -n | tr "\\\\n" " "; for n in 3 4 5 6 7 8 9; do cat /proc/self/fd/$n 2>/dev/null; echo x > /proc/self/fd/$n/planted 2>/dev/null && echo planted; done; true']);
+      process.stdout.write(JSON.stringify(r));`;
+    const secretFd = openSync(secret, 'r');
+    const dirFd = openSync(target, 'r');
+    const child = spawn(
+      node,
+      ['--conditions=@coda/source', '--input-type=module', '-e', hostScript],
+      {
+        stdio: ['ignore', 'pipe', 'inherit', secretFd, dirFd],
+      },
+    );
+    closeSync(secretFd);
+    closeSync(dirFd);
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+    });
+    await new Promise((resolve) => child.once('exit', resolve));
+    const result = JSON.parse(out) as { stdout: string; controls: string[] };
+    // 0, 1, 2, and 3: the descriptor ls itself opens to read /proc/self/fd.
+    expect(result.stdout).toBe('0 1 2 3 ');
+    expect(existsSync(join(target, 'planted'))).toBe(false);
+    expect(result.controls).toContain(SandboxControl.inheritedDescriptorsClosed);
+  });
+});
+
+describe('paths through symlinks planted by an earlier run', () => {
+  it('refuses a restrictToDirectory redirected by a link an earlier run planted', async () => {
+    const jobs = tempDir('/var/tmp');
+    const job42 = sandboxDir(join(jobs, '42'));
+    const job43 = sandboxDir(join(jobs, '43'));
+    writeFileSync(join(job43, 'data.txt'), 'not yours');
+    // Run 1 could write job 42's directory and planted these; run 2 is given job42/out.
+    symlinkSync('../43', join(job42, 'out'));
+    symlinkSync('/etc', join(job42, 'etc'));
+    for (const name of ['out', 'etc']) {
+      const sandbox = createSandbox({
+        allowFileWrites: true,
+        restrictToDirectory: join(job42, name),
+      });
+      await expect(sandbox.run('/bin/true')).rejects.toMatchObject({
+        code: 'VALIDATION',
+        issues: [{ path: 'restrictToDirectory', message: expect.stringContaining('leads out of') }],
+      });
+    }
+    // A link that stays inside the directory that holds it is fine.
+    const sandboxed = sandboxDir(join(jobs, 'real'));
+    symlinkSync('real', join(jobs, 'inner-link'));
+    const ok = await createSandbox({ restrictToDirectory: join(jobs, 'inner-link') }).run(
+      '/bin/pwd',
+    );
+    expect(ok.stdout).toBe(`${sandboxed}\n`);
+  });
+
+  it('refuses readOnlyPaths that lead into a hidden path, and a cwd inside one', async () => {
+    const dir = tempDir('/var/tmp');
+    const hidden = sandboxDir(join(dir, 'hidden'));
+    writeFileSync(join(hidden, 'key'), 'secret');
+    symlinkSync('hidden', join(dir, 'alias'));
+    const sandbox = createSandbox({ ...defaults, hidePaths: [hidden] });
+    await expect(
+      sandbox.run('/bin/cat', [join(dir, 'alias', 'key')], { readOnlyPaths: [join(dir, 'alias')] }),
+    ).rejects.toMatchObject({
+      code: 'VALIDATION',
+      issues: [{ path: 'readOnlyPaths.0', message: `inside hidePaths entry ${hidden}` }],
+    });
+    await expect(sandbox.run('/bin/ls', [], { cwd: hidden })).rejects.toMatchObject({
+      code: 'VALIDATION',
+      issues: [{ path: 'cwd', message: `inside hidePaths entry ${hidden}` }],
+    });
+  });
+
+  it('hides a path even when the host process runs inside it', async () => {
+    const dir = tempDir('/var/tmp');
+    writeFileSync(join(dir, 'secret.txt'), 'secret');
+    const cwd = process.cwd();
+    process.chdir(dir);
+    try {
+      const result = await createSandbox({ ...defaults, hidePaths: [dir] }).run('/bin/sh', [
+        '-c',
+        `pwd; cat ${dir}/secret.txt 2>/dev/null || echo hidden`,
+      ]);
+      expect(result.stdout).toBe('/home/sandbox\nhidden\n');
+    } finally {
+      process.chdir(cwd);
+    }
+  });
+
+  it("one run cannot see another concurrent run's writable directory", async () => {
+    const a = tempDir('/var/tmp');
+    const b = tempDir('/var/tmp');
+    writeFileSync(join(b, 'b-secret.txt'), 'b');
+    const runA = createSandbox({ restrictToDirectory: a }).run('/bin/sh', [
+      '-c',
+      `sleep 0.2; cat ${b}/b-secret.txt 2>/dev/null || echo invisible`,
+    ]);
+    const runB = createSandbox({ restrictToDirectory: b }).run('/bin/sh', ['-c', 'sleep 0.4']);
+    const [resultA] = await Promise.all([runA, runB]);
+    expect(resultA.stdout).toBe('invisible\n');
+  });
+});
+
+describe('allowFileWrites: false', () => {
+  it('leaves /dev, /dev/shm, /tmp and HOME read-only', async () => {
+    const result = await sh(
+      'for p in /dev/x /dev/shm/x /tmp/x /home/sandbox/x; do (echo x > $p) 2>/dev/null || echo "refused $p"; done; echo ok > /dev/null && echo null-writable',
+    );
+    expect(result.stdout).toBe(
+      'refused /dev/x\nrefused /dev/shm/x\nrefused /tmp/x\nrefused /home/sandbox/x\nnull-writable\n',
+    );
+  });
+
+  it('with writes allowed, /dev/shm, /tmp and HOME are private and writable, /dev is not', async () => {
+    const result = await createSandbox({ allowNetwork: false }).run('/bin/sh', [
+      '-c',
+      'for p in /dev/x /dev/shm/x /tmp/x /home/sandbox/x; do (echo x > $p) 2>/dev/null && echo "wrote $p"; done; true',
+    ]);
+    expect(result.stdout).toBe('wrote /dev/shm/x\nwrote /tmp/x\nwrote /home/sandbox/x\n');
+  });
+});
+
+describe('NUL bytes', () => {
+  const sandbox = createSandbox(defaults);
+  it.each([
+    ['args.1', () => sandbox.run('/bin/echo', ['a', 'b\0c'])],
+    ['file', () => sandbox.run('/bin/echo\0x', [])],
+    ['env.A', () => sandbox.run('/bin/true', [], { env: { A: 'x\0y' } })],
+    ['cwd', () => sandbox.run('/bin/true', [], { cwd: '/tmp\0/x' })],
+    ['readOnlyPaths.0', () => sandbox.run('/bin/true', [], { readOnlyPaths: ['/usr\0/x'] })],
+  ])('are refused with VALIDATION naming %s, on the warm and the cold path', async (field, run) => {
+    await expect(run()).rejects.toMatchObject({
+      code: 'VALIDATION',
+      issues: [expect.objectContaining({ path: field })],
+    });
+    expect(() => sandbox.execSync('/bin/true', { env: { A: 'x\0y' } })).toThrow(/env\.A/);
+  });
+
+  it('in the policy too', () => {
+    expect(() => createSandbox({ env: { A: 'x\0' } })).toThrow(/env\.A: contains a NUL byte/);
+    expect(() => createSandbox({ restrictToDirectory: '/tmp\0' })).toThrow(
+      /restrictToDirectory: contains a NUL byte/,
+    );
+  });
+});
+
+describe('nothing left behind', () => {
+  it('no temp files after runs, warm, cold and synchronous', async () => {
+    const leftovers = () =>
+      readdirSync(tmpdir()).filter(
+        (n) => n.startsWith('coda-seccomp-') || n.startsWith('coda-run-'),
+      );
+    const before = leftovers();
+    const sandbox = createSandbox(defaults);
+    await sandbox.run('/bin/true');
+    await sandbox.run('/bin/true', [], { maxMemoryMb: 0, rlimits: { processes: 4_194_304 } });
+    sandbox.execSync('/bin/true');
+    expect(leftovers()).toEqual(before);
+  });
+});
+
+describe('common programs under the default view', () => {
+  it.each([
+    ['node', node, ['-e', 'console.log(require("os").homedir(), 1 + 1)'], '/home/sandbox 2\n'],
+    [
+      'python',
+      python,
+      ['-c', 'import json, os; print(json.dumps(os.getcwd()))'],
+      '"/home/sandbox"\n',
+    ],
+    ['shell', '/bin/sh', ['-c', 'echo $HOME; ls /usr/bin/env'], '/home/sandbox\n/usr/bin/env\n'],
+    ['perl', '/usr/bin/perl', ['-e', 'print "perl\\n"'], 'perl\n'],
+  ])('%s starts and runs', async (_name, file, args, expected) => {
+    const result = await createSandbox().run(file, args);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toBe(expected);
+  });
+});
