@@ -9,6 +9,9 @@ import { cpus, loadavg, release } from 'node:os';
 import { execa } from 'execa';
 import { Bench } from 'tinybench';
 import { buildSeccompFilter, createSandbox, resolveSubprocessPolicy } from '../src/index.ts';
+import { type CheckedPath, releasePins } from '../src/linux/checked-path.ts';
+import { bwrapArguments, runIdentity } from '../src/linux/linux-plan.ts';
+import { prepareLaunch, releasePlan } from '../src/process/spawn-confined.ts';
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? 300);
 const warmup = 20;
@@ -40,6 +43,31 @@ const sameNamespaces = [
   '/bin/true',
 ];
 
+// The same mounts and namespaces as the confined run, from the package's own bwrapArguments, run
+// by hand: `bwrap OPTIONS -- COMMAND` on argv, no --args pipe, no wrapper shell, no cgroups, no
+// rlimits, and the `--seccomp FD` pair dropped (no seccomp program). COMMAND is the package's,
+// so for a root host it still includes setpriv and bash dropping to nobody before /bin/true.
+const pins: CheckedPath[] = [];
+const packageBwrap = (() => {
+  const { request, plan } = prepareLaunch(
+    {
+      policy: resolveSubprocessPolicy({ allowNetwork: false, allowFileWrites: false }),
+      onDegraded() {},
+    },
+    '/bin/true',
+    [],
+    {},
+  );
+  releasePlan(plan);
+  const { options, command } = bwrapArguments(request, runIdentity(request.policy), [], true, pins);
+  const seccomp = options.indexOf('--seccomp');
+  if (seccomp >= 0) options.splice(seccomp, 2);
+  return { options, command };
+})();
+const packageArgs = [...packageBwrap.options, '--', ...packageBwrap.command];
+/** The same options, running /bin/true directly (no setpriv, no bash inside): what those cost. */
+const packageArgsDirect = [...packageBwrap.options, '--', '/bin/true'];
+
 function spawnAndWait(file: string, args: readonly string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -68,6 +96,14 @@ const variants: [string, () => Promise<unknown>][] = [
   [
     'hand-written bwrap, same namespaces (child_process)',
     () => spawnAndWait('/usr/bin/bwrap', sameNamespaces),
+  ],
+  [
+    "hand-written bwrap, package's mounts and namespaces (child_process)",
+    () => spawnAndWait('/usr/bin/bwrap', packageArgs),
+  ],
+  [
+    "hand-written bwrap, package's mounts and namespaces, /bin/true without setpriv+bash",
+    () => spawnAndWait('/usr/bin/bwrap', packageArgsDirect),
   ],
   ['sandbox.run, fully confined', () => expectSuccess(confined.run('/bin/true'))],
   [
@@ -115,6 +151,7 @@ micro
     () => void resolveSubprocessPolicy({ timeoutMs: 1000, rlimits: { processes: 64 } }),
   );
 await micro.run();
+releasePins(pins);
 
 console.log(
   `Machine: ${cpus().length} x ${cpus()[0]?.model.trim() ?? 'cpu'}, Linux ${release()}, Node ${process.versions.node}, load ${loadavg()[0]!.toFixed(1)}, ${rounds} interleaved rounds`,
@@ -133,10 +170,16 @@ for (const task of micro.tasks) {
 }
 const confinedP50 = p50('sandbox.run, fully confined');
 console.log('');
-for (const baseline of ['execa', 'child_process']) {
-  const name = `hand-written bwrap, same namespaces (${baseline})`;
+for (const name of [
+  'hand-written bwrap, same namespaces (execa)',
+  'hand-written bwrap, same namespaces (child_process)',
+  "hand-written bwrap, package's mounts and namespaces (child_process)",
+]) {
   const ratio = confinedP50 / p50(name);
   console.log(
     `fully confined / ${name} (p50): ${ratio.toFixed(2)}x (target <= 1.2x: ${ratio <= 1.2 ? 'met' : 'NOT met'})`,
   );
 }
+console.log(
+  `\npackage's baseline (--seccomp FD dropped, pinned paths as /proc/${process.pid}/fd/N):\n/usr/bin/bwrap ${packageArgs.map((arg) => JSON.stringify(arg)).join(' ')}`,
+);
