@@ -179,7 +179,7 @@ describe.each(['process', 'in-process'] as const)('SandboxEngine (%s)', (isolati
   it("counts the execution's own CPU time, not the building of its isolate", async () => {
     // Building a context and warming it takes well over a millisecond of the isolate's CPU.
     const trivial = expectResult(await engine.run({ code: 'return 1' }));
-    expect(trivial.stats.cpuMs).toBeLessThan(1);
+    expect(trivial.stats.cpuMs).toBeLessThan(3); // building one takes ~4 ms of CPU here
     // A fixed amount of work (tens of ms), so the figure holds on a loaded machine too.
     const busy = expectResult(
       await engine.run({

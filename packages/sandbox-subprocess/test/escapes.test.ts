@@ -25,26 +25,25 @@ const defaults = { allowNetwork: false, allowFileWrites: false } as const;
 const sh = (script: string) => createSandbox(defaults).run('/bin/sh', ['-c', script]);
 
 describe('host kernel settings (uid 0 needs no capability to write /proc/sys)', () => {
-  it.each([
-    '/proc/sys/kernel/core_pattern',
-    '/proc/sys/kernel/panic',
-    '/proc/sys/fs/file-max',
-  ])('cannot open %s for writing', async (path) => {
-    const before = readFileSync(path, 'utf8');
-    const result = await createSandbox(defaults).run(python, [
-      '-c',
-      `import os\ntry:\n os.open("${path}", os.O_WRONLY); print("opened")\nexcept OSError as e: print(e.errno)`,
-    ]);
-    // EACCES (13): the identity is not root. With the host's uid 0 (runAs: 'host'), the view
-    // alone holds: EROFS (30), /proc/sys is read-only.
-    expect(result.stdout).toBe('13\n');
-    const asRoot = await createSandbox({ ...defaults, runAs: 'host' }).run(python, [
-      '-c',
-      `import os\ntry:\n os.open("${path}", os.O_WRONLY); print("opened")\nexcept OSError as e: print(e.errno)`,
-    ]);
-    expect(asRoot.stdout).toBe('30\n');
-    expect(readFileSync(path, 'utf8')).toBe(before);
-  });
+  it.each(['/proc/sys/kernel/core_pattern', '/proc/sys/kernel/panic', '/proc/sys/fs/file-max'])(
+    'cannot open %s for writing',
+    async (path) => {
+      const before = readFileSync(path, 'utf8');
+      const result = await createSandbox(defaults).run(python, [
+        '-c',
+        `import os\ntry:\n os.open("${path}", os.O_WRONLY); print("opened")\nexcept OSError as e: print(e.errno)`,
+      ]);
+      // EACCES (13): the identity is not root. With the host's uid 0 (runAs: 'host'), the view
+      // alone holds: EROFS (30), /proc/sys is read-only.
+      expect(result.stdout).toBe('13\n');
+      const asRoot = await createSandbox({ ...defaults, runAs: 'host' }).run(python, [
+        '-c',
+        `import os\ntry:\n os.open("${path}", os.O_WRONLY); print("opened")\nexcept OSError as e: print(e.errno)`,
+      ]);
+      expect(asRoot.stdout).toBe('30\n');
+      expect(readFileSync(path, 'utf8')).toBe(before);
+    },
+  );
 
   it('runs commands as nobody on a root host, with no capability left', async () => {
     const result = await sh(
@@ -190,7 +189,7 @@ describe('inherited host descriptors (runc CVE-2024-21626 class)', () => {
     closeSync(secretFd);
     closeSync(dirFd);
     let out = '';
-    child.stdout.on('data', (chunk) => {
+    child.stdout!.on('data', (chunk) => {
       out += chunk;
     });
     await new Promise((resolve) => child.once('exit', resolve));

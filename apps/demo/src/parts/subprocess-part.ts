@@ -20,7 +20,7 @@ const fullConfinement: readonly string[] = [
   SandboxControl.bubblewrap,
   SandboxControl.networkNamespace,
   SandboxControl.pidNamespace,
-  SandboxControl.readOnlyRoot,
+  SandboxControl.filesystemView,
   SandboxControl.noFileWrites,
   SandboxControl.seccomp,
   SandboxControl.seccompNoInet,
@@ -102,8 +102,9 @@ export const subprocessPart: DemoPart = {
 
 /** Whether every variable in `env` output is one the policy lets through (plus the cwd). */
 function onlyAllowedVariables(output: string): boolean {
-  // The policy's variables (restrictivePolicy keeps the default list), plus what the shell sets.
-  const allowed = new Set([...defaultSubprocessPolicy.allowedEnv, 'PWD', 'SHLVL', '_']);
+  // The policy's variables (restrictivePolicy keeps the default list), the private HOME, plus
+  // what the shell sets.
+  const allowed = new Set([...defaultSubprocessPolicy.allowedEnv, 'HOME', 'PWD', 'SHLVL', '_']);
   const names = output
     .split('\n')
     .filter(Boolean)

@@ -33,7 +33,7 @@ const confinedControls = [
   SandboxControl.networkNamespace,
   SandboxControl.seccomp,
   SandboxControl.seccompNoInet,
-  SandboxControl.readOnlyRoot,
+  SandboxControl.filesystemView,
   SandboxControl.noFileWrites,
   SandboxControl.cleanEnvironment,
 ];
@@ -68,7 +68,7 @@ describe('parser host under the subprocess layer', () => {
     expect(result).toMatchObject({ ok: true, data: 'refused: ERR_ACCESS_DENIED' });
     expect(existsSync(target)).toBe(false);
     expect(result.confinement?.controls).toEqual(
-      expect.arrayContaining([SandboxControl.readOnlyRoot, SandboxControl.noFileWrites]),
+      expect.arrayContaining([SandboxControl.filesystemView, SandboxControl.noFileWrites]),
     );
   });
 });
