@@ -352,3 +352,27 @@ describe('common programs under the default view', () => {
     expect(result.stdout).toBe(expected);
   });
 });
+
+describe('twenty runs at once on the warm-launcher pool', () => {
+  it('every result is its own, and no run sees another run’s files', async () => {
+    const sandbox = createSandbox({ allowNetwork: false });
+    await sandbox.run('/bin/true'); // the pool of this shape exists from here on
+    const dirs = Array.from({ length: 20 }, () => tempDir('/var/tmp'));
+    const results = await Promise.all(
+      dirs.map((dir, index) =>
+        createSandbox({ allowNetwork: false, restrictToDirectory: dir }).run(
+          '/bin/sh',
+          [
+            '-c',
+            `echo run-${index} > mine.txt; sleep 0.1; cat mine.txt; echo "$TAG"; ls ${dirs.filter((other) => other !== dir).join(' ')} 2>/dev/null | wc -l; ls /tmp | wc -l`,
+          ],
+          { env: { TAG: `tag-${index}` } },
+        ),
+      ),
+    );
+    results.forEach((result, index) => {
+      expect(result.stdout).toBe(`run-${index}\ntag-${index}\n0\n0\n`);
+      expect(readFileSync(join(dirs[index]!, 'mine.txt'), 'utf8')).toBe(`run-${index}\n`);
+    });
+  });
+});
