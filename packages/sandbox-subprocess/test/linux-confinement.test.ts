@@ -2,7 +2,6 @@
 import {
   chmodSync,
   existsSync,
-  mkdirSync,
   readFileSync,
   statSync,
   symlinkSync,
