@@ -1,12 +1,5 @@
 // Real bubblewrap, real seccomp, real cgroups: what a confined command can and cannot do.
-import {
-  chmodSync,
-  existsSync,
-  readFileSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { chmodSync, existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
