@@ -1,9 +1,9 @@
 // The parser host: validates each call, queues it under `maxConcurrent`, hands it to a fresh
 // child (the warm spare when the limits match) and turns whatever happens into a ParserResult.
-import { mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import {
   isSandboxError,
   type JsonValue,
@@ -27,6 +27,7 @@ import {
   type RunParserOptions,
   RunParserOptionsSchema,
 } from './options.ts';
+import { resolveReadablePaths } from './read-paths.ts';
 import { type ParserResult, refusedResult } from './result.ts';
 import { RunnerProcess } from './runner-process.ts';
 
@@ -58,22 +59,6 @@ export interface ParserHost {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-function modulePathOf(module: string | URL): string {
-  const path =
-    module instanceof URL || module.startsWith('file:') ? fileURLToPath(module) : resolve(module);
-  let isFile = false;
-  try {
-    isFile = statSync(path).isFile();
-  } catch {}
-  if (!isFile) {
-    throw new SandboxValidationError(`Invalid parser host options: module: no such file ${path}`, {
-      issues: [{ path: 'module', message: 'no such file', received: JSON.stringify(path) }],
-    });
-  }
-  // The real path: Node's loader reads the module there, and the permission model checks it.
-  return realpathSync(path);
-}
-
 /** Longer names are refused: the name comes back in `Unknown parser: NAME`. */
 const maxParserNameLength = 1024;
 
@@ -97,8 +82,9 @@ class Host implements ParserHost {
 
   constructor(options: ParserHostOptions) {
     const parsed = validate(ParserHostOptionsSchema, options, 'parser host options');
-    const modulePath = modulePathOf(parsed.module);
     const { logger = hostDefaults.logger, limits, allowRead = [], ...rest } = parsed;
+    // Real paths only, and no symlink that leads a parser out of what it may read.
+    const { modulePath, readPaths } = resolveReadablePaths(parsed.module, allowRead);
     const settings: ResolvedHostSettings = {
       limits: resolveParserLimits(limits as Partial<ParserLimits> | undefined),
       maxConcurrent: rest.maxConcurrent ?? availableParallelism(),
@@ -117,7 +103,7 @@ class Host implements ParserHost {
     this.#queue = new CallQueue(settings.maxConcurrent, settings.maxQueued);
     this.#plan = {
       moduleUrl: pathToFileURL(modulePath).href,
-      readPaths: [`${dirname(modulePath)}/`, ...allowRead.map((path) => resolve(path))],
+      readPaths,
       cwd: mkdtempSync(join(tmpdir(), 'coda-parser-')),
     };
     this.#replenish();
