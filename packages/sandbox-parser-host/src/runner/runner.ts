@@ -8,7 +8,14 @@
 // The per-call nonce lives only in an off-heap Buffer inside this module's closure: a parser can
 // write to any open descriptor, but without the nonce it cannot produce a frame the host accepts,
 // and a heap snapshot (`v8.getHeapSnapshot()`) does not contain ArrayBuffer contents.
-import { readSync, writeSync } from 'node:fs';
+//
+// Before the module loads, the runner also takes away what the permission model leaves open
+// (see `lockDown`): descriptors inherited from the host, unix-domain sockets, every way to
+// signal or reprioritise another process, and V8 flags set at run time.
+import { closeSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+import os from 'node:os';
+import v8 from 'node:v8';
 import {
   lengthBytes,
   nonceBytes,
@@ -39,6 +46,109 @@ const reallyExit = (process as unknown as { reallyExit(code: number): void }).re
 );
 const onProcess = process.on.bind(process);
 const errorMessageLimit = 16_384;
+
+/** The `flags:` bit of /proc/self/fdinfo that says close-on-exec (O_CLOEXEC, octal 02000000). */
+const closeOnExec = 0o2000000;
+/** Read permission for it is granted in `nodeArguments` (src/spawn/node-command.ts). */
+const descriptorInfoDir = '/proc/self/fdinfo';
+
+/**
+ * Closes every descriptor above the response channel that this process inherited. Node's
+ * permission model does not check reads and writes on an open descriptor, and `spawn` passes on
+ * every descriptor of the host that lacks close-on-exec. Node opens all of its own with
+ * close-on-exec, so the ones without it (besides stdio and fd 3) are inherited.
+ */
+function closeInheritedDescriptors(): void {
+  let names: string[];
+  try {
+    names = readdirSync(descriptorInfoDir);
+  } catch (error) {
+    // Without /proc (not Linux) there is nothing to read; on Linux, refuse to go on blind.
+    if (process.platform !== 'linux') return;
+    fail(`cannot list inherited descriptors: ${describeThrown(error)}`);
+  }
+  for (const name of names) {
+    const fd = Number(name);
+    if (!Number.isInteger(fd) || fd <= responseFd) continue;
+    let info: string;
+    try {
+      info = readFileSync(`${descriptorInfoDir}/${name}`, 'latin1');
+    } catch {
+      continue; // the listing's own descriptor, closed by now
+    }
+    const flags = /^flags:\s*([0-7]+)$/m.exec(info)?.[1];
+    if (flags !== undefined && (Number.parseInt(flags, 8) & closeOnExec) === 0) closeSync(fd);
+  }
+}
+
+/** A stand-in for an API parsers may not use: throws like the permission model does. */
+function unavailable(name: string): () => never {
+  return function unavailableToParsers(): never {
+    const error = new Error(
+      `Access to this API has been restricted: ${name} is not available to parsers`,
+    ) as NodeJS.ErrnoException;
+    error.code = 'ERR_ACCESS_DENIED';
+    throw error;
+  };
+}
+
+function replace(owner: object, key: string, value: unknown): void {
+  Object.defineProperty(owner, key, {
+    value,
+    writable: false,
+    configurable: false,
+    enumerable: Object.getOwnPropertyDescriptor(owner, key)?.enumerable ?? false,
+  });
+}
+
+function takeAway(owner: object, key: string, name: string): void {
+  replace(owner, key, unavailable(name));
+}
+
+/**
+ * Unix-domain sockets are files the permission model does not check: `listen(path)` creates a
+ * socket file anywhere the user may write, `connect(path)` reaches any socket (a container
+ * engine's, a database's). Every such socket goes through the `bind` or `connect` of Node's
+ * `Pipe` handle, whose prototype the stderr pipe shows; both now fail with EACCES, which Node
+ * reports as `listen EACCES` / `connect EACCES`. Pipes the runner was given keep working.
+ */
+function closeUnixSockets(): void {
+  const handle = (process.stderr as unknown as { _handle?: object })._handle;
+  const pipe = handle === undefined ? undefined : (Object.getPrototypeOf(handle) as object);
+  if (pipe?.constructor.name !== 'Pipe' || !hasOwn(pipe, 'bind') || !hasOwn(pipe, 'connect')) {
+    fail('stderr is not a pipe: cannot close unix-domain sockets');
+  }
+  const denied = -os.constants.errno.EACCES;
+  replace(pipe, 'bind', () => denied);
+  replace(pipe, 'connect', () => denied);
+}
+
+/**
+ * What the permission model leaves open and a parser must not have, taken away before the
+ * module loads. The originals live only in Node's internal bindings, which `process.binding`
+ * does not hand out under the permission model, so nothing can bring them back.
+ *
+ * - `process.kill`, `process._kill` (its raw binding) and `process._debugProcess` (SIGUSR1 to
+ *   any pid: it opens that process's inspector) signal other processes; `os.setPriority`
+ *   changes another process's priority. Without a pid namespace (`confinement: 'none'`) the
+ *   host itself is among them. The runner needs none of them: it ends with `reallyExit`.
+ * - `v8.setFlagsFromString` sets V8 flags at run time: `--trace-turbo --trace-turbo-path=DIR`
+ *   writes files anywhere, `--allow-natives-syntax` opens V8's internal functions.
+ *
+ * `node:sqlite`, which reads and writes files past the permission model, is absent altogether
+ * (`--no-experimental-sqlite`); see docs/parser-host.md for what each of the rest does.
+ */
+function lockDown(): void {
+  closeInheritedDescriptors();
+  closeUnixSockets();
+  takeAway(process, 'kill', 'process.kill');
+  takeAway(process, '_kill', 'process._kill');
+  takeAway(process, '_debugProcess', 'process._debugProcess');
+  takeAway(os, 'setPriority', 'os.setPriority');
+  takeAway(v8, 'setFlagsFromString', 'v8.setFlagsFromString');
+  // The ESM namespaces of node:os and node:v8 follow the CommonJS exports only when synced.
+  syncBuiltinESMExports();
+}
 
 /** Sleeps 1 ms: a non-blocking descriptor (not what the host sets up) said EAGAIN. */
 function pause(): void {
@@ -179,6 +289,7 @@ async function loadModule(
 async function main(): Promise<void> {
   const moduleUrl = process.argv[2];
   if (moduleUrl === undefined) fail('usage: runner <parser module URL>');
+  lockDown();
   // The nonce is taken off stdin before the module loads: once parser code runs, whatever is
   // still in the pipe is readable by it, and the nonce must not be.
   const nonce = readNonce();

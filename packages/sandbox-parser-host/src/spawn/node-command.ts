@@ -16,7 +16,7 @@ export function heapLimitMiB(memoryBytes: number): number {
 export interface RunnerPlan {
   /** `file:` URL of the parser module. */
   moduleUrl: string;
-  /** Paths the child may read besides the runner: the module's directory and `allowRead`. */
+  /** Paths the child may read besides the runner: the module's directory and `allowRead`, real. */
   readPaths: readonly string[];
   /** The limits the child starts with. */
   limits: ParserLimits;
@@ -25,9 +25,18 @@ export interface RunnerPlan {
 }
 
 /**
+ * Where the runner finds which descriptors the child inherited without close-on-exec: Node's
+ * permission model does not check reads and writes on a descriptor, so the runner closes those
+ * before the parser module loads (see `closeInheritedDescriptors` in the runner).
+ */
+export const descriptorInfoPath = '/proc/self/fdinfo/';
+
+/**
  * Arguments of `node` for one runner child. Everything the permission model can deny is denied:
  * no writes, no child processes, no workers, no addons, no WASI, no inspector; reads only of the
- * runner files and `readPaths`.
+ * runner files and `readPaths` (and, on Linux, the child's own descriptor table). Beyond it:
+ * `node:sqlite`, which the permission model does not cover in Node 24, is not there at all
+ * (`ERR_UNKNOWN_BUILTIN_MODULE`), and SIGUSR1 does not start an inspector.
  */
 export function nodeArguments(plan: RunnerPlan): string[] {
   return [
@@ -35,8 +44,11 @@ export function nodeArguments(plan: RunnerPlan): string[] {
     `--allow-fs-read=${runnerPath}`,
     `--allow-fs-read=${wirePath}`,
     ...plan.readPaths.map((path) => `--allow-fs-read=${path}`),
+    ...(process.platform === 'linux' ? [`--allow-fs-read=${descriptorInfoPath}`] : []),
     `--max-old-space-size=${heapLimitMiB(plan.limits.memoryBytes)}`,
     '--no-addons',
+    '--no-experimental-sqlite',
+    '--disable-sigusr1',
     '--disable-proto=delete',
     runnerPath,
     plan.moduleUrl,
