@@ -22,16 +22,17 @@ describe('least privilege', () => {
     expect(read.error).toMatch(/Access to this API has been restricted.*--allow-fs-read/);
   });
 
-  it('sees an empty environment and a temporary working directory', async () => {
+  it('sees no host variable and an empty private working directory', async () => {
     process.env.CODA_PARSER_HOST_SECRET = 'do-not-leak';
     const host = makeHost();
     const result = await host.runParser('readEnv', null);
     expect(result.ok).toBe(true);
     const data = result.data as { keys: string[]; cwd: string };
-    // Only PWD, which bubblewrap sets for the temporary cwd.
-    expect(data.keys.filter((key) => key !== 'PWD')).toEqual([]);
-    expect(data.cwd).toMatch(/coda-parser-/);
-    expect(data.cwd).not.toBe(process.cwd());
+    // Only what the sandbox itself sets: the private HOME (also the cwd), PWD, and SHLVL from
+    // the bash that restores the (empty) environment after the identity drop.
+    expect(data.keys.sort()).toEqual(['HOME', 'PWD', 'SHLVL']);
+    expect(data.cwd).toBe('/home/sandbox');
+    expect(result.confinement?.controls).toContain('identity:unprivileged');
   });
 
   it('cannot open a network connection when confined; says so when it is not', async () => {

@@ -51,7 +51,7 @@ export class ConfinedSpawner {
   spawn(plan: RunnerPlan): ParserChild {
     const { file, args } = runnerCommand(plan);
     const child = this.#sandbox.spawn(file, args, {
-      cwd: plan.cwd,
+      // No host cwd: under bubblewrap the child starts in its private, empty, read-only home.
       extraPipes: 1,
       maxMemoryMb: Math.ceil(plan.limits.memoryBytes / mebibyte),
       // Without a writable memory cgroup the layer would fall back to RLIMIT_DATA at the limit,

@@ -219,7 +219,7 @@ function takeReadyLauncher(
 const envPrefix = 'CODA_SANDBOX_ENV_';
 
 /** Restores the prefixed variables (bash, already unprivileged), then becomes the command. */
-const unprefixScript = `cd -- "$1" && shift && unset OLDPWD && for v in "\${!${envPrefix}@}"; do export "\${v#${envPrefix}}=\${!v}"; unset "$v"; done; exec -- "$@"`;
+const unprefixScript = `cd -- "$1" || exit 126; shift; unset OLDPWD; for v in "\${!${envPrefix}@}"; do export "\${v#${envPrefix}}=\${!v}"; unset "$v"; done; exec -- "$@"`;
 
 /**
  * bubblewrap's options (namespaces, the view with the run's additions, each pinned in `pins`,
