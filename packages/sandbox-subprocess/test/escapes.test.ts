@@ -14,9 +14,11 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { version as esbuildVersion } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, SandboxControl } from '../src/index.ts';
 import { node, python, sandboxDir, tempDir } from './support/helpers.ts';
@@ -335,6 +337,11 @@ describe('nothing left behind', () => {
   });
 });
 
+/** esbuild's binary: a real Go program (static, its own runtime and threads), from npm. */
+const goProgram = createRequire(createRequire(import.meta.url).resolve('esbuild')).resolve(
+  `@esbuild/linux-${process.arch}/bin/esbuild`,
+);
+
 describe('common programs under the default view', () => {
   it.each([
     ['node', node, ['-e', 'console.log(require("os").homedir(), 1 + 1)'], '/home/sandbox 2\n'],
@@ -346,8 +353,10 @@ describe('common programs under the default view', () => {
     ],
     ['shell', '/bin/sh', ['-c', 'echo $HOME; ls /usr/bin/env'], '/home/sandbox\n/usr/bin/env\n'],
     ['perl', '/usr/bin/perl', ['-e', 'print "perl\\n"'], 'perl\n'],
+    ['go (esbuild)', goProgram, ['--version'], `${esbuildVersion}\n`],
+    ['go (esbuild) at work', goProgram, ['--loader=ts', '--log-level=error'], 'let a = 1;\n'],
   ])('%s starts and runs', async (_name, file, args, expected) => {
-    const result = await createSandbox().run(file, args);
+    const result = await createSandbox().run(file, args, { input: 'let a: number = 1' });
     expect(result.stderr).toBe('');
     expect(result.stdout).toBe(expected);
   });
