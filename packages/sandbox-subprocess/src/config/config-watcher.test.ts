@@ -100,7 +100,7 @@ describe('config.json', () => {
       expect((await loosened).loosened).toEqual(['allowNetwork']);
       expect(lines.at(-1)).toEqual({
         level: 'warn',
-        message: '[Sandbox] config change loosens the sandbox policy',
+        message: '[Sandbox] config change loosens the sandbox policy: allowNetwork',
         fields: { path: file, loosened: ['allowNetwork'] },
       });
     } finally {
@@ -148,7 +148,7 @@ describe('config.json', () => {
       expect(lines.filter((line) => line.level === 'warn')).toEqual([
         {
           level: 'warn',
-          message: '[Sandbox] config change loosens the sandbox policy',
+          message: `[Sandbox] config change loosens the sandbox policy: ${loosened.join(', ')}`,
           fields: { path: file, loosened },
         },
       ]);

@@ -89,7 +89,7 @@ export class SandboxConfigWatcher extends EventEmitter<ConfigWatcherEvents> {
     if (loosened.length > 0) {
       this.#logger.warn(
         { path: this.#path, loosened },
-        '[Sandbox] config change loosens the sandbox policy',
+        `[Sandbox] config change loosens the sandbox policy: ${loosened.join(', ')}`,
       );
     } else {
       this.#logger.info({ path: this.#path }, '[Sandbox] config change applied');
