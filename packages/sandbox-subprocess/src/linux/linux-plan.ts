@@ -193,6 +193,7 @@ function fallbackExec(
   if (drop.length > 0) controls.push(SandboxControl.unprivilegedIdentity);
   return [
     `cd -- ${shellQuote(request.cwd ?? process.cwd())}`,
+    'unset OLDPWD', // set by `cd`; not the command's
     ...(exports.length > 0 ? [`export ${exports.join(' ')}`] : []),
     `exec ${[...drop, request.executable, ...request.args].map(shellQuote).join(' ')}`,
   ].join(' && ');
