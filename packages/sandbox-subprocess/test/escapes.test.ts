@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { version as esbuildVersion } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, SandboxControl } from '../src/index.ts';
+import { refillsSettled } from '../src/linux/launcher-pool.ts';
 import { node, python, sandboxDir, tempDir } from './support/helpers.ts';
 
 const defaults = { allowNetwork: false, allowFileWrites: false } as const;
@@ -383,5 +384,27 @@ describe('twenty runs at once on the warm-launcher pool', () => {
       expect(result.stdout).toBe(`run-${index}\ntag-${index}\n0\n0\n`);
       expect(readFileSync(join(dirs[index]!, 'mine.txt'), 'utf8')).toBe(`run-${index}\n`);
     });
+  });
+});
+
+describe('descriptors of the host', () => {
+  it('runs, refused runs and synchronous runs leave the host with exactly the descriptors it had', async () => {
+    const sandbox = createSandbox(defaults);
+    await sandbox.run('/bin/true'); // pools and caches exist from here on
+    await refillsSettled();
+    const before = readdirSync('/proc/self/fd').length;
+    const dir = tempDir('/var/tmp');
+    for (let i = 0; i < 5; i++) {
+      await sandbox.run('/bin/true', [], { readOnlyPaths: [dir], cwd: dir });
+      await expect(sandbox.run('/bin/echo', ['a\0b'])).rejects.toMatchObject({
+        code: 'VALIDATION',
+      });
+      await expect(
+        sandbox.run('/bin/true', [], { readOnlyPaths: [dir, '/definitely/missing'] }),
+      ).rejects.toMatchObject({ code: 'VALIDATION' });
+      sandbox.execSync('/bin/true', { readOnlyPaths: [dir] });
+    }
+    await refillsSettled(); // a full pool holds the same launcher pipes as before
+    expect(readdirSync('/proc/self/fd').length).toBe(before);
   });
 });
