@@ -22,6 +22,10 @@ import { join } from 'node:path';
 import { version as esbuildVersion } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, SandboxControl } from '../src/index.ts';
+import { type CheckedPath, releasePins } from '../src/linux/checked-path.ts';
+import { bwrapArguments, runIdentity } from '../src/linux/linux-plan.ts';
+import { resolveSubprocessPolicy } from '../src/policy/subprocess-policy.ts';
+import { prepareLaunch, releasePlan } from '../src/process/spawn-confined.ts';
 import { node, python, sandboxDir, tempDir } from './support/helpers.ts';
 
 const defaults = { allowNetwork: false, allowFileWrites: false } as const;
@@ -248,6 +252,62 @@ describe('paths through symlinks planted by an earlier run', () => {
       code: 'VALIDATION',
       issues: [{ path: 'cwd', message: `inside hidePaths entry ${hidden}` }],
     });
+  });
+
+  it('mounts nothing below a bound host directory, where a concurrent run could swap a name', async () => {
+    // Our own attack review raced `cwd: job/sub` against a concurrent run exchanging `sub` with
+    // `lnk -> ../../etc` (renameat2): bwrap looks mount destinations up by name, and the cwd's
+    // bind landed on the view's /etc. Now a path inside another addition is reached through it.
+    const job = tempDir('/var/tmp');
+    const sub = sandboxDir(join(job, 'sub'));
+    const { request, plan } = prepareLaunch(
+      { policy: resolveSubprocessPolicy({ restrictToDirectory: job }), onDegraded() {} },
+      '/bin/true',
+      [],
+      { cwd: sub },
+    );
+    releasePlan(plan);
+    const pins: CheckedPath[] = [];
+    const { options } = bwrapArguments(request, runIdentity(request.policy), [], true, pins);
+    releasePins(pins);
+    const destinations = options.flatMap((arg, i) =>
+      ['--bind', '--ro-bind'].includes(arg) ? [options[i + 2]] : [],
+    );
+    expect(destinations.filter((dest) => dest?.startsWith(job))).toEqual([job]);
+    // The cwd is still the one asked for, reached through the writable directory.
+    const result = await createSandbox({ restrictToDirectory: job }).run('/bin/pwd', [], {
+      cwd: sub,
+    });
+    expect(result.stdout).toBe(`${sub}\n`);
+  });
+
+  it('refuses a read-only path inside the writable directory and a hidden path inside it', async () => {
+    const job = tempDir('/var/tmp');
+    const inner = sandboxDir(join(job, 'inputs'));
+    await expect(
+      createSandbox({ restrictToDirectory: job }).run('/bin/true', [], { readOnlyPaths: [inner] }),
+    ).rejects.toMatchObject({
+      code: 'VALIDATION',
+      issues: [
+        { path: 'readOnlyPaths.0', message: expect.stringContaining('inside restrictToDirectory') },
+      ],
+    });
+    // A command could rename `inputs` and, in a later run, read what the mask no longer covers.
+    writeFileSync(join(inner, 'secret.txt'), 'secret');
+    await expect(
+      createSandbox({ restrictToDirectory: job, hidePaths: [join(inner, 'secret.txt')] }).run(
+        '/bin/true',
+      ),
+    ).rejects.toMatchObject({
+      code: 'VALIDATION',
+      issues: [{ path: 'hidePaths', message: expect.stringContaining('could move it out') }],
+    });
+  });
+
+  it('reserves the prefix that carries the environment past setpriv', async () => {
+    await expect(
+      createSandbox(defaults).run('/bin/true', [], { env: { CODA_SANDBOX_ENV_X: '1' } }),
+    ).rejects.toMatchObject({ code: 'VALIDATION', issues: [{ path: 'env.CODA_SANDBOX_ENV_X' }] });
   });
 
   it('hides a path even when the host process runs inside it', async () => {

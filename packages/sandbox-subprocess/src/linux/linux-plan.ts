@@ -12,7 +12,7 @@ import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
 import { shellQuote } from '../process/shell-quote.ts';
 import { ulimitSteps } from '../process/ulimit.ts';
 import { type CgroupSupport, createRunCgroups, detectCgroups, type RunCgroups } from './cgroup.ts';
-import { type CheckedPath, checkPath, isInside, pathError, releasePins } from './checked-path.ts';
+import { type CheckedPath, isInside, pathError, releasePins } from './checked-path.ts';
 import { bashPath, detectLinux, setprivPath } from './detect.ts';
 import {
   type BoundPath,
@@ -24,6 +24,7 @@ import {
 import { hostPaths } from './host-paths.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
+import { viewAdditions, type WantedPath } from './view-additions.ts';
 import { instructionsDescriptor, seccompDescriptor, wrapperScript } from './wrapper-shell.ts';
 
 const mib = 1024 * 1024;
@@ -267,58 +268,54 @@ export function bwrapArguments(
     controls.push(SandboxControl.networkNamespace);
   }
 
-  // bwrap in a user namespace of its own may not follow the host's /proc/PID/fd links (it lacks
-  // the host's capabilities there): it binds the checked path by name instead.
-  const byDescriptor = identity.kind === 'drop';
-  const pin = (field: string, path: string): BoundPath => {
-    const checked = checkPath(path, field, request.hiddenPaths);
-    pins.push(checked);
-    return { source: byDescriptor ? checked.source : checked.real, path: checked.real };
-  };
   const writableFields: (readonly [string, string])[] = [
     ...(request.writableDirectory === undefined
       ? []
       : [[request.writableField ?? 'cwd', request.writableDirectory] as const]),
     ...request.writablePaths,
   ];
-  const writable: BoundPath[] = [];
-  const readOnly: BoundPath[] = [];
   for (const [field, path] of writableFields) {
-    const bound = pin(field, path);
-    if (identity.kind === 'drop' && !writableBy(bound.path, identity)) {
+    if (identity.kind === 'drop' && !writableBy(path, identity)) {
       throw pathError(
         field,
         `not writable by the sandbox identity ${identity.uid}:${identity.gid} (chown it, or set runAs)`,
         path,
       );
     }
-    writable.push(bound);
   }
-  if (request.cwd !== undefined && request.cwd !== request.writableDirectory) {
-    if (request.cwd === '/') throw pathError('cwd', 'binding / would show the whole host', '/');
-    readOnly.push(pin('cwd', request.cwd));
-  }
-  if (!visibleInView(request.executable)) readOnly.push(pin('file', request.executable));
-  for (const [field, path] of request.readOnlyPaths) {
+  for (const [field, path] of [
+    ...(request.cwd === undefined ? [] : [['cwd', request.cwd] as const]),
+    ...request.readOnlyPaths,
+  ]) {
     if (path === '/') throw pathError(field, 'binding / would show the whole host', '/');
-    readOnly.push(pin(field, path));
   }
-  for (const [field, path] of request.unixSockets) readOnly.push(pin(field, path));
+  const wanted: WantedPath[] = [
+    ...writableFields.map(([field, path]) => ({ field, path, writable: true, implicit: false })),
+    ...(request.cwd === undefined
+      ? []
+      : [{ field: 'cwd', path: request.cwd, writable: false, implicit: true }]),
+    ...(visibleInView(request.executable)
+      ? []
+      : [{ field: 'file', path: request.executable, writable: false, implicit: true }]),
+    ...[...request.readOnlyPaths, ...request.unixSockets].map(([field, path]) => ({
+      field,
+      path,
+      writable: false,
+      implicit: false,
+    })),
+  ];
+  // bwrap in a user namespace of its own may not follow the host's /proc/PID/fd links (it lacks
+  // the host's capabilities there): it binds the checked path by name instead.
+  const additions = viewAdditions(wanted, request.hiddenPaths, pins, identity.kind === 'drop');
 
   const tmpfsBytes = limits.maxMemoryMb > 0 ? limits.maxMemoryMb * mib : 512 * mib;
   args.push(
-    ...viewArguments(
-      defaultFilesystemView,
-      { readOnly, writable, hidden: request.hiddenPaths },
-      policy.allowFileWrites,
-      host,
-      tmpfsBytes,
-    ),
+    ...viewArguments(defaultFilesystemView, additions, policy.allowFileWrites, host, tmpfsBytes),
   );
   controls.push(SandboxControl.filesystemView, SandboxControl.privateTmp);
   if (request.hiddenPaths.length > 0) controls.push(SandboxControl.hiddenPaths);
   controls.push(
-    writable.length > 0 ? SandboxControl.writableDirectory : SandboxControl.noFileWrites,
+    additions.writable.length > 0 ? SandboxControl.writableDirectory : SandboxControl.noFileWrites,
   );
 
   const cwd = request.cwd ?? sandboxHome;
@@ -328,6 +325,10 @@ export function bwrapArguments(
   args.push(...(identity.kind === 'drop' ? [] : ['--chdir', cwd]), '--clearenv');
   let command = [request.executable, ...request.args];
   if (identity.kind === 'drop') {
+    const reserved = Object.keys(env).find((name) => name.startsWith(envPrefix));
+    if (reserved !== undefined) {
+      throw pathError(`env.${reserved}`, `names starting with ${envPrefix} are reserved`, reserved);
+    }
     // setpriv holds CAP_SETUID until it drops, so it must not see LD_PRELOAD and the like: the
     // environment reaches it prefixed (inert), and bash, already unprivileged, restores it.
     for (const [name, value] of Object.entries(env))
