@@ -87,10 +87,37 @@ describe('data requests', () => {
   it('refuse params over the data budget before they cross', async () => {
     received.length = 0;
     const event = await engine.run({
-      code: 'await dataProxy.request("x".repeat(3_000_000)); return 1',
+      code: 'await dataProxy.request("x".repeat(900_000)); await dataProxy.request("x".repeat(900_000)); return 1',
       limits: { maxDataBytes: 1_000_000 },
     });
     expect(expectError(event, 'LIMIT_EXCEEDED').details).toMatchObject({ field: 'maxDataBytes' });
+    expect(received).toHaveLength(1);
+  });
+
+  it('refuse one request over maxRequestBytes or maxRequestValues before it crosses', async () => {
+    received.length = 0;
+    const big = await engine.run({
+      code: 'await dataProxy.request("x".repeat(3_000_000)); return 1',
+    });
+    expect(expectError(big, 'LIMIT_EXCEEDED').details).toMatchObject({
+      field: 'maxRequestBytes',
+      limit: 1_048_576,
+    });
+    // The stall: 48 MB of params, under maxDataBytes, parsed on the host's event loop.
+    const many = await engine.run({
+      code: 'await dataProxy.request(new Array(16e6).fill({})); return 1',
+    });
+    expect(expectError(many, 'LIMIT_EXCEEDED').details).toMatchObject({
+      field: 'maxRequestValues',
+      limit: 100_000,
+    });
+    const wide = await engine.run({
+      code: 'await dataProxy.request(new Array(200).fill(0)); return 1',
+      limits: { maxRequestValues: 100 },
+    });
+    expect(expectError(wide, 'LIMIT_EXCEEDED').details).toMatchObject({
+      field: 'maxRequestValues',
+    });
     expect(received).toEqual([]);
   });
 

@@ -219,6 +219,9 @@ describe('threat model attacks', () => {
     expect(
       await payloadOf('globalThis.leftover = "stale"; Object.prototype.polluted = 1; return 1'),
     ).toBe(1);
-    expect(await payloadOf('return [globalThis.leftover, ({}).polluted]')).toEqual([null, null]);
+    expect(await payloadOf('return [typeof globalThis.leftover, typeof ({}).polluted]')).toEqual([
+      'undefined',
+      'undefined',
+    ]);
   });
 });

@@ -31,6 +31,8 @@ describe('execution limits defaults', () => {
     expect(defaultBridgeLimits).toEqual({
       maxDataRequests: 20,
       maxDataBytes: 52_428_800,
+      maxRequestBytes: 1_048_576,
+      maxRequestValues: 100_000,
       maxResultBytes: 5_242_880,
       maxStatusEvents: 1_000,
       maxConsoleCalls: 1_000,

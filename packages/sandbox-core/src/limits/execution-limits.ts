@@ -23,6 +23,13 @@ export const BridgeLimitsSchema = z.strictObject({
   maxDataRequests: countOrZero,
   /** Most UTF-8 bytes of data request params and responses one execution may move, in total. */
   maxDataBytes: countOrZero,
+  /**
+   * Largest params of one data request (or tool call), in UTF-8 bytes of their JSON: measured in
+   * the isolate and again in the worker, so the host never parses a larger document.
+   */
+  maxRequestBytes: positiveInt,
+  /** Most JSON values (array elements, object members and the value itself) in one request's params. */
+  maxRequestValues: positiveInt,
   /** Largest result payload, in UTF-8 bytes of its JSON. */
   maxResultBytes: positiveInt,
   /** Most `status` events one execution may emit; later ones are dropped silently. */
@@ -53,10 +60,16 @@ export const defaultIsolateLimits: Readonly<IsolateLimits> = Object.freeze({
   maxCodeBytes: 524_288,
 });
 
-/** Seed 000's tier 2 defaults, plus a byte cap on status output (1 MiB) the seed lacks. */
+/**
+ * Seed 000's tier 2 defaults, plus a byte cap on status output (1 MiB) and per-request bounds on
+ * params (1 MiB, 100 000 values) the seed lacks.
+ */
 export const defaultBridgeLimits: Readonly<BridgeLimits> = Object.freeze({
   maxDataRequests: 20,
   maxDataBytes: 52_428_800,
+  // 1 MiB and 100 000 values: far more than a query needs, and parsed in about a millisecond.
+  maxRequestBytes: 1_048_576,
+  maxRequestValues: 100_000,
   maxResultBytes: 5_242_880,
   maxStatusEvents: 1_000,
   maxConsoleCalls: 1_000,

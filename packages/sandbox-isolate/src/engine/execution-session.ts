@@ -11,9 +11,10 @@ import {
   type StatusLevel,
   utf8ByteLength,
 } from '@coda/sandbox-core';
+import { measureJson } from '../bridge/json-measure.ts';
 import { capText, maxJsonDepth, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
 import type { DataHandler } from '../config/engine-config.ts';
-import type { DataAnswer, IsolateStats, JobHost } from '../isolate/job.ts';
+import type { DataAnswer, IsolateStats, JobHost, ParamsRefusal } from '../isolate/job.ts';
 
 /** Options of an {@link ExecutionSession}. */
 export interface ExecutionSessionOptions {
@@ -81,10 +82,21 @@ export class ExecutionSession implements JobHost {
     this.#emit(event);
   }
 
-  async data(paramsJson: string | null, units: number, tooDeep: boolean): Promise<DataAnswer> {
+  async data(
+    paramsJson: string | null,
+    units: number,
+    refusal: ParamsRefusal,
+  ): Promise<DataAnswer> {
     const limits = this.#limits;
     this.#dataRequests++;
-    if (tooDeep) {
+    // Checked again here, before anything is parsed: a worker is not trusted either.
+    const measured =
+      refusal !== '' || paramsJson === null
+        ? refusal
+        : paramsJson.length > limits.maxRequestBytes
+          ? 'size'
+          : measureJson(paramsJson, maxJsonDepth, limits.maxRequestValues);
+    if (measured === 'depth') {
       const message = `dataProxy.request params are nested deeper than ${maxJsonDepth} levels`;
       const fatal: SandboxErrorJSON = {
         name: 'SandboxValidationError',
@@ -102,7 +114,23 @@ export class ExecutionSession implements JobHost {
         `dataProxy.request called more than maxDataRequests (${limits.maxDataRequests}) times`,
       );
     }
-    const paramBytes = paramsJson === null ? units : utf8ByteLength(paramsJson);
+    const paramBytes = paramsJson === null || measured !== '' ? units : utf8ByteLength(paramsJson);
+    if (measured === 'values') {
+      return limitExceeded(
+        'maxRequestValues',
+        limits.maxRequestValues,
+        limits.maxRequestValues + 1,
+        `dataProxy.request params hold more than maxRequestValues (${limits.maxRequestValues}) values`,
+      );
+    }
+    if (measured === 'size' || paramBytes > limits.maxRequestBytes) {
+      return limitExceeded(
+        'maxRequestBytes',
+        limits.maxRequestBytes,
+        Math.max(paramBytes, limits.maxRequestBytes + 1),
+        `dataProxy.request params are over maxRequestBytes (${limits.maxRequestBytes} bytes)`,
+      );
+    }
     if (paramsJson === null || !this.#addDataBytes(paramBytes)) {
       return this.#overDataBytes(this.#dataBytes + (paramsJson === null ? paramBytes : 0));
     }

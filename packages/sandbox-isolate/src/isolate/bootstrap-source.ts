@@ -3,8 +3,8 @@
 // inject (coverage counters, helpers), and it must survive user code tampering with builtins.
 //
 // Arguments: $0 = status callback (sync ivm.Callback: source, level, message, dataJson?),
-// $1 = data Reference (async host function: paramsJson | null, units, tooDeep → '1' + json |
-// '0' + message), $2 = WASM modules as [name, bytes, bindingSource | null][], $3 = deliver
+// $1 = data Reference (async host function: paramsJson | null, units, refusal ('' | 'depth' |
+// 'size' | 'values') → '1' + json | '0' + message), $2 = WASM modules as [name, bytes, bindingSource | null][], $3 = deliver
 // callback (ivm.Callback, fire and forget: the run's outcome text), $4 = the nesting depth limit,
 // $5 = the same delivery as a synchronous ivm.Callback.
 // It captures them in this closure (they are never reachable from the global object) and
@@ -13,7 +13,16 @@
 // `run(code, limitsJson, synchronous)` starts user code and delivers its outcome as a string,
 // never an object: resolving a promise with an object looks up its `then`, which user code could
 // have planted on a prototype. The string is `kind\ndropped\nbody`, where kind is ok | too-big |
-// unserializable | throw. Called with `synchronous` (through applySync, on the host's thread), it
+// too-deep | unsupported | unserializable | throw.
+//
+// User code can redefine every prototype, so after it starts the bootstrap never awaits, never
+// runs an async function and never calls anything it did not capture first: `await p` reads
+// `p.constructor` (a getter user code may plant on Promise.prototype) and may call `p.then`,
+// which let user code hand the bootstrap a forged outcome. Promises are observed with the
+// captured `Promise.prototype.then` on a promise whose own `constructor` is set to undefined (so
+// the species lookup falls back to the intrinsic Promise). Values are encoded by `encode`, an
+// iterative JSON encoder that refuses what JSON would change or drop (naming its path), stops as
+// soon as a size, depth or value budget is passed, and uses no array method and no prototype. Called with `synchronous` (through applySync, on the host's thread), it
 // returns nothing and delivers through $5, a callback that blocks until the host has the outcome:
 // an outcome reached before the call returns is with the host when it returns, and one reached
 // later arrives from the isolate's thread; `settled()` returns the promise of the rest. Otherwise
@@ -27,6 +36,7 @@ const wasmModules = $2;
 const deliver = $3;
 const maxDepth = $4;
 const deliverNow = $5;
+const dataApply = dataRef.apply;
 const global = globalThis;
 const stringify = JSON.stringify;
 const parse = JSON.parse;
@@ -36,9 +46,33 @@ const TypeErrorCtor = TypeError;
 const ReflectApply = Reflect.apply;
 const FunctionCtor = Function;
 const AsyncFunction = (async function () {}).constructor;
+const PromiseCtor = Promise;
+const PromiseThen = Promise.prototype.then;
+const PromiseReject = Promise.reject;
+const ObjectKeys = Object.keys;
+const ObjectGetPrototypeOf = Object.getPrototypeOf;
+const ObjectDefineProperty = Object.defineProperty;
+const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+const ObjectPrototype = Object.prototype;
+const ObjectFreeze = Object.freeze;
+const ArrayIsArray = Array.isArray;
+const NumberIsFinite = Number.isFinite;
+const ArrayBufferIsView = ArrayBuffer.isView;
 const stringSlice = String.prototype.slice;
-const charCodeAt = String.prototype.charCodeAt;
-const RangeErrorCtor = RangeError;
+const RegExpTest = RegExp.prototype.test;
+const identifierPattern = /^[A-Za-z_$][\w$]*$/;
+// Brand checks (each throws for anything else): messages can say "a Map", not "an object".
+const brands = [
+  ['a Map', ObjectGetOwnPropertyDescriptor(Map.prototype, 'size').get],
+  ['a Set', ObjectGetOwnPropertyDescriptor(Set.prototype, 'size').get],
+  ['a WeakMap', WeakMap.prototype.has],
+  ['a WeakSet', WeakSet.prototype.has],
+  ['an ArrayBuffer', ObjectGetOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength').get],
+  ['a RegExp', ObjectGetOwnPropertyDescriptor(RegExp.prototype, 'source').get],
+  ['a Date', Date.prototype.getTime],
+];
+const brandCount = brands.length;
+const ErrorIsError = typeof Error.isError === 'function' ? Error.isError : undefined;
 const applyOptions = {
   __proto__: null,
   arguments: { __proto__: null, copy: true },
@@ -55,6 +89,7 @@ function cap(text, max) {
   return text.length > max ? ReflectApply(stringSlice, text, [0, max]) : text;
 }
 
+// Console text: best effort, never a refusal (a Map prints as {}, as in a browser's JSON).
 function toText(value) {
   if (typeof value === 'string') return value;
   try {
@@ -68,39 +103,144 @@ function toText(value) {
   }
 }
 
-// Whether the JSON text nests arrays and objects deeper than maxDepth. Each level takes an
-// opening and a closing bracket, so short text (every trivial result) is never scanned.
-function tooDeep(json) {
-  const length = json.length;
-  if (length <= 2 * maxDepth) return false;
+// Why a non-plain object cannot be encoded, in words for the error.
+function describeObject(value) {
+  if (ArrayBufferIsView(value)) return 'a typed array or DataView';
+  for (let index = 0; index < brandCount; index++) {
+    const brand = brands[index];
+    try {
+      ReflectApply(brand[1], value, [value]);
+      return brand[0];
+    } catch {}
+  }
+  try {
+    if (ErrorIsError !== undefined && ErrorIsError(value)) return 'an Error';
+  } catch {}
+  try {
+    const ctor = value.constructor;
+    const name = typeof ctor === 'function' ? ctor.name : undefined;
+    if (typeof name === 'string' && name !== '') return 'an instance of ' + cap(name, 100);
+  } catch {}
+  return 'an object with a prototype';
+}
+
+function describePrimitive(value) {
+  const type = typeof value;
+  if (type === 'number') return value !== value ? 'NaN' : 'Infinity';
+  if (type === 'undefined') return 'undefined';
+  if (type === 'function') return 'a function';
+  if (type === 'symbol') return 'a symbol';
+  if (type === 'bigint') return 'a BigInt';
+  return 'a ' + type;
+}
+
+// The path of the value a frame is at, from the root's name: result.items[3].name.
+function pathOf(name, frame) {
+  let path = '';
+  for (let at = frame; at !== null; at = at.parent) {
+    const index = at.index - 1;
+    if (at.array) path = '[' + index + ']' + path;
+    else {
+      const key = at.keys[index];
+      path =
+        (ReflectApply(RegExpTest, identifierPattern, [key]) ? '.' + key : '[' + stringify(key) + ']') +
+        path;
+    }
+  }
+  return name + path;
+}
+
+function refusal(reason, name, frame, what, units) {
+  return { __proto__: null, reason, path: pathOf(name, frame), what, units };
+}
+
+// JSON text of value (what JSON.stringify makes for a JSON-safe value, toJSON included), or a
+// refusal { reason: 'type' | 'depth' | 'size' | 'values', path, what, units }. Iterative, so no
+// depth overflows the stack; stops at once when maxUnits UTF-16 units or maxValues values are
+// passed. Getters, proxies and toJSON run here, in user code's time.
+function encode(root, name, maxUnits, maxValues) {
+  // No value at all (a function body without return) is null, as before; undefined inside an
+  // array is refused (JSON would turn it into null).
+  if (root === undefined) return 'null';
+  let text = '';
+  let values = 0;
   let depth = 0;
-  for (let index = 0; index < length; index++) {
-    const code = ReflectApply(charCodeAt, json, [index]);
-    if (code === 34) {
-      // A string: skip to its closing quote, over escapes.
-      for (index++; index < length; index++) {
-        const inner = ReflectApply(charCodeAt, json, [index]);
-        if (inner === 92) index++;
-        else if (inner === 34) break;
+  let frame = null;
+  let value = root;
+  let key = '';
+  let pendingValue = true;
+  for (;;) {
+    if (pendingValue) {
+      pendingValue = false;
+      if (++values > maxValues) return refusal('values', name, frame, 'too many values', text.length);
+      if (value !== null && typeof value === 'object') {
+        const toJSON = value.toJSON;
+        if (typeof toJSON === 'function') value = ReflectApply(toJSON, value, [key]);
       }
-    } else if (code === 91 || code === 123) {
-      if (++depth > maxDepth) return true;
-    } else if (code === 93 || code === 125) {
+      const type = typeof value;
+      if (value === null) text += 'null';
+      else if (type === 'string') text += stringify(value);
+      else if (type === 'boolean') text += value ? 'true' : 'false';
+      else if (type === 'number') {
+        if (!NumberIsFinite(value)) return refusal('type', name, frame, describePrimitive(value), 0);
+        text += '' + value;
+      } else if (type === 'object') {
+        const array = ArrayIsArray(value);
+        if (!array) {
+          const proto = ObjectGetPrototypeOf(value);
+          if (proto !== ObjectPrototype && proto !== null) {
+            return refusal('type', name, frame, describeObject(value), 0);
+          }
+        }
+        if (depth >= maxDepth) return refusal('depth', name, frame, 'too deep', 0);
+        for (let at = frame; at !== null; at = at.parent) {
+          if (at.value === value) return refusal('type', name, frame, 'a circular reference', 0);
+        }
+        const keys = array ? null : ObjectKeys(value);
+        const length = array ? value.length : keys.length;
+        frame = { __proto__: null, parent: frame, value, array, keys, index: 0, length, members: 0 };
+        depth++;
+        text += array ? '[' : '{';
+      } else {
+        return refusal('type', name, frame, describePrimitive(value), 0);
+      }
+      if (text.length > maxUnits) return refusal('size', name, frame, 'too big', text.length);
+    }
+    if (frame === null) return text;
+    if (frame.index < frame.length) {
+      const index = frame.index++;
+      if (frame.array) {
+        if (index > 0) text += ',';
+        key = '' + index;
+        value = frame.value[index];
+      } else {
+        key = frame.keys[index];
+        value = frame.value[key];
+        // A member whose value is undefined reads the same absent: it is left out, as JSON does.
+        if (value === undefined) continue;
+        if (frame.members++ > 0) text += ',';
+        text += stringify(key) + ':';
+      }
+      pendingValue = true;
+    } else {
+      text += frame.array ? ']' : '}';
+      frame = frame.parent;
       depth--;
     }
   }
-  return false;
 }
-// JSON.stringify recurses: a value nested deeper than the isolate's stack fails with a RangeError.
-function isStackOverflow(error) {
-  try {
-    return error instanceof RangeErrorCtor && error.message === 'Maximum call stack size exceeded';
-  } catch {
-    return false;
-  }
+
+// Observes a native promise the bootstrap made (or isolated-vm gave it) without consulting
+// anything user code can redefine: see the file comment.
+function observe(promise, onValue, onError) {
+  ObjectDefineProperty(promise, 'constructor', { __proto__: null, value: undefined });
+  const next = ReflectApply(PromiseThen, promise, [onValue, onError]);
+  ObjectDefineProperty(next, 'constructor', { __proto__: null, value: undefined });
+  return next;
 }
+
 // UTF-16 length is a lower bound of UTF-8 bytes: the isolate drops what is surely too big
-// before it crosses; the host counts exact bytes and enforces the cap.
+// before it crosses; the worker and the host count exact bytes and enforce the cap.
 function send(source, level, message, dataJson) {
   if (limits === null) return;
   const size = message.length + (dataJson === undefined ? 0 : dataJson.length);
@@ -132,37 +272,47 @@ function consoleMethod(level) {
 
 function reportStatus(message, data) {
   let dataJson;
-  if (data !== undefined) {
+  if (data !== undefined && limits !== null) {
+    // Data that cannot cross faithfully, or too big or deep for the host, is dropped; the
+    // message still goes out.
     try {
-      dataJson = stringify(data);
+      const encoded = encode(data, 'data', limits.maxStatusBytes, limits.maxStatusBytes + 1);
+      if (typeof encoded === 'string') dataJson = encoded;
     } catch {}
-    // Too deep for the host to use: the message goes out, the data does not.
-    if (dataJson !== undefined && tooDeep(dataJson)) dataJson = undefined;
   }
   send('reportStatus', 'info', toText(message), dataJson);
 }
 
-async function request(params) {
-  let json;
-  let deep = false;
+function answerOf(text) {
+  const body = ReflectApply(stringSlice, text, [1]);
+  if (text[0] === '1') return parse(body);
+  throw new ErrorCtor(body);
+}
+
+function request(params) {
+  const max = limits === null ? 0 : limits.maxRequestBytes;
+  let encoded;
   try {
-    json = stringify(params === undefined ? null : params);
-  } catch (error) {
-    if (!isStackOverflow(error)) {
-      throw new TypeErrorCtor('dataProxy.request: params must be JSON-serializable');
-    }
-    deep = true;
+    encoded = encode(params === undefined ? null : params, 'params', max, limits === null ? 0 : limits.maxRequestValues);
+  } catch {
+    // A getter, proxy or toJSON of the params threw: a fresh error, made here, with no frame
+    // or receiver of the bridge on its stack.
+    const error = new TypeErrorCtor('dataProxy.request: params must be JSON-serializable');
+    return ReflectApply(PromiseReject, PromiseCtor, [error]);
   }
-  if (json === undefined) json = 'null';
-  // Too deep: the host ends the execution (VALIDATION); the params never cross.
-  if (deep || tooDeep(json)) deep = true;
-  const max = limits === null ? 0 : limits.maxDataBytes;
-  const args = deep ? [null, json.length, true] : json.length > max ? [null, json.length] : [json, json.length];
+  let args;
+  if (typeof encoded === 'string') args = [encoded, encoded.length, ''];
+  else if (encoded.reason === 'type') {
+    const error = new TypeErrorCtor(
+      'dataProxy.request: ' + encoded.path + ': ' + encoded.what + ' cannot be sent as JSON',
+    );
+    return ReflectApply(PromiseReject, PromiseCtor, [error]);
+  } else {
+    // Over a bound: the params never cross; the host ends the execution and names the limit.
+    args = [null, encoded.units, encoded.reason];
+  }
   // A string answer: resolving with an object would consult a then method user code planted.
-  const answer = await dataRef.apply(undefined, args, applyOptions);
-  const text = ReflectApply(stringSlice, answer, [1]);
-  if (answer[0] === '1') return parse(text);
-  throw new ErrorCtor(text);
+  return observe(ReflectApply(dataApply, dataRef, [undefined, args, applyOptions]), answerOf, undefined);
 }
 
 function describe(error) {
@@ -203,52 +353,56 @@ delete global.SharedArrayBuffer;
 delete ArrayBuffer.prototype.resize;
 delete ArrayBuffer.prototype.transfer;
 
-global.dataProxy = Object.freeze({ request });
+global.dataProxy = ObjectFreeze({ request });
 global.reportStatus = reportStatus;
-global.console = Object.freeze({
+global.console = ObjectFreeze({
   log: consoleMethod('info'),
   info: consoleMethod('info'),
   warn: consoleMethod('warn'),
   error: consoleMethod('error'),
 });
 
+// The outcome text of a value user code returned. Never throws.
+function valueOutcome(value) {
+  let encoded;
+  try {
+    encoded = encode(value, 'result', limits.maxResultBytes, limits.maxResultBytes + 1);
+  } catch (error) {
+    return 'unserializable\n' + dropped + '\n' + describe(error);
+  }
+  if (typeof encoded === 'string') return 'ok\n' + dropped + '\n' + encoded;
+  if (encoded.reason === 'size') return 'too-big\n' + dropped + '\n' + encoded.units;
+  if (encoded.reason === 'depth') return 'too-deep\n' + dropped + '\n';
+  return 'unsupported\n' + dropped + '\n' + stringify({ __proto__: null, path: encoded.path, what: encoded.what });
+}
+
+function errorOutcome(error) {
+  return 'throw\n' + dropped + '\n' + describe(error);
+}
+
 let pending = null;
 return [
   function run(code, limitsJson, synchronous) {
     limits = parse(limitsJson);
-    pending = settle(code, synchronous ? deliverNow : deliver);
+    const report = synchronous ? deliverNow : deliver;
+    let fn;
+    try {
+      fn = new AsyncFunction(code);
+    } catch (error) {
+      report(errorOutcome(error));
+      pending = null;
+      return undefined;
+    }
+    // Calling an async function never throws; its promise is one only this closure holds.
+    pending = observe(
+      ReflectApply(fn, undefined, []),
+      (value) => report(valueOutcome(value)),
+      (error) => report(errorOutcome(error)),
+    );
     return synchronous ? undefined : pending;
   },
   function settled() {
     return pending;
   },
 ];
-async function settle(code, report) {
-  report(await outcome(code));
-}
-async function outcome(code) {
-  let fn;
-  try {
-    fn = new AsyncFunction(code);
-  } catch (error) {
-    return 'throw\n' + dropped + '\n' + describe(error);
-  }
-  let value;
-  try {
-    value = await ReflectApply(fn, undefined, []);
-  } catch (error) {
-    return 'throw\n' + dropped + '\n' + describe(error);
-  }
-  let json;
-  try {
-    json = stringify(value);
-  } catch (error) {
-    if (isStackOverflow(error)) return 'too-deep\n' + dropped + '\n';
-    return 'unserializable\n' + dropped + '\n' + describe(error);
-  }
-  if (json === undefined) json = 'null';
-  if (json.length > limits.maxResultBytes) return 'too-big\n' + dropped + '\n' + json.length;
-  if (tooDeep(json)) return 'too-deep\n' + dropped + '\n';
-  return 'ok\n' + dropped + '\n' + json;
-}
 `;

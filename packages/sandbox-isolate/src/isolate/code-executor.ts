@@ -62,9 +62,9 @@ export class CodeExecutor {
       status(source, level, message, dataJson) {
         if (ended === undefined) host.status(source, level, message, dataJson);
       },
-      async data(paramsJson, units, tooDeep) {
+      async data(paramsJson, units, refusal) {
         if (ended !== undefined) return { ok: false, message: 'Execution has ended' };
-        const answer = await host.data(paramsJson, units, tooDeep);
+        const answer = await host.data(paramsJson, units, refusal);
         if (!answer.ok && answer.fatal !== undefined) end(answer.fatal);
         return answer;
       },
@@ -264,16 +264,20 @@ function decode(text: string, job: ExecutionJob, stats: IsolateStats): JobOutcom
         stats,
       };
     case 'too-deep':
+      return { kind: 'error', error: resultTooDeep(), stats };
+    case 'unsupported': {
+      const { path, what } = parseUnsupported(body);
       return {
         kind: 'error',
         error: {
           name: 'SandboxValidationError',
           code: SandboxErrorCode.VALIDATION,
-          message: `The result is nested deeper than ${maxJsonDepth} levels`,
-          details: { field: 'result', limit: maxJsonDepth },
+          message: `${path}: ${what} cannot be returned (the result must be JSON: plain objects, arrays, strings, finite numbers, booleans, null)`,
+          details: { field: path, what },
         },
         stats,
       };
+    }
     case 'unserializable': {
       const thrown = parseThrown(body);
       return {
@@ -296,6 +300,16 @@ function decode(text: string, job: ExecutionJob, stats: IsolateStats): JobOutcom
   }
 }
 
+/** The VALIDATION error of a result nested deeper than {@link maxJsonDepth}. */
+export function resultTooDeep(): SandboxErrorJSON {
+  return {
+    name: 'SandboxValidationError',
+    code: SandboxErrorCode.VALIDATION,
+    message: `The result is nested deeper than ${maxJsonDepth} levels`,
+    details: { field: 'result', limit: maxJsonDepth },
+  };
+}
+
 /** The VALIDATION error of an oversized result. */
 export function resultTooBig(size: number, limit: number): SandboxErrorJSON {
   return {
@@ -304,6 +318,18 @@ export function resultTooBig(size: number, limit: number): SandboxErrorJSON {
     message: `The result is ${size} bytes or more, over maxResultBytes (${limit})`,
     details: { limit, size, field: 'maxResultBytes' },
   };
+}
+
+/** The path and description of a value the isolate refused to encode (text is the isolate's). */
+function parseUnsupported(body: string): { path: string; what: string } {
+  try {
+    const value = JSON.parse(body) as Record<string, unknown>;
+    const text = (key: string) =>
+      typeof value[key] === 'string' ? capText(scrubHostPaths(value[key]), 1_000) : '';
+    return { path: text('path') || 'result', what: text('what') || 'a value' };
+  } catch {
+    return { path: 'result', what: 'a value' };
+  }
 }
 
 function parseThrown(body: string): Thrown {

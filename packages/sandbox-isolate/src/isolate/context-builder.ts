@@ -4,7 +4,7 @@ import { defaultExecutionLimits } from '@coda/sandbox-core';
 import ivm from 'isolated-vm';
 import { maxJsonDepth } from '../bridge/safe-json.ts';
 import { bootstrapSource } from './bootstrap-source.ts';
-import type { JobHost } from './job.ts';
+import type { JobHost, ParamsRefusal } from './job.ts';
 import type { LoadedWasmModule } from './wasm-modules.ts';
 
 /** Starts user code (see bootstrap-source.ts); only the host holds a Reference to it. */
@@ -104,14 +104,16 @@ export class ContextBuilder {
           );
         },
       );
-      const data = new ivm.Reference(async (paramsJson: unknown, units: unknown, deep: unknown) => {
+      const data = new ivm.Reference(async (paramsJson: unknown, units: unknown, why: unknown) => {
         try {
           const host = holder.host;
           if (host === undefined) return '0dataProxy is not available';
+          const refusal: ParamsRefusal =
+            why === 'depth' || why === 'size' || why === 'values' ? why : '';
           const answer = await host.data(
-            typeof paramsJson === 'string' ? paramsJson : null,
+            refusal === '' && typeof paramsJson === 'string' ? paramsJson : null,
             typeof units === 'number' ? units : 0,
-            deep === true,
+            refusal === '' && typeof paramsJson !== 'string' ? 'size' : refusal,
           );
           return answer.ok ? `1${answer.json}` : `0${answer.message}`;
         } catch {

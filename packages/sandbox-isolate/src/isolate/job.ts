@@ -37,15 +37,19 @@ export type DataAnswer =
       fatal?: SandboxErrorJSON;
     };
 
+/** Why a data request's params did not cross: '' when they did. */
+export type ParamsRefusal = '' | 'depth' | 'size' | 'values';
+
 /** What the isolate side calls on the host while an execution runs. */
 export interface JobHost {
   /** A status event that passed the isolate's caps; the host applies its own. */
   status(source: string, level: StatusLevel, message: string, dataJson: string | undefined): void;
   /**
-   * A data request. `paramsJson` is null when the isolate found it over budget (`units` long) or,
-   * with `tooDeep`, nested deeper than `maxJsonDepth`.
+   * A data request. `paramsJson` is null when the isolate (or the worker) refused to let it
+   * cross: `refusal` says why (`depth`: nested deeper than `maxJsonDepth`; `size`: over
+   * `maxRequestBytes`, at least `units` long; `values`: over `maxRequestValues`).
    */
-  data(paramsJson: string | null, units: number, tooDeep: boolean): Promise<DataAnswer>;
+  data(paramsJson: string | null, units: number, refusal: ParamsRefusal): Promise<DataAnswer>;
 }
 
 /**

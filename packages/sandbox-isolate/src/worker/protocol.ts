@@ -1,6 +1,6 @@
 // Messages between the host and a worker process (JSON over the IPC channel).
 import type { ExecutionLimits, SandboxErrorJSON, StatusLevel } from '@coda/sandbox-core';
-import type { DataAnswer, JobOutcome } from '../isolate/job.ts';
+import type { DataAnswer, JobOutcome, ParamsRefusal } from '../isolate/job.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
 
 /** What a worker needs to start its isolate runtime. */
@@ -39,7 +39,14 @@ export type WorkerMessage =
       message: string;
       dataJson?: string;
     }
-  | { t: 'data'; id: string; seq: number; paramsJson: string | null; units: number; deep: boolean }
+  | {
+      t: 'data';
+      id: string;
+      seq: number;
+      paramsJson: string | null;
+      units: number;
+      refusal: ParamsRefusal;
+    }
   | { t: 'done'; id: string; outcome: JobOutcome }
   /** A job sent with `here` no longer runs on the worker's main thread (it waits on the host). */
   | { t: 'yielded'; id: string }

@@ -2,8 +2,11 @@
 // bridge calls over IPC. Any isolated-vm failure here kills this process, never the host.
 import { writeSync } from 'node:fs';
 import { type ExecutionLimits, sandboxErrorFromJSON, silentLogger } from '@coda/sandbox-core';
+import { measureJson } from '../bridge/json-measure.ts';
+import { maxJsonDepth } from '../bridge/safe-json.ts';
+import { resultTooBig, resultTooDeep } from '../isolate/code-executor.ts';
 import { IsolateRuntime } from '../isolate/isolate-runtime.ts';
-import type { DataAnswer, JobHost, SynchronousStart } from '../isolate/job.ts';
+import type { DataAnswer, JobHost, JobOutcome, SynchronousStart } from '../isolate/job.ts';
 import { loadWasmModules } from '../isolate/wasm-modules.ts';
 import { catastrophicMarker, type HostMessage, type WorkerMessage } from './protocol.ts';
 
@@ -27,21 +30,53 @@ function onCatastrophicError(message: string): void {
   }
 }
 
-function hostFor(id: string): JobHost {
+// What the isolate hands over is measured again here before it goes to the host: this process
+// is the host's trust boundary, and the host must never parse an attacker-sized document.
+function hostFor(id: string, limits: ExecutionLimits): JobHost {
   return {
     status(source, level, message, dataJson) {
+      const units = message.length + (dataJson?.length ?? 0);
+      if (units > limits.maxStatusBytes) return; // bytes >= UTF-16 units: surely over
       const event: WorkerMessage = { t: 'status', id, source, level, message };
-      if (dataJson !== undefined) event.dataJson = dataJson;
+      if (dataJson !== undefined && measureJson(dataJson, maxJsonDepth, units + 1) === '') {
+        event.dataJson = dataJson;
+      }
       send(event);
     },
-    data(paramsJson, units, tooDeep) {
+    data(paramsJson, units, refusal) {
       const seq = nextSeq++;
+      let params = paramsJson;
+      let why = refusal;
+      let size = units;
+      if (params !== null) {
+        size = Buffer.byteLength(params);
+        if (size > limits.maxRequestBytes) why = 'size';
+        else why = measureJson(params, maxJsonDepth, limits.maxRequestValues);
+        if (why !== '') params = null;
+      }
       return new Promise<DataAnswer>((resolve) => {
         answers.set(seq, resolve);
-        send({ t: 'data', id, seq, paramsJson, units, deep: tooDeep });
+        send({ t: 'data', id, seq, paramsJson: params, units: size, refusal: why });
       });
     },
   };
+}
+
+/** The outcome as it may leave this process: a result over its bounds becomes their error. */
+function checkedOutcome(outcome: JobOutcome, limits: ExecutionLimits): JobOutcome {
+  if (outcome.kind !== 'result') return outcome;
+  const bytes = Buffer.byteLength(outcome.json);
+  if (bytes > limits.maxResultBytes) {
+    return {
+      kind: 'error',
+      error: resultTooBig(bytes, limits.maxResultBytes),
+      stats: outcome.stats,
+    };
+  }
+  if (measureJson(outcome.json, maxJsonDepth, bytes + 1) === 'depth') {
+    return { kind: 'error', error: resultTooDeep(), stats: outcome.stats };
+  }
+  return outcome;
 }
 
 // The host asks for a job to start on this thread only when it has no other job for this
@@ -60,8 +95,13 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
   running.set(job.id, controller);
   try {
     const start = message.here === true ? startHere(job.id) : undefined;
-    const outcome = await runtimeNow.execute(job, hostFor(job.id), controller.signal, start);
-    send({ t: 'done', id: job.id, outcome });
+    const outcome = await runtimeNow.execute(
+      job,
+      hostFor(job.id, job.limits),
+      controller.signal,
+      start,
+    );
+    send({ t: 'done', id: job.id, outcome: checkedOutcome(outcome, job.limits) });
   } finally {
     running.delete(job.id);
   }

@@ -11,7 +11,13 @@ import {
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
 import { capText, scrubHostPaths } from '../bridge/safe-json.ts';
-import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
+import {
+  type ExecutionJob,
+  idleStats,
+  type JobHost,
+  type JobOutcome,
+  type ParamsRefusal,
+} from '../isolate/job.ts';
 import {
   catastrophicMarker,
   type HostMessage,
@@ -29,6 +35,28 @@ export interface WorkerProcessOptions {
   onExit: (worker: WorkerProcess) => void;
   /** Called when the worker's main thread no longer runs user code (see `mainThreadTaken`). */
   onMainThreadFree: () => void;
+  /** Called when the worker holds no job any more (a job finished, or the worker died). */
+  onIdle?: () => void;
+  /**
+   * Called for each job lost with the worker when the death is not known to be that job's own
+   * (see {@link LostJob}). Returning true takes the job over: the worker does not answer it, and
+   * the taker must call `lost.resolve` itself.
+   */
+  onLost?: (lost: LostJob) => boolean;
+}
+
+/** A job that was in a worker when the worker died, not known to be the cause. */
+export interface LostJob {
+  job: ExecutionJob;
+  host: JobHost;
+  signal: AbortSignal;
+  resolve: (outcome: JobOutcome) => void;
+  /** The error the job ends with if nobody takes it over (a collateral `CRASH`). */
+  outcome: JobOutcome;
+  /** Whether the host had relayed a status event or a data request of the job. */
+  reachedHost: boolean;
+  /** Whether the job was run alone on a worker reserved for it. */
+  solo: boolean;
 }
 
 interface PendingJob {
@@ -41,6 +69,10 @@ interface PendingJob {
   here: boolean;
   /** Whether the job went to the worker. */
   sent: boolean;
+  /** Whether the job was sent alone to a worker reserved for it (a retry after a death). */
+  solo: boolean;
+  /** Whether a status event or a data request of the job reached the host (it was relayed). */
+  reachedHost: boolean;
   /** performance.now() past which the worker is killed (the job's timeout plus a grace). */
   deadline: number;
   /** performance.now() past which an unconfirmed abort kills the worker. */
@@ -192,6 +224,7 @@ export class WorkerProcess {
     host: JobHost,
     signal: AbortSignal,
     here = false,
+    solo = false,
   ): Promise<JobOutcome> {
     return new Promise<JobOutcome>((resolve) => {
       const pending: PendingJob = {
@@ -202,6 +235,8 @@ export class WorkerProcess {
         onAbort: undefined,
         here,
         sent: false,
+        solo,
+        reachedHost: false,
         deadline: Number.POSITIVE_INFINITY,
         started: performance.now(),
       };
@@ -281,17 +316,20 @@ export class WorkerProcess {
     switch (message.t) {
       case 'status': {
         const pending = this.#jobs.get(message.id);
-        pending?.host.status(message.source, message.level, message.message, message.dataJson);
+        if (pending === undefined) return;
+        pending.reachedHost = true;
+        pending.host.status(message.source, message.level, message.message, message.dataJson);
         return;
       }
       case 'data': {
         const pending = this.#jobs.get(message.id);
         if (pending === undefined) return;
+        pending.reachedHost = true;
         void pending.host
           .data(
             typeof message.paramsJson === 'string' ? message.paramsJson : null,
-            message.units,
-            message.deep === true,
+            typeof message.units === 'number' ? message.units : 0,
+            paramsRefusal(message.refusal),
           )
           .catch(() => ({ ok: false as const, message: 'Data request failed' }))
           .then((answer) =>
@@ -311,7 +349,7 @@ export class WorkerProcess {
     }
   }
 
-  #finish(id: string, outcome: JobOutcome): void {
+  #finish(id: string, outcome: JobOutcome, lost?: (pending: PendingJob) => boolean): void {
     const pending = this.#jobs.get(id);
     if (pending === undefined) return;
     this.#jobs.delete(id);
@@ -320,7 +358,8 @@ export class WorkerProcess {
       pending.signal.removeEventListener('abort', pending.onAbort);
     }
     this.#updateRef();
-    pending.resolve(outcome);
+    if (lost === undefined || !lost(pending)) pending.resolve(outcome);
+    if (this.#jobs.size === 0) this.#options.onIdle?.();
   }
 
   #freeMainThread(): void {
@@ -346,10 +385,45 @@ export class WorkerProcess {
         'sandbox worker process ended',
       );
     }
-    for (const pending of [...this.#jobs.values()]) {
-      this.#finish(pending.job.id, this.#deathOutcome(pending, how));
+    const held = [...this.#jobs.values()];
+    const onLost = this.#options.onLost;
+    for (const pending of held) {
+      const others = held.length - 1;
+      const own = this.#ownDeath(pending, others);
+      const outcome = own
+        ? this.#deathOutcome(pending, how)
+        : collateralOutcome(pending, how, others);
+      // Answered, or handed to the backend to run again elsewhere.
+      const lost =
+        own || onLost === undefined
+          ? undefined
+          : (each: PendingJob) =>
+              onLost({
+                job: each.job,
+                host: each.host,
+                signal: each.signal,
+                resolve: each.resolve,
+                outcome,
+                reachedHost: each.reachedHost,
+                solo: each.solo,
+              });
+      this.#finish(pending.job.id, outcome, lost);
     }
     this.#options.onExit(this);
+  }
+
+  /**
+   * Whether the worker's death is `pending`'s own doing, or at least not known to be someone
+   * else's: it was alone in the worker (nobody else could have caused it), the host killed the
+   * worker for its time, it was being cancelled, the engine is disposed, or the worker never
+   * started. Otherwise (a co-tenant may have caused it) the job is collateral.
+   */
+  #ownDeath(pending: PendingJob, others: number): boolean {
+    const reason = this.#killReason;
+    if (this.#initError !== undefined || !this.#isReady) return true;
+    if (reason?.kind === 'dispose' || pending.signal.aborted) return true;
+    if (reason?.kind === 'deadline') return reason.id === pending.job.id;
+    return others === 0;
   }
 
   #deathOutcome(pending: PendingJob, how: string): JobOutcome {
@@ -459,6 +533,22 @@ export class WorkerProcess {
 }
 
 /**
+ * The error of a job lost with a worker that other jobs shared, when it cannot run again: it had
+ * already reached the host (a status event delivered, a data request answered), so a second run
+ * could repeat what the caller or the data handler saw. Its own code did not cause the death as
+ * far as the host can tell; `details.collateral` says so.
+ */
+function collateralOutcome(pending: PendingJob, how: string, others: number): JobOutcome {
+  const error: SandboxErrorJSON = {
+    name: 'SandboxCrashError',
+    code: SandboxErrorCode.CRASH,
+    message: `The execution was lost with its worker process, which ran ${others} other execution${others === 1 ? '' : 's'} too (${how}); ${pending.reachedHost ? 'it had already reached the host, so it was not run again' : 'it was not run again'}`,
+    details: { collateral: true, coTenants: others },
+  };
+  return { kind: 'error', error, stats: idleStats(pending.started) };
+}
+
+/**
  * Why a worker died, from its stderr: isolated-vm's catastrophic-error line (written by the
  * worker itself) or V8's fatal-error banner, else the exit code or signal.
  */
@@ -498,4 +588,11 @@ function readRss(pid: number | undefined): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A worker's refusal code as the host accepts it (anything unknown: treated as over the size). */
+function paramsRefusal(value: unknown): ParamsRefusal {
+  return value === '' || value === 'depth' || value === 'size' || value === 'values'
+    ? value
+    : 'size';
 }
