@@ -1,6 +1,8 @@
 // The supervisor of `isolation: 'process'`: a fixed number of worker processes, jobs sent to
 // the least busy one whose main thread is free (held on the host while none is), and a dead
 // worker replaced at once (after a short back-off when workers keep dying before they start).
+// A job lost with a worker it shared, before it reached the host, runs again alone on a worker
+// reserved for it (see "Co-tenant survival" in docs/isolate.md).
 import {
   type ExecutionLimits,
   type Logger,
@@ -11,7 +13,7 @@ import {
 import type { ExecutionBackend } from '../engine/backend.ts';
 import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
-import { WorkerProcess } from './worker-process.ts';
+import { type LostJob, WorkerProcess } from './worker-process.ts';
 
 /** Options of a {@link WorkerBackend}. */
 export interface WorkerBackendOptions {
@@ -45,6 +47,12 @@ export class WorkerBackend implements ExecutionBackend {
   readonly #slots: WorkerProcess[] = [];
   readonly #restartDelays: number[] = [];
   readonly #held: HeldJob[] = [];
+  /** Jobs lost with a shared worker, waiting for a worker with no other job (oldest first). */
+  readonly #solo: HeldJob[] = [];
+  /** Workers running a job of `#solo`: they take no other job until it ends. */
+  readonly #reserved = new Set<WorkerProcess>();
+  /** The worker that takes no new job while `#solo` waits, so that it becomes free for them. */
+  #draining: WorkerProcess | undefined;
   #disposed = false;
   #next = 0;
 
@@ -80,7 +88,7 @@ export class WorkerBackend implements ExecutionBackend {
 
   async dispose(): Promise<void> {
     this.#disposed = true;
-    for (const held of this.#held.splice(0)) {
+    for (const held of [...this.#held.splice(0), ...this.#solo.splice(0)]) {
       held.signal.removeEventListener('abort', held.onAbort);
       held.resolve(heldOutcome(held, disposedError));
     }
@@ -89,9 +97,11 @@ export class WorkerBackend implements ExecutionBackend {
   }
 
   // The least busy live worker whose main thread is free (a job sent to the others would wait,
-  // unseen, behind user code with its deadline running); ties rotate, so an idle worker refilling
-  // its pool after one job is not picked again while another has warm isolates. Undefined when
-  // every live worker's main thread is taken; with none alive, a dead one answers at once.
+  // unseen, behind user code with its deadline running) and that is neither reserved for a job
+  // run alone nor draining for one; ties rotate, so an idle worker refilling its pool after one
+  // job is not picked again while another has warm isolates. Undefined when every live worker is
+  // taken, or none is alive but one that was ready is being replaced (at once); with none alive
+  // and none coming soon (workers that fail to start), a dead one answers at once.
   #pick(): WorkerProcess | undefined {
     const count = this.#slots.length;
     let best: number | undefined;
@@ -99,8 +109,11 @@ export class WorkerBackend implements ExecutionBackend {
     for (let offset = 0; offset < count; offset++) {
       const index = (this.#next + offset) % count;
       const worker = this.#slots[index]!;
-      if (!worker.alive) continue;
-      if (worker.mainThreadTaken) {
+      if (!worker.alive) {
+        if (worker.isReady) taken = true;
+        continue;
+      }
+      if (!this.#open(worker)) {
         taken = true;
         continue;
       }
@@ -112,38 +125,99 @@ export class WorkerBackend implements ExecutionBackend {
     return this.#slots[chosen]!;
   }
 
-  // Waits on the host, not in a worker's pipe: its deadline starts when a worker takes it.
-  #hold(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
-    return new Promise<JobOutcome>((resolve) => {
-      const held: HeldJob = {
-        job,
-        host,
-        signal,
-        resolve,
-        onAbort: () => {},
-        heldAt: performance.now(),
-      };
-      const cancel = () =>
-        resolve(heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED')));
-      held.onAbort = () => {
-        const index = this.#held.indexOf(held);
-        if (index < 0) return;
-        this.#held.splice(index, 1);
-        cancel();
-      };
-      if (signal.aborted) {
-        cancel();
-        return;
-      }
-      this.#held.push(held);
-      signal.addEventListener('abort', held.onAbort, { once: true });
-    });
+  /** Whether `worker` (alive) may take a new job now. */
+  #open(worker: WorkerProcess): boolean {
+    return !worker.mainThreadTaken && !this.#reserved.has(worker) && worker !== this.#draining;
   }
 
-  // Hands held jobs, oldest first, to workers whose main thread is free again. Not to a dead
-  // worker (its replacement calls this again), nor to one still starting while a taken worker
-  // may free sooner (the starting one calls this again once ready).
+  // Waits on the host, not in a worker's pipe: its deadline starts when a worker takes it.
+  #hold(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
+    return new Promise<JobOutcome>((resolve) =>
+      this.#enqueue(this.#held, job, host, signal, resolve),
+    );
+  }
+
+  #enqueue(
+    queue: HeldJob[],
+    job: ExecutionJob,
+    host: JobHost,
+    signal: AbortSignal,
+    resolve: (outcome: JobOutcome) => void,
+  ): void {
+    const held: HeldJob = {
+      job,
+      host,
+      signal,
+      resolve,
+      onAbort: () => {},
+      heldAt: performance.now(),
+    };
+    const cancel = () => resolve(heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED')));
+    held.onAbort = () => {
+      const index = queue.indexOf(held);
+      if (index < 0) return;
+      queue.splice(index, 1);
+      cancel();
+      this.#release();
+    };
+    if (signal.aborted) {
+      cancel();
+      return;
+    }
+    queue.push(held);
+    signal.addEventListener('abort', held.onAbort, { once: true });
+  }
+
+  // A job lost with a worker it shared, not known to be the cause. One that never reached the
+  // host runs again, once, alone on a worker reserved for it: if it was the cause it now kills
+  // only itself (and ends with its own error, the worker's death being its own), and if it was
+  // not it finishes as if nothing happened. It gets its full time limit again: the first run's
+  // time went to someone else's failure. One that reached the host, or already ran alone, ends
+  // with the collateral error the worker gave it.
+  #onLost(lost: LostJob): boolean {
+    if (this.#disposed || lost.solo || lost.reachedHost || lost.signal.aborted) return false;
+    this.#options.logger.info(
+      { jobId: lost.job.id },
+      'sandbox execution lost with a shared worker process; running it again alone',
+    );
+    this.#enqueue(this.#solo, lost.job, lost.host, lost.signal, lost.resolve);
+    // After the dead worker has answered every job and been replaced.
+    queueMicrotask(() => this.#release());
+    return true;
+  }
+
+  // Jobs of `#solo` first, each to a ready worker that holds no job, reserved for it until it
+  // ends; while some still wait, one worker drains (takes no new job) so that they get one even
+  // under a steady stream of other jobs. Then held jobs, oldest first, to workers whose main
+  // thread is free again. Not to a dead worker (its replacement calls this again), nor to one
+  // still starting while a taken worker may free sooner (the starting one calls this again once
+  // ready).
   #release(): void {
+    if (this.#disposed) return;
+    while (this.#solo.length > 0) {
+      const worker = this.#slots.find(
+        (each) =>
+          each.alive &&
+          each.isReady &&
+          each.load === 0 &&
+          !each.mainThreadTaken &&
+          !this.#reserved.has(each),
+      );
+      if (worker === undefined) break;
+      const held = this.#solo.shift()!;
+      held.signal.removeEventListener('abort', held.onAbort);
+      this.#reserved.add(worker);
+      if (this.#draining === worker) this.#draining = undefined;
+      const { job, host, signal, resolve } = held;
+      void worker
+        .execute(job, host, signal, this.#mayStartOnMainThread(worker), true)
+        .then((outcome) => {
+          this.#reserved.delete(worker);
+          resolve(outcome);
+          this.#release();
+        });
+    }
+    this.#draining = this.#solo.length > 0 ? this.#drainTarget() : undefined;
     while (this.#held.length > 0) {
       const worker = this.#pick();
       if (worker === undefined || !worker.alive) return;
@@ -157,12 +231,25 @@ export class WorkerBackend implements ExecutionBackend {
     }
   }
 
+  // The worker to drain for the jobs waiting to run alone: the current one while it can still
+  // serve, else the live, unreserved worker with the fewest jobs.
+  #drainTarget(): WorkerProcess | undefined {
+    const current = this.#draining;
+    if (current?.alive && !this.#reserved.has(current)) return current;
+    let best: WorkerProcess | undefined;
+    for (const worker of this.#slots) {
+      if (!worker.alive || this.#reserved.has(worker)) continue;
+      if (best === undefined || worker.load < best.load) best = worker;
+    }
+    return best;
+  }
+
   // User code may start on `chosen`'s main thread (two thread hand-offs fewer) when `chosen` has
   // no other job and another worker's main thread is free for the jobs that arrive meanwhile.
   #mayStartOnMainThread(chosen: WorkerProcess): boolean {
     if (chosen.load > 0 || !chosen.isReady) return false;
     return this.#slots.some(
-      (worker) => worker !== chosen && worker.alive && worker.isReady && !worker.mainThreadTaken,
+      (worker) => worker !== chosen && worker.alive && worker.isReady && this.#open(worker),
     );
   }
 
@@ -180,6 +267,10 @@ export class WorkerBackend implements ExecutionBackend {
       logger: options.logger,
       onExit: (worker) => this.#replace(slot, worker),
       onMainThreadFree: () => this.#release(),
+      onIdle: () => {
+        if (this.#solo.length > 0) this.#release();
+      },
+      onLost: (lost) => this.#onLost(lost),
     });
     void worker.ready().then(() => this.#release());
     return worker;
