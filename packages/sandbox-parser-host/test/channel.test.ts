@@ -1,5 +1,6 @@
 // The response channel: nothing the parser prints or writes can fake or corrupt a result, both
 // directions are size-capped, and what cannot be JSON is an error, not a crash.
+import { fileURLToPath } from 'node:url';
 import type { JsonObject } from '@coda/sandbox-core';
 import { describe, expect, it } from 'vitest';
 import { makeHost } from './helpers.ts';
@@ -38,6 +39,22 @@ describe('the response channel', () => {
     const result = await host.runParser('patchGlobals', null);
     expect(result).toMatchObject({ ok: true, data: 'genuine', exitCode: 0 });
   });
+
+  it.each(['none', 'auto'] as const)(
+    'a parser cannot read the nonce through a replaced typed-array getter (%s)',
+    async (confinement) => {
+      // Our own attack review read the nonce off the 36-byte ready frame this way and forged
+      // an error response the host accepted. The runner pins those accessors first.
+      const module = fileURLToPath(new URL('./fixtures/nonce-thief.mjs', import.meta.url));
+      const host = makeHost({ module, confinement });
+      const result = await host.runParser('forge', null);
+      expect(result).toMatchObject({
+        ok: true,
+        data: { redefined: 'refused', sawNonce: false },
+        exitCode: 0,
+      });
+    },
+  );
 
   it('a flood of bytes on fd 3 is cut off at maxOutputBytes', async () => {
     const host = makeHost({ maxOutputBytes: 1024 * 1024 });

@@ -138,7 +138,25 @@ function closeUnixSockets(): void {
  * `node:sqlite`, which reads and writes files past the permission model, is absent altogether
  * (`--no-experimental-sqlite`); see docs/parser-host.md for what each of the rest does.
  */
+/**
+ * Makes the typed-array accessors the runner's frames go through (`length`, `byteLength`, ...)
+ * impossible to redefine or shadow: a parser that replaced `%TypedArray%.prototype.length` saw
+ * the ready frame pass through its getter and copied the nonce out of it (found by our own
+ * attack review). Each accessor is pinned, with its original getter, on every prototype a
+ * Buffer inherits from.
+ */
+function pinTypedArrayAccessors(): void {
+  const typedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype) as object;
+  for (const name of ['length', 'byteLength', 'byteOffset', 'buffer']) {
+    const get = Object.getOwnPropertyDescriptor(typedArrayPrototype, name)?.get;
+    for (const prototype of [typedArrayPrototype, Uint8Array.prototype, Buffer.prototype]) {
+      Object.defineProperty(prototype, name, { get, enumerable: false, configurable: false });
+    }
+  }
+}
+
 function lockDown(): void {
+  pinTypedArrayAccessors();
   closeInheritedDescriptors();
   closeUnixSockets();
   takeAway(process, 'kill', 'process.kill');
