@@ -7,6 +7,7 @@ import {
   closeSync,
   existsSync,
   mkdirSync,
+  mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
@@ -20,7 +21,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { version as esbuildVersion } from 'esbuild';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createSandbox, SandboxControl } from '../src/index.ts';
 import { type CheckedPath, releasePins } from '../src/linux/checked-path.ts';
 import { bwrapArguments, runIdentity } from '../src/linux/linux-plan.ts';
@@ -281,6 +282,37 @@ describe('paths through symlinks planted by an earlier run', () => {
     expect(result.stdout).toBe(`${sub}\n`);
   });
 
+  it('mounts a writable path below /usr only when no directory on its way is writable by others', async () => {
+    // The second review's race: run A can write /usr/local/shared, run B writes
+    // /usr/local/shared/b; bwrap resolves B's destination through the host's /usr/local/shared.
+    const shared = mkdtempSync('/usr/local/coda-escapes-');
+    onTestFinished(() => rmSync(shared, { recursive: true, force: true }));
+    const job = sandboxDir(join(shared, 'b'));
+    chmodSync(shared, 0o755);
+    const ok = await createSandbox({ restrictToDirectory: job }).run('/bin/sh', [
+      '-c',
+      'echo x > f && pwd',
+    ]);
+    expect(ok.stdout).toBe(`${job}\n`);
+    chmodSync(shared, 0o777);
+    await expect(
+      createSandbox({ restrictToDirectory: job }).run('/bin/true'),
+    ).rejects.toMatchObject({
+      code: 'VALIDATION',
+      issues: [
+        {
+          path: 'restrictToDirectory',
+          message: `${shared} on its way from /usr is writable by others than root: a concurrent run could redirect the mount`,
+        },
+      ],
+    });
+    // Read-only paths there need no mount at all: the view shows /usr as the host has it.
+    const seen = await createSandbox(defaults).run('/bin/cat', [join(job, 'f')], {
+      readOnlyPaths: [job],
+    });
+    expect(seen.stdout).toBe('x\n');
+  });
+
   it('refuses a read-only path inside the writable directory and a hidden path inside it', async () => {
     const job = tempDir('/var/tmp');
     const inner = sandboxDir(join(job, 'inputs'));
@@ -302,6 +334,13 @@ describe('paths through symlinks planted by an earlier run', () => {
       code: 'VALIDATION',
       issues: [{ path: 'hidePaths', message: expect.stringContaining('could move it out') }],
     });
+  });
+
+  it('passes a variable named like the restoring loop’s own variable unchanged', async () => {
+    const result = await createSandbox(defaults).run('/bin/sh', ['-c', 'echo "$v|$PATH"'], {
+      env: { v: 'PATH', PATH: '/usr/bin:/bin' },
+    });
+    expect(result.stdout).toBe('PATH|/usr/bin:/bin\n');
   });
 
   it('reserves the prefix that carries the environment past setpriv', async () => {

@@ -221,7 +221,9 @@ function takeReadyLauncher(
 const envPrefix = 'CODA_SANDBOX_ENV_';
 
 /** Restores the prefixed variables (bash, already unprivileged), then becomes the command. */
-const unprefixScript = `cd -- "$1" || exit 126; shift; unset OLDPWD; for v in "\${!${envPrefix}@}"; do export "\${v#${envPrefix}}=\${!v}"; unset "$v"; done; exec -- "$@"`;
+// The loop variable is the bare prefix, a name no caller's variable can have (they are refused).
+const loopVariable = envPrefix;
+const unprefixScript = `cd -- "$1" || exit 126; shift; unset OLDPWD; for ${loopVariable} in "\${!${envPrefix}@}"; do export "\${${loopVariable}#${envPrefix}}=\${!${loopVariable}}"; unset "$${loopVariable}"; done; unset ${loopVariable}; exec -- "$@"`;
 
 /**
  * bubblewrap's options (namespaces, the view with the run's additions, each pinned in `pins`,
@@ -294,9 +296,7 @@ export function bwrapArguments(
     ...(request.cwd === undefined
       ? []
       : [{ field: 'cwd', path: request.cwd, writable: false, implicit: true }]),
-    ...(visibleInView(request.executable)
-      ? []
-      : [{ field: 'file', path: request.executable, writable: false, implicit: true }]),
+    { field: 'file', path: request.executable, writable: false, implicit: true },
     ...[...request.readOnlyPaths, ...request.unixSockets].map(([field, path]) => ({
       field,
       path,
@@ -306,7 +306,9 @@ export function bwrapArguments(
   ];
   // bwrap in a user namespace of its own may not follow the host's /proc/PID/fd links (it lacks
   // the host's capabilities there): it binds the checked path by name instead.
-  const additions = viewAdditions(wanted, request.hiddenPaths, pins, identity.kind === 'drop');
+  const additions = viewAdditions(wanted, request.hiddenPaths, pins, identity.kind === 'drop', {
+    rowOf: systemRowOf,
+  });
 
   const tmpfsBytes = limits.maxMemoryMb > 0 ? limits.maxMemoryMb * mib : 512 * mib;
   args.push(
@@ -369,14 +371,14 @@ export function bwrapArguments(
   return { options: args, command };
 }
 
-/** Whether the default view already shows `path` (read-only and not masked). */
-function visibleInView(path: string): boolean {
-  let visible = false;
+/** The default view's read-only row that shows `path` (the last row over it decides). */
+function systemRowOf(path: string): string | undefined {
+  let row: string | undefined;
   for (const entry of defaultFilesystemView) {
     if (!isInside(path, entry.path)) continue;
-    visible = entry.access === 'read-only';
+    row = entry.access === 'read-only' ? entry.path : undefined;
   }
-  return visible;
+  return row;
 }
 
 /** Whether `identity` may create files in `dir` (write and search permission). */

@@ -6,8 +6,19 @@
 // review: a cwd below restrictToDirectory, raced with renameat2, put a planted ld.so.preload
 // into setpriv while it was still uid 0). So a path inside another addition is not bound again
 // when it would get the same access through it, and refused when it would not.
+import { lstatSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { type CheckedPath, checkPath, isInside, pathError } from './checked-path.ts';
 import type { BoundPath, ViewAdditions } from './filesystem-view.ts';
+
+/**
+ * Where the default view already shows a host tree read-only: a read-only addition there is
+ * visible without a mount; a writable one is mounted through the host's own directories.
+ */
+export interface SystemRows {
+  /** The read-only row that shows `path`, if one does (and no mask covers it). */
+  rowOf(path: string): string | undefined;
+}
 
 /** One path a run wants in its view. */
 export interface WantedPath {
@@ -31,6 +42,7 @@ export function viewAdditions(
   hidden: readonly string[],
   pins: CheckedPath[],
   bySource: boolean,
+  rows: SystemRows,
 ): ViewAdditions {
   const outermost = (entry: WantedPath): WantedPath | undefined =>
     wanted
@@ -49,6 +61,23 @@ export function viewAdditions(
         entry.path,
       );
     }
+    // Below a system row (the view shows /usr, /etc, ... as the host has them) the mount's
+    // destination is looked up through the host's own directories: read-only paths there are
+    // visible already; a writable one is mounted only if no directory on its way can be written
+    // by anyone but root (a second review raced a writable /usr/local/shared against another
+    // run's /usr/local/shared/b and got the same /etc redirect).
+    const row = rows.rowOf(entry.path);
+    if (row !== undefined) {
+      if (!entry.writable) continue;
+      const open = writableParent(entry.path, row);
+      if (open !== undefined) {
+        throw pathError(
+          entry.field,
+          `${open} on its way from ${row} is writable by others than root: a concurrent run could redirect the mount`,
+          entry.path,
+        );
+      }
+    }
     const checked = checkPath(entry.path, entry.field, hidden);
     pins.push(checked);
     const bound = { source: bySource ? checked.source : checked.real, path: checked.real };
@@ -65,4 +94,14 @@ export function viewAdditions(
     }
   });
   return { readOnly, writable, hidden };
+}
+
+/** The first directory between `path` (exclusive) and `row` (inclusive) not root-owned 755-like. */
+function writableParent(path: string, row: string): string | undefined {
+  for (let dir = dirname(path); isInside(dir, row); dir = dirname(dir)) {
+    const stat = lstatSync(dir);
+    if (!stat.isDirectory() || stat.uid !== 0 || (stat.mode & 0o022) !== 0) return dir;
+    if (dir === row || dir === '/') break;
+  }
+  return undefined;
 }
