@@ -300,9 +300,12 @@ const disposedError: SandboxErrorJSON = {
   message: 'SandboxEngine disposed',
 };
 
-/** Lower is better: prefer ready workers, then the least loaded. */
+/**
+ * Lower is better: prefer a worker where no job overran its time (the host's deadline is about to
+ * kill it), then ready workers, then the least loaded.
+ */
 function score(worker: WorkerProcess): number {
-  return worker.load + (worker.isReady ? 0 : 1_000);
+  return worker.load + (worker.isReady ? 0 : 1_000) + (worker.overrunning ? 100_000 : 0);
 }
 
 /** The outcome of a held job that ended before any worker took it. */

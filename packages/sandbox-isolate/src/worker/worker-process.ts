@@ -91,6 +91,8 @@ type KillReason =
 
 /** Grace after a job's timeout before the host stops trusting the worker's own timers. */
 const deadlineGraceMs = 2_000;
+/** How long past its timeout a job may run before its worker counts as `overrunning`. */
+const overrunGraceMs = 250;
 /** How long a worker may take to confirm an abort before it is killed. */
 const abortGraceMs = 2_000;
 /** The same for a job alone in its worker and running on the worker's main thread. */
@@ -126,6 +128,7 @@ export class WorkerProcess {
   /** The job that may be running on the worker's main thread (sent with `here`, not yielded). */
   #onMainThread: string | undefined;
   #sampler: NodeJS.Timeout | undefined;
+  #overrunning = false;
   #initError: string | undefined;
   /** The worker died of memory exhaustion while running exactly one job: that job's fault. */
   #outOfMemory = false;
@@ -196,6 +199,15 @@ export class WorkerProcess {
    */
   get mainThreadTaken(): boolean {
     return this.#onMainThread !== undefined;
+  }
+
+  /**
+   * Whether a job here is past its time limit (by more than a short grace) and still running: code
+   * V8 cannot interrupt, which the host's deadline will end by killing the worker. New jobs are
+   * better sent elsewhere, so they do not share that death.
+   */
+  get overrunning(): boolean {
+    return this.#overrunning;
   }
 
   /** Whether the worker started and has its pool warm. */
@@ -496,7 +508,9 @@ export class WorkerProcess {
         return;
       }
       const now = performance.now();
+      let overrunning = false;
       for (const pending of this.#jobs.values()) {
+        if (now > pending.deadline - deadlineGraceMs + overrunGraceMs) overrunning = true;
         if (now > pending.deadline) {
           this.kill({ kind: 'deadline', id: pending.job.id });
           return;
@@ -506,6 +520,7 @@ export class WorkerProcess {
           return;
         }
       }
+      this.#overrunning = overrunning;
       const rss = readRss(this.#child.pid) ?? this.#reportedRss;
       const rssMb = Math.round(rss / 1_048_576);
       const boundMb = this.#boundMb();
@@ -515,6 +530,7 @@ export class WorkerProcess {
   }
 
   #stopSampling(): void {
+    this.#overrunning = false;
     clearInterval(this.#sampler);
     this.#sampler = undefined;
   }
