@@ -150,16 +150,33 @@ describe('crash containment', () => {
   }, 30_000);
 
   it('worker processes run without the host environment and with --no-node-snapshot', async () => {
+    // Set before the engine forks its workers, so a worker that inherited process.env would
+    // carry it in its initial environment (/proc/PID/environ); a secret set after the fork
+    // would prove nothing.
     process.env.CODA_TEST_SECRET = 'do-not-leak';
+    const fresh = new SandboxEngine({ workers: 2 });
     try {
-      for (const pid of await waitForWorkers(2)) {
-        expect(readFileSync(`/proc/${pid}/environ`, 'utf8')).not.toContain('CODA_TEST_SECRET');
+      await fresh.ready();
+      const pids = fresh.stats().workerPids;
+      expect(pids).toHaveLength(2);
+      for (const pid of pids) {
+        // Only what Node's fork adds for the IPC channel.
+        const names = readFileSync(`/proc/${pid}/environ`, 'utf8')
+          .split('\0')
+          .filter(Boolean)
+          .map((entry) => entry.split('=')[0])
+          .sort();
+        expect(names).toEqual(['NODE_CHANNEL_FD', 'NODE_CHANNEL_SERIALIZATION_MODE']);
         expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain(
           '--no-node-snapshot',
         );
       }
+      // The control: a child spawned the ordinary way does carry it.
+      const control = spawnSync('/bin/cat', ['/proc/self/environ'], { encoding: 'utf8' });
+      expect(control.stdout).toContain('CODA_TEST_SECRET=do-not-leak');
     } finally {
       delete process.env.CODA_TEST_SECRET;
+      await fresh.dispose();
     }
   });
 

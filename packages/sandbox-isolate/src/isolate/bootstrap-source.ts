@@ -126,7 +126,7 @@ function describeObject(value) {
 
 function describePrimitive(value) {
   const type = typeof value;
-  if (type === 'number') return value !== value ? 'NaN' : 'Infinity';
+  if (type === 'number') return value !== value ? 'NaN' : value > 0 ? 'Infinity' : '-Infinity';
   if (type === 'undefined') return 'undefined';
   if (type === 'function') return 'a function';
   if (type === 'symbol') return 'a symbol';
