@@ -5,7 +5,11 @@ export type {
   SandboxEngineConfig,
   SubmitRequest,
 } from './config/engine-config.ts';
-export { SandboxEngine, type SandboxEngineStats } from './engine/sandbox-engine.ts';
+export {
+  inProcessWarning,
+  SandboxEngine,
+  type SandboxEngineStats,
+} from './engine/sandbox-engine.ts';
 export { CodeExecutor } from './isolate/code-executor.ts';
 export {
   ContextBuilder,

@@ -8,7 +8,7 @@ import {
   SandboxValidationError,
 } from '@coda/sandbox-core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SandboxEngine } from '../src/index.ts';
+import { inProcessWarning, SandboxEngine } from '../src/index.ts';
 import { collect, expectError, expectHealthy, expectResult } from './helpers.ts';
 
 const slowHandler = async (params: unknown) => {
@@ -188,6 +188,15 @@ describe.each(['process', 'in-process'] as const)('SandboxEngine (%s)', (isolati
     );
     expect(busy.stats.cpuMs).toBeGreaterThanOrEqual(5);
     expect(busy.stats.cpuMs).toBeLessThanOrEqual(busy.stats.wallMs + 1);
+  });
+
+  it('warns once, at construction, only when in-process mode is chosen', () => {
+    const warnings = logs.filter((log) => log.message === inProcessWarning);
+    expect(warnings).toEqual(
+      isolation === 'in-process'
+        ? [{ level: 'warn', fields: { isolation: 'in-process' }, message: inProcessWarning }]
+        : [],
+    );
   });
 
   it('logs through the injected logger', () => {

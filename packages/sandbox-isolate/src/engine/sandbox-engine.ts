@@ -37,6 +37,10 @@ import type { ExecutionBackend } from './backend.ts';
 import { ExecutionSession } from './execution-session.ts';
 import { InProcessBackend } from './in-process-backend.ts';
 
+/** The warning logged when an engine is created with `isolation: 'in-process'`. */
+export const inProcessWarning =
+  "[SandboxEngine] isolation: 'in-process' does not contain crashes or memory: a V8 or isolated-vm failure in user code takes this process with it (see docs/security.md); use the default 'process' mode for untrusted code";
+
 /** Figures of an engine at one moment. */
 export interface SandboxEngineStats {
   /** Executions admitted and not yet finished. */
@@ -83,6 +87,11 @@ export class SandboxEngine {
       poolMemoryMb: this.#defaults.memoryMb,
       logger: this.#logger,
     };
+    if (this.#config.isolation === 'in-process') {
+      // Measured in docs/security.md: known isolated-vm crashers take the host down with them,
+      // and ICU-heavy Intl use grows the host's memory far past memoryMb.
+      this.#logger.warn({ isolation: 'in-process' }, inProcessWarning);
+    }
     this.#backend =
       this.#config.isolation === 'in-process'
         ? new InProcessBackend(
