@@ -186,8 +186,9 @@ export class WorkerBackend implements ExecutionBackend {
     return true;
   }
 
-  // Jobs of `#solo` first, each to a ready worker that holds no job, reserved for it until it
-  // ends; while some still wait, one worker drains (takes no new job) so that they get one even
+  // Jobs of `#solo` first, each to a live worker that holds no job (a fresh one still starting
+  // will do: the job waits for it, and ends with UNAVAILABLE if it never starts), reserved for it
+  // until it ends; while some still wait, one worker drains (takes no new job) so that they get one even
   // under a steady stream of other jobs. Then held jobs, oldest first, to workers whose main
   // thread is free again. Not to a dead worker (its replacement calls this again), nor to one
   // still starting while a taken worker may free sooner (the starting one calls this again once
@@ -197,11 +198,7 @@ export class WorkerBackend implements ExecutionBackend {
     while (this.#solo.length > 0) {
       const worker = this.#slots.find(
         (each) =>
-          each.alive &&
-          each.isReady &&
-          each.load === 0 &&
-          !each.mainThreadTaken &&
-          !this.#reserved.has(each),
+          each.alive && each.load === 0 && !each.mainThreadTaken && !this.#reserved.has(each),
       );
       if (worker === undefined) break;
       const held = this.#solo.shift()!;
