@@ -271,16 +271,24 @@ function consoleMethod(level) {
 }
 
 function reportStatus(message, data) {
+  if (limits === null) return;
+  const text = toText(message);
+  if (statusEvents >= limits.maxStatusEvents || statusUnits + text.length > limits.maxStatusBytes) {
+    dropped++;
+    return;
+  }
   let dataJson;
-  if (data !== undefined && limits !== null) {
-    // Data that cannot cross faithfully, or too big or deep for the host, is dropped; the
-    // message still goes out.
+  if (data !== undefined) {
+    // Data that cannot cross faithfully, or that is bigger than what is left of the budget or
+    // too deep for the host, is dropped (encoding stops as soon as it is over); the message
+    // still goes out.
+    const left = limits.maxStatusBytes - statusUnits - text.length;
     try {
-      const encoded = encode(data, 'data', limits.maxStatusBytes, limits.maxStatusBytes + 1);
+      const encoded = encode(data, 'data', left, left + 1);
       if (typeof encoded === 'string') dataJson = encoded;
     } catch {}
   }
-  send('reportStatus', 'info', toText(message), dataJson);
+  send('reportStatus', 'info', text, dataJson);
 }
 
 function answerOf(text) {

@@ -1,0 +1,98 @@
+// The host stays responsive while hostile code runs: at maxConcurrent executions at once, the
+// host's event loop is never blocked for long and its memory does not grow with what user code
+// tries to push across. Real isolates, real worker processes.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SandboxEngine } from '../src/index.ts';
+
+/** The hostile table: each snippet tries to make the host parse, hold or wait on something big. */
+export const hostileSnippets: readonly { name: string; code: string; expected: string }[] = [
+  {
+    name: '48 MB of data-request params (under maxDataBytes)',
+    code: 'await dataProxy.request(new Array(16e6).fill({})); return 1',
+    expected: 'LIMIT_EXCEEDED',
+  },
+  {
+    name: 'a 100 MB result',
+    code: "return 'x'.repeat(100 * 1024 * 1024)",
+    expected: 'VALIDATION',
+  },
+  {
+    name: 'a forged 100 MB outcome through Promise.prototype.then',
+    code: `const real = Promise.prototype.then; const forged = 'ok\\n0\\n"' + 'x'.repeat(100 * 1024 * 1024) + '"';
+      Promise.prototype.then = function (ok, fail) { return real.call(this, () => ok(forged), fail); };
+      return 'x'.repeat(6 * 1024 * 1024)`,
+    expected: 'VALIDATION',
+  },
+  {
+    name: 'a result 100 000 levels deep',
+    code: "let v = 'x'; for (let i = 0; i < 100000; i++) v = [v]; return v",
+    expected: 'VALIDATION',
+  },
+  {
+    name: 'a 20 MB typed array',
+    code: 'return new Uint8Array(20e6)',
+    expected: 'VALIDATION',
+  },
+  {
+    name: 'a million console lines',
+    code: "for (let i = 0; i < 1e6; i++) console.log('line', i); return 1",
+    expected: 'result',
+  },
+  {
+    name: 'status data at the byte cap, over and over',
+    code: "const big = 'y'.repeat(1_000_000); for (let i = 0; i < 2000; i++) reportStatus('s', { big }); return 1",
+    expected: 'result',
+  },
+  {
+    name: 'ten data requests of 1 MB each (the per-request maximum)',
+    code: "const p = 'z'.repeat(1_000_000); for (let i = 0; i < 10; i++) await dataProxy.request(p); return 1",
+    expected: 'result',
+  },
+];
+
+const maxConcurrent = 8;
+const engine = new SandboxEngine({
+  maxConcurrent,
+  dataHandler: () => 'ok',
+  limits: { timeoutMs: 20_000 },
+});
+afterAll(() => engine.dispose());
+
+describe('the host stays responsive under the hostile table', () => {
+  it(`keeps event-loop delay p99 under 50 ms and RSS growth under 50 MB at ${maxConcurrent} at once`, async () => {
+    await engine.ready();
+    // One warm-up round, so the figures are of steady state rather than of the first builds.
+    await Promise.all(hostileSnippets.map(({ code }) => engine.run({ code })));
+    globalThis.gc?.();
+    const rssBefore = process.memoryUsage().rss;
+    let rssPeak = rssBefore;
+    const sampler = setInterval(() => {
+      rssPeak = Math.max(rssPeak, process.memoryUsage().rss);
+    }, 20);
+    const delay = monitorEventLoopDelay({ resolution: 5 });
+    delay.enable();
+    const jobs = Array.from({ length: 3 }, () => hostileSnippets).flat();
+    const codes: string[] = [];
+    // maxConcurrent at once: a new one starts as soon as one ends.
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: maxConcurrent }, async () => {
+        while (next < jobs.length) {
+          const job = jobs[next++]!;
+          const event = await engine.run({ code: job.code });
+          codes.push(`${job.name}: ${event.type === 'result' ? 'result' : event.code}`);
+        }
+      }),
+    );
+    delay.disable();
+    clearInterval(sampler);
+    expect(codes.sort()).toEqual(jobs.map((job) => `${job.name}: ${job.expected}`).sort());
+    const p99Ms = delay.percentile(99) / 1e6;
+    console.log(
+      `host event-loop delay p99 ${p99Ms.toFixed(1)} ms, RSS growth ${((rssPeak - rssBefore) / 1048576).toFixed(1)} MiB`,
+    );
+    expect(p99Ms).toBeLessThan(50);
+    expect(rssPeak - rssBefore).toBeLessThan(50 * 1024 * 1024);
+  }, 120_000);
+});
