@@ -1,6 +1,8 @@
 // Benchmarks of the engine against raw isolated-vm on the same machine, in one run:
 // (a) sequential latency, (b) throughput at concurrency 8, (c) a CPU-bound snippet,
-// (d) host RSS after 10 000 executions vs after 100. Prints a Markdown report.
+// (d) host RSS after 10 000 executions vs after 100, (e) the host's event-loop delay and RSS growth
+// while the hostile table runs at maxConcurrent at once, next to benign snippets run the same way.
+// Prints a Markdown report.
 import { spawnSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -56,6 +58,19 @@ const ratio = (a: number, b: number) => `${fmt(a / b)}×`;
 
 function median(values: number[]): number {
   return percentile(values, 50);
+}
+
+/** One line of bench/responsiveness-probe.ts. */
+interface ResponsivenessProbe {
+  table: string;
+  jobs: number;
+  mismatches: string[];
+  wallMs: number;
+  resolutionMs: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  rssGrowthMb: number;
 }
 
 async function main(): Promise<void> {
@@ -182,6 +197,64 @@ async function main(): Promise<void> {
       `| ${label} | ${fmt(before, 1)} MiB | ${fmt(after, 1)} MiB | ${fmt(after - before, 1)} MiB |`,
     );
   }
+  log('');
+
+  // (e) the host under the hostile table vs benign snippets, 8 at once, each table in a fresh
+  // child process (benign, hostile and idle alternate, so load changes hit all of them).
+  const tables = [
+    ['idle (no executions, 2 s)', 'idle', 1],
+    ['benign: `return 1` and small JSON work', 'benign', quick ? 250 : 1_000],
+    ['hostile table (bench/hostile-snippets.ts)', 'hostile', 3],
+  ] as const;
+  const probes = new Map<string, ResponsivenessProbe[]>(tables.map(([, key]) => [key, []]));
+  const probeRuns = quick ? 1 : 3;
+  for (let run = 0; run < probeRuns; run++) {
+    for (const [, key, tableRounds] of tables) {
+      const child = spawnSync(
+        process.execPath,
+        [
+          ...process.execArgv,
+          fileURLToPath(new URL('./responsiveness-probe.ts', import.meta.url)),
+          key,
+          String(tableRounds),
+        ],
+        { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+      );
+      const line = child.stdout.trim().split('\n').at(-1) ?? '';
+      if (child.status !== 0 || !line.startsWith('{'))
+        throw new Error(`responsiveness probe ${key} failed: ${child.stderr}`);
+      probes.get(key)?.push(JSON.parse(line) as ResponsivenessProbe);
+    }
+  }
+  const range = (values: number[], digits: number) =>
+    values.length > 1
+      ? ` [${fmt(Math.min(...values), digits)}–${fmt(Math.max(...values), digits)}]`
+      : '';
+  const cell = (runs: ResponsivenessProbe[], key: keyof ResponsivenessProbe, digits = 1) => {
+    const values = runs.map((run) => run[key] as number);
+    return `${fmt(median(values), digits)}${range(values, digits)}`;
+  };
+  log(
+    `### (e) Host event-loop delay and RSS growth, 8 executions at once (median of ${probeRuns} runs, each in a fresh process)`,
+  );
+  log('');
+  log(
+    '| table | jobs per run | wall time | outcomes as expected | event-loop delay p50 | p99 | max | RSS growth (peak − baseline) |',
+  );
+  log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const [label, key] of tables) {
+    const runs = probes.get(key) ?? [];
+    const jobs = runs[0]?.jobs ?? 0;
+    const wrong = runs.flatMap((run) => run.mismatches);
+    const expected = key === 'idle' ? '–' : wrong.length === 0 ? 'all' : wrong.join('; ');
+    log(
+      `| ${label} | ${jobs} | ${cell(runs, 'wallMs', 0)} ms | ${expected} | ${cell(runs, 'p50Ms')} ms | ${cell(runs, 'p99Ms')} ms | ${cell(runs, 'maxMs')} ms | ${cell(runs, 'rssGrowthMb')} MiB |`,
+    );
+  }
+  log('');
+  log(
+    `The delay histogram samples every ${probes.get('idle')?.[0]?.resolutionMs ?? 5} ms (perf_hooks.monitorEventLoopDelay) and records the whole interval, so an idle loop reads about that; RSS is sampled every 20 ms from a baseline taken after a warm-up round and a GC.`,
+  );
   log('');
   const cpu0 = cpus()[0];
   log(
