@@ -149,6 +149,7 @@ function pinTypedArrayAccessors(): void {
   const typedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype) as object;
   for (const name of ['length', 'byteLength', 'byteOffset', 'buffer']) {
     const get = Object.getOwnPropertyDescriptor(typedArrayPrototype, name)?.get;
+    if (get === undefined) continue;
     for (const prototype of [typedArrayPrototype, Uint8Array.prototype, Buffer.prototype]) {
       Object.defineProperty(prototype, name, { get, enumerable: false, configurable: false });
     }
