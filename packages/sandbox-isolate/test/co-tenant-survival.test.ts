@@ -117,7 +117,8 @@ describe('co-tenant survival', () => {
         limits,
       });
       const quiet = engine.run({
-        code: 'const end = Date.now() + 1_500; while (Date.now() < end) {} return "quiet ok"',
+        // Long enough that it is still running when the worker-killer arrives, on a loaded machine.
+        code: 'const end = Date.now() + 4_000; while (Date.now() < end) {} return "quiet ok"',
         limits,
       });
       // Both have reached the host before the worker dies.
@@ -158,7 +159,7 @@ describe('co-tenant survival', () => {
       const retriedBefore = recording.retried.length;
       const idsBefore = new Set(recording.retried);
       const quiet = engine.run({
-        code: 'const end = Date.now() + 1_000; while (Date.now() < end) {} return "still here"',
+        code: 'const end = Date.now() + 4_000; while (Date.now() < end) {} return "still here"',
       });
       await until(() => engine.stats().active === 1);
       const hostile = await engine.run(heapExhaustion);
