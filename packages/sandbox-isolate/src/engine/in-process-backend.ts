@@ -11,6 +11,8 @@ import type { ExecutionBackend } from './backend.ts';
 export class InProcessBackend implements ExecutionBackend {
   readonly #runtime: IsolateRuntime;
   #broken: string | undefined;
+  /** Settles, with the crash, when isolated-vm reports a catastrophic error. */
+  readonly #crashed: Promise<string>;
 
   constructor(options: IsolateRuntimeOptions, wasmModules: readonly WasmModuleConfig[]) {
     if (!process.execArgv.includes('--no-node-snapshot')) {
@@ -18,9 +20,16 @@ export class InProcessBackend implements ExecutionBackend {
         'in-process isolation without --no-node-snapshot: isolated-vm may crash on Node >= 20',
       );
     }
-    // After a catastrophic error isolated-vm's state is unrecoverable: refuse to run more here.
+    // After a catastrophic error isolated-vm's state is unrecoverable: refuse to run more here,
+    // and end the executions in flight, whose isolates will never answer (measured: no terminal
+    // event within 20 s, and dispose never settled).
+    let crash: (message: string) => void = () => {};
+    this.#crashed = new Promise((resolve) => {
+      crash = resolve;
+    });
     const onCatastrophicError = (message: string) => {
       this.#broken ??= message;
+      crash(message);
       options.onCatastrophicError(message);
     };
     this.#runtime = new IsolateRuntime(
@@ -34,18 +43,12 @@ export class InProcessBackend implements ExecutionBackend {
   }
 
   async execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
-    if (this.#broken !== undefined) {
-      return {
-        kind: 'error',
-        error: {
-          name: 'SandboxCrashError',
-          code: SandboxErrorCode.CRASH,
-          message: `isolated-vm reported a catastrophic error in this process (${this.#broken}); restart it`,
-        },
-        stats: idleStats(performance.now()),
-      };
-    }
-    return this.#runtime.execute(job, host, signal);
+    const started = performance.now();
+    if (this.#broken !== undefined) return crashOutcome(this.#broken, started);
+    return Promise.race([
+      this.#runtime.execute(job, host, signal),
+      this.#crashed.then((message) => crashOutcome(message, started)),
+    ]);
   }
 
   pids(): number[] {
@@ -55,4 +58,16 @@ export class InProcessBackend implements ExecutionBackend {
   async dispose(): Promise<void> {
     this.#runtime.manager.dispose();
   }
+}
+
+function crashOutcome(message: string, started: number): JobOutcome {
+  return {
+    kind: 'error',
+    error: {
+      name: 'SandboxCrashError',
+      code: SandboxErrorCode.CRASH,
+      message: `isolated-vm reported a catastrophic error in this process (${message}); restart it`,
+    },
+    stats: idleStats(started),
+  };
 }
