@@ -11,8 +11,8 @@ import type { ExecutionBackend } from './backend.ts';
 export class InProcessBackend implements ExecutionBackend {
   readonly #runtime: IsolateRuntime;
   #broken: string | undefined;
-  /** Settles, with the crash, when isolated-vm reports a catastrophic error. */
-  readonly #crashed: Promise<string>;
+  /** Ends an execution in flight; called with the crash when isolated-vm reports one. */
+  readonly #inFlight = new Set<(outcome: JobOutcome) => void>();
 
   constructor(options: IsolateRuntimeOptions, wasmModules: readonly WasmModuleConfig[]) {
     if (!process.execArgv.includes('--no-node-snapshot')) {
@@ -23,13 +23,10 @@ export class InProcessBackend implements ExecutionBackend {
     // After a catastrophic error isolated-vm's state is unrecoverable: refuse to run more here,
     // and end the executions in flight, whose isolates will never answer (measured: no terminal
     // event within 20 s, and dispose never settled).
-    let crash: (message: string) => void = () => {};
-    this.#crashed = new Promise((resolve) => {
-      crash = resolve;
-    });
     const onCatastrophicError = (message: string) => {
       this.#broken ??= message;
-      crash(message);
+      const started = performance.now();
+      for (const finish of [...this.#inFlight]) finish(crashOutcome(message, started));
       options.onCatastrophicError(message);
     };
     this.#runtime = new IsolateRuntime(
@@ -45,10 +42,16 @@ export class InProcessBackend implements ExecutionBackend {
   async execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
     const started = performance.now();
     if (this.#broken !== undefined) return crashOutcome(this.#broken, started);
-    return Promise.race([
-      this.#runtime.execute(job, host, signal),
-      this.#crashed.then((message) => crashOutcome(message, started)),
-    ]);
+    // Not Promise.race against a promise that never settles: each race would leave a reaction
+    // on it holding that execution's outcome for the life of the process.
+    return new Promise((resolve) => {
+      const finish = (outcome: JobOutcome) => {
+        if (!this.#inFlight.delete(finish)) return;
+        resolve(outcome);
+      };
+      this.#inFlight.add(finish);
+      void this.#runtime.execute(job, host, signal).then(finish);
+    });
   }
 
   pids(): number[] {

@@ -62,16 +62,28 @@ const stringSlice = String.prototype.slice;
 const RegExpTest = RegExp.prototype.test;
 const identifierPattern = /^[A-Za-z_$][\w$]*$/;
 // Brand checks (each throws for anything else): messages can say "a Map", not "an object".
-const brands = [
-  ['a Map', ObjectGetOwnPropertyDescriptor(Map.prototype, 'size').get],
-  ['a Set', ObjectGetOwnPropertyDescriptor(Set.prototype, 'size').get],
-  ['a WeakMap', WeakMap.prototype.has],
-  ['a WeakSet', WeakSet.prototype.has],
-  ['an ArrayBuffer', ObjectGetOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength').get],
-  ['a RegExp', ObjectGetOwnPropertyDescriptor(RegExp.prototype, 'source').get],
-  ['a Date', Date.prototype.getTime],
-];
-const brandCount = brands.length;
+// Captured here, before user code runs; the list is built on first use (most isolates never
+// refuse a value).
+const MapPrototype = Map.prototype;
+const SetPrototype = Set.prototype;
+const WeakMapHas = WeakMap.prototype.has;
+const WeakSetHas = WeakSet.prototype.has;
+const ArrayBufferPrototype = ArrayBuffer.prototype;
+const RegExpPrototype = RegExp.prototype;
+const DateGetTime = Date.prototype.getTime;
+let brands = null;
+function brandList() {
+  brands = [
+    'a Map', ObjectGetOwnPropertyDescriptor(MapPrototype, 'size').get,
+    'a Set', ObjectGetOwnPropertyDescriptor(SetPrototype, 'size').get,
+    'a WeakMap', WeakMapHas,
+    'a WeakSet', WeakSetHas,
+    'an ArrayBuffer', ObjectGetOwnPropertyDescriptor(ArrayBufferPrototype, 'byteLength').get,
+    'a RegExp', ObjectGetOwnPropertyDescriptor(RegExpPrototype, 'source').get,
+    'a Date', DateGetTime,
+  ];
+  return brands;
+}
 const ErrorIsError = typeof Error.isError === 'function' ? Error.isError : undefined;
 const applyOptions = {
   __proto__: null,
@@ -106,11 +118,11 @@ function toText(value) {
 // Why a non-plain object cannot be encoded, in words for the error.
 function describeObject(value) {
   if (ArrayBufferIsView(value)) return 'a typed array or DataView';
-  for (let index = 0; index < brandCount; index++) {
-    const brand = brands[index];
+  const list = brands === null ? brandList() : brands;
+  for (let index = 0; index < list.length; index += 2) {
     try {
-      ReflectApply(brand[1], value, [value]);
-      return brand[0];
+      ReflectApply(list[index + 1], value, [value]);
+      return list[index];
     } catch {}
   }
   try {
@@ -370,8 +382,18 @@ global.console = ObjectFreeze({
   error: consoleMethod('error'),
 });
 
-// The outcome text of a value user code returned. Never throws.
+// The outcome text of a value user code returned. Never throws. Primitives, the common case of
+// a trivial execution, skip the encoder (whose first call in an isolate compiles it).
 function valueOutcome(value) {
+  const type = typeof value;
+  if (value === undefined || value === null) return 'ok\n' + dropped + '\nnull';
+  if (type === 'boolean') return 'ok\n' + dropped + '\n' + (value ? 'true' : 'false');
+  if (type === 'number' && NumberIsFinite(value)) return 'ok\n' + dropped + '\n' + value;
+  if (type === 'string' && value.length <= limits.maxResultBytes) {
+    const json = stringify(value);
+    if (json.length > limits.maxResultBytes) return 'too-big\n' + dropped + '\n' + json.length;
+    return 'ok\n' + dropped + '\n' + json;
+  }
   let encoded;
   try {
     encoded = encode(value, 'result', limits.maxResultBytes, limits.maxResultBytes + 1);

@@ -125,11 +125,15 @@ export class ContextBuilder {
         module.bytes.slice().buffer,
         module.binding,
       ]);
-      const functions = (await context.evalClosure(
-        bootstrapSource,
+      const bootstrap = (await (
+        await compileBootstrap(isolate)
+      ).run(context, { reference: true })) as ivm.Reference<(...args: unknown[]) => unknown>;
+      const functions = (await bootstrap.apply(
+        undefined,
         [status, data, new ivm.ExternalCopy(wasm).copyInto(), deliver, maxJsonDepth, deliverNow],
-        { result: { reference: true }, filename: 'sandbox:bootstrap' },
+        { result: { reference: true } },
       )) as ivm.Reference<[IsolateRunFunction, IsolateSettledFunction]>;
+      bootstrap.release();
       const run = functions.getSync(0, { reference: true }) as ivm.Reference<IsolateRunFunction>;
       const settled = functions.getSync(1, {
         reference: true,
@@ -171,6 +175,34 @@ export class ContextBuilder {
       throw error;
     }
   }
+}
+
+/** The bootstrap as a function of its six arguments (see bootstrap-source.ts). */
+const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5) {\n${bootstrapSource}\n})`;
+/** V8's code cache of the bootstrap, made by the first isolate of this process. */
+let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
+
+/**
+ * Compiles the bootstrap in `isolate`, from V8's code cache after the first time: every isolate
+ * is used once, so parsing the bootstrap's ~15 kB again would cost each execution about 0.2 ms
+ * (measured: 1.19 ms without the cache, 0.96 ms with it, for context and bootstrap together).
+ */
+async function compileBootstrap(isolate: ivm.Isolate): Promise<ivm.Script> {
+  const origin = { filename: 'sandbox:bootstrap' };
+  if (bootstrapCache !== undefined) {
+    // isolated-vm sets these on the script at run time; its typings leave them out.
+    const script = (await isolate.compileScript(bootstrapFunction, {
+      ...origin,
+      cachedData: bootstrapCache,
+    })) as ivm.Script & { cachedDataRejected?: boolean };
+    if (script.cachedDataRejected !== true) return script;
+  }
+  const script = (await isolate.compileScript(bootstrapFunction, {
+    ...origin,
+    produceCachedData: true,
+  })) as ivm.Script & ivm.CachedDataResult;
+  bootstrapCache = script.cachedData;
+  return script;
 }
 
 /** Disposes `isolate` unless it already is; never throws. */
