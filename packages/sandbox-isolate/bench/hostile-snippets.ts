@@ -1,7 +1,6 @@
-// The hostile table, in a module that imports nothing: the benchmark runs it, and
-// test/host-responsiveness.test.ts (which holds the same table today, exported as
-// `hostileSnippets`) can import it from here instead of keeping its own copy. A test file cannot
-// be imported by the benchmark: it calls vitest's `describe` at load time.
+// The hostile table, in a module that imports nothing: the benchmark and
+// test/host-responsiveness.test.ts both run it (a test file cannot be imported by the benchmark:
+// it calls vitest's `describe` at load time).
 
 /** One hostile snippet and the outcome the engine must give it: `result`, or an error code. */
 export interface HostileSnippet {

@@ -3,53 +3,8 @@
 // tries to push across. Real isolates, real worker processes.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, describe, expect, it } from 'vitest';
+import { hostileSnippets } from '../bench/hostile-snippets.ts';
 import { SandboxEngine } from '../src/index.ts';
-
-/** The hostile table: each snippet tries to make the host parse, hold or wait on something big. */
-export const hostileSnippets: readonly { name: string; code: string; expected: string }[] = [
-  {
-    name: '48 MB of data-request params (under maxDataBytes)',
-    code: 'await dataProxy.request(new Array(16e6).fill({})); return 1',
-    expected: 'LIMIT_EXCEEDED',
-  },
-  {
-    name: 'a 100 MB result',
-    code: "return 'x'.repeat(100 * 1024 * 1024)",
-    expected: 'VALIDATION',
-  },
-  {
-    name: 'a forged 100 MB outcome through Promise.prototype.then',
-    code: `const real = Promise.prototype.then; const forged = 'ok\\n0\\n"' + 'x'.repeat(100 * 1024 * 1024) + '"';
-      Promise.prototype.then = function (ok, fail) { return real.call(this, () => ok(forged), fail); };
-      return 'x'.repeat(6 * 1024 * 1024)`,
-    expected: 'VALIDATION',
-  },
-  {
-    name: 'a result 100 000 levels deep',
-    code: "let v = 'x'; for (let i = 0; i < 100000; i++) v = [v]; return v",
-    expected: 'VALIDATION',
-  },
-  {
-    name: 'a 20 MB typed array',
-    code: 'return new Uint8Array(20e6)',
-    expected: 'VALIDATION',
-  },
-  {
-    name: 'a million console lines',
-    code: "for (let i = 0; i < 1e6; i++) console.log('line', i); return 1",
-    expected: 'result',
-  },
-  {
-    name: 'status data at the byte cap, over and over',
-    code: "const big = 'y'.repeat(1_000_000); for (let i = 0; i < 2000; i++) reportStatus('s', { big }); return 1",
-    expected: 'result',
-  },
-  {
-    name: 'ten data requests of 1 MB each (the per-request maximum)',
-    code: "const p = 'z'.repeat(1_000_000); for (let i = 0; i < 10; i++) await dataProxy.request(p); return 1",
-    expected: 'result',
-  },
-];
 
 const maxConcurrent = 8;
 const engine = new SandboxEngine({
