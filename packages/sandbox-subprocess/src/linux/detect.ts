@@ -72,7 +72,8 @@ function attempt(bwrap: string, truePath: string, network: boolean): string | un
     const result = spawnSync(
       bwrap,
       [
-        '--unshare-user',
+        // As runs do: a root host's bwrap builds the view without a user namespace.
+        ...(process.getuid?.() === 0 ? [] : ['--unshare-user']),
         '--unshare-pid',
         '--unshare-ipc',
         '--unshare-uts',
