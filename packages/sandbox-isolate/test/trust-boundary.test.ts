@@ -184,3 +184,32 @@ describe('results cross faithfully or not at all', () => {
     expect(performance.now() - started).toBeLessThan(3_000);
   });
 });
+
+describe('code left running after delivery cannot stall a thread', () => {
+  // Our own attack review: a promise chain that ends in a loop, resumed after a data request, ran
+  // in a task V8's timeout does not cover; the heap figure taken after delivery waited for the
+  // isolate's lock forever (in-process mode: the host's own thread).
+  const lingering =
+    'await dataProxy.request(1); Promise.resolve().then(() => 0).then(() => 0).then(() => { for (;;); }); return 5';
+
+  it.each(['process', 'in-process'] as const)(
+    '%s: the result arrives, and a co-tenant finishes',
+    async (isolation) => {
+      const engine = new SandboxEngine({ isolation, workers: 1, dataHandler: () => 'ok' });
+      try {
+        await engine.ready();
+        const started = performance.now();
+        const benign = engine.run({
+          code: 'let s = 0; for (let i = 0; i < 1e7; i++) s += i; return s',
+        });
+        const attack = await engine.run({ code: lingering, limits: { timeoutMs: 1_000 } });
+        expect(expectResult(attack).payload).toBe(5);
+        expect(expectResult(await benign).payload).toBe(49_999_995_000_000);
+        expect(performance.now() - started).toBeLessThan(900);
+        expect(expectResult(await engine.run({ code: 'return "next"' })).payload).toBe('next');
+      } finally {
+        await engine.dispose();
+      }
+    },
+  );
+});

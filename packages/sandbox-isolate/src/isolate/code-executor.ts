@@ -125,7 +125,7 @@ export class CodeExecutor {
       signal?.removeEventListener('abort', onAbort);
       prepared.host = undefined;
     }
-    const stats = measure(prepared, started, cpuBefore);
+    const stats = await measure(prepared, started, cpuBefore);
     if (ended !== undefined) {
       stats.cpuMs = Math.max(stats.cpuMs, cpuAtEnd - cpuBefore);
       return { kind: 'error', error: ended, stats };
@@ -151,18 +151,38 @@ function readCpuMs(prepared: PreparedIsolate): number {
   }
 }
 
-function measure(prepared: PreparedIsolate, started: number, cpuBefore: number): IsolateStats {
+/**
+ * How long the heap figure may take. It needs the isolate's lock, which code user code left
+ * running after it delivered (a promise chain that ends in a loop, resumed in a task V8's timeout
+ * does not cover) can hold forever: the synchronous read blocked this thread for good (found by
+ * our own attack review; in-process mode, the host's). Such an isolate is disposed right after.
+ */
+const heapReadMs = 5;
+
+async function measure(
+  prepared: PreparedIsolate,
+  started: number,
+  cpuBefore: number,
+): Promise<IsolateStats> {
+  const wallMs = performance.now() - started;
   let cpuMs = 0;
   let heapUsedBytes = 0;
   try {
     if (!prepared.isolate.isDisposed) {
+      // The CPU counter needs no lock.
       cpuMs = Math.max(0, Number(prepared.isolate.cpuTime) / 1e6 - cpuBefore);
-      heapUsedBytes = prepared.isolate.getHeapStatisticsSync().used_heap_size;
+      let timer: NodeJS.Timeout | undefined;
+      heapUsedBytes = await Promise.race([
+        prepared.isolate.getHeapStatistics().then((heap) => heap.used_heap_size),
+        new Promise<number>((resolve) => {
+          timer = setTimeout(() => resolve(0), heapReadMs);
+        }),
+      ]).finally(() => clearTimeout(timer));
     }
   } catch {
     // Disposed while measuring: the figures stay 0, stats are approximate by contract.
   }
-  return { wallMs: performance.now() - started, cpuMs, heapUsedBytes, statusDropped: 0 };
+  return { wallMs, cpuMs, heapUsedBytes, statusDropped: 0 };
 }
 
 /** Whether `failure` is V8's own timeout (user code can throw the same message, but not late). */
