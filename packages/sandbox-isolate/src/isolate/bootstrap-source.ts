@@ -62,25 +62,20 @@ const stringSlice = String.prototype.slice;
 const RegExpTest = RegExp.prototype.test;
 const identifierPattern = /^[A-Za-z_$][\w$]*$/;
 // Brand checks (each throws for anything else): messages can say "a Map", not "an object".
-// Captured here, before user code runs; the list is built on first use (most isolates never
-// refuse a value).
-const MapPrototype = Map.prototype;
-const SetPrototype = Set.prototype;
+// The functions are captured here, before user code runs; the list is built on first use (most
+// isolates never refuse a value).
+const MapSize = ObjectGetOwnPropertyDescriptor(Map.prototype, 'size').get;
+const SetSize = ObjectGetOwnPropertyDescriptor(Set.prototype, 'size').get;
 const WeakMapHas = WeakMap.prototype.has;
 const WeakSetHas = WeakSet.prototype.has;
-const ArrayBufferPrototype = ArrayBuffer.prototype;
-const RegExpPrototype = RegExp.prototype;
+const ArrayBufferByteLength = ObjectGetOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength').get;
+const RegExpSource = ObjectGetOwnPropertyDescriptor(RegExp.prototype, 'source').get;
 const DateGetTime = Date.prototype.getTime;
 let brands = null;
 function brandList() {
   brands = [
-    'a Map', ObjectGetOwnPropertyDescriptor(MapPrototype, 'size').get,
-    'a Set', ObjectGetOwnPropertyDescriptor(SetPrototype, 'size').get,
-    'a WeakMap', WeakMapHas,
-    'a WeakSet', WeakSetHas,
-    'an ArrayBuffer', ObjectGetOwnPropertyDescriptor(ArrayBufferPrototype, 'byteLength').get,
-    'a RegExp', ObjectGetOwnPropertyDescriptor(RegExpPrototype, 'source').get,
-    'a Date', DateGetTime,
+    'a Map', MapSize, 'a Set', SetSize, 'a WeakMap', WeakMapHas, 'a WeakSet', WeakSetHas,
+    'an ArrayBuffer', ArrayBufferByteLength, 'a RegExp', RegExpSource, 'a Date', DateGetTime,
   ];
   return brands;
 }
