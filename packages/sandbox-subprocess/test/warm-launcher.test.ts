@@ -164,7 +164,7 @@ describe('warm launchers', () => {
 });
 
 describe('a host killed by a signal', () => {
-  it('leaves no launcher group behind: launchers clean up when their stdin closes', async () => {
+  it('leaves no launcher group behind: launchers clean up when their instructions pipe closes', async () => {
     const script = [
       "import { createSandbox } from './src/index.ts';",
       'const sandbox = createSandbox({ timeoutMs: 10_000 });',
