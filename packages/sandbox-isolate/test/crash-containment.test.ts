@@ -142,7 +142,9 @@ describe('crash containment', () => {
     );
     const pids = JSON.parse(host.stdout.trim()) as number[];
     expect(pids).toHaveLength(1);
-    const deadline = Date.now() + 5_000;
+    // Generous: on a loaded 2-core machine the worker's main thread, busy with the flood of
+    // console calls, can take seconds to see the disconnect (5.7 s seen in the full suite).
+    const deadline = Date.now() + 15_000;
     while (Date.now() < deadline && pids.some(running)) {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
