@@ -23,10 +23,9 @@ import { createServer } from 'node:net';
 import { getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { isSandboxError, type SandboxValidationError } from '@coda/sandbox-core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createParserHost, type ParserHostOptions } from '../src/index.ts';
-import { makeHost } from './helpers.ts';
+import { makeHost, thrown } from './helpers.ts';
 
 const escapesPath = fileURLToPath(new URL('./fixtures/escapes.mjs', import.meta.url));
 const descriptorHost = fileURLToPath(new URL('./descriptor-host.ts', import.meta.url));
@@ -47,16 +46,6 @@ function dirIn(...parts: string[]): string {
   const dir = join(base, ...parts);
   mkdirSync(dir, { recursive: true });
   return dir;
-}
-
-function thrown(run: () => unknown): SandboxValidationError {
-  try {
-    run();
-  } catch (error) {
-    if (isSandboxError(error)) return error as SandboxValidationError;
-    throw error;
-  }
-  throw new Error('expected a throw');
 }
 
 /** Process ids of runner children (node, not bwrap) of this process whose argv holds `url`. */

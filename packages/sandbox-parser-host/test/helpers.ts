@@ -1,5 +1,6 @@
 // Shared by the tests: the fixture module and a host factory that closes what it made.
 import { fileURLToPath } from 'node:url';
+import { isSandboxError, type SandboxValidationError } from '@coda/sandbox-core';
 import { afterEach } from 'vitest';
 import { createParserHost, type ParserHost, type ParserHostOptions } from '../src/index.ts';
 
@@ -18,4 +19,15 @@ export function makeHost(options: Partial<ParserHostOptions> = {}): ParserHost {
   const host = createParserHost({ module: parsersPath, warmSpare: false, ...options });
   open.add(host);
   return host;
+}
+
+/** The SandboxError `run` throws (the tests' validation errors); fails when it does not throw. */
+export function thrown(run: () => unknown): SandboxValidationError {
+  try {
+    run();
+  } catch (error) {
+    if (isSandboxError(error)) return error as SandboxValidationError;
+    throw error;
+  }
+  throw new Error('expected a throw');
 }

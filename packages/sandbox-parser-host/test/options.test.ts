@@ -3,20 +3,9 @@
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { isSandboxError, type SandboxValidationError } from '@coda/sandbox-core';
 import { describe, expect, it } from 'vitest';
 import { createParserHost } from '../src/index.ts';
-import { makeHost, parsersPath } from './helpers.ts';
-
-function thrown(run: () => unknown): SandboxValidationError {
-  try {
-    run();
-  } catch (error) {
-    if (isSandboxError(error)) return error as SandboxValidationError;
-    throw error;
-  }
-  throw new Error('expected a throw');
-}
+import { makeHost, parsersPath, thrown } from './helpers.ts';
 
 describe('options', () => {
   it('names every bad host option', () => {
