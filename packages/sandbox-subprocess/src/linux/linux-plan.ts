@@ -15,7 +15,6 @@ import { type CgroupSupport, createRunCgroups, detectCgroups, type RunCgroups } 
 import { type CheckedPath, isInside, pathError, releasePins } from './checked-path.ts';
 import { bashPath, detectLinux, setprivPath } from './detect.ts';
 import {
-  type BoundPath,
   defaultFilesystemView,
   type HostPaths,
   sandboxHome,
