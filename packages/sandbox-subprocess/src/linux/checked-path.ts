@@ -75,13 +75,23 @@ export function resolveWithoutEscape(path: string, field: string): string {
   return current;
 }
 
-/** Resolves, checks against `hidden` (real paths) and pins `path`. */
-export function checkPath(path: string, field: string, hidden: readonly string[]): CheckedPath {
+/** The real location of `path`, refused when a symlink leads it astray or `hidden` covers it. */
+export function resolveOutsideHidden(
+  path: string,
+  field: string,
+  hidden: readonly string[],
+): string {
   const real = resolveWithoutEscape(resolve(path), field);
   const covering = hidden.find((dir) => isInside(real, dir));
   if (covering !== undefined) {
     throw pathError(field, `inside hidePaths entry ${covering}`, path);
   }
+  return real;
+}
+
+/** Resolves, checks against `hidden` (real paths) and pins `path`. */
+export function checkPath(path: string, field: string, hidden: readonly string[]): CheckedPath {
+  const real = resolveOutsideHidden(path, field, hidden);
   const fd = openSync(real, O_PATH);
   let pinned: string | undefined;
   try {

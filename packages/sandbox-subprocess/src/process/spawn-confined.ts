@@ -3,10 +3,9 @@
 // leaves nothing running.
 import { type ChildProcess, type StdioOptions, spawn } from 'node:child_process';
 import { realpathSync, statSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
 import type { Duplex, Writable } from 'node:stream';
 import { SandboxUnavailableError, SandboxValidationError, validate } from '@coda/sandbox-core';
-import { resolveWithoutEscape } from '../linux/checked-path.ts';
+import { resolveOutsideHidden } from '../linux/checked-path.ts';
 import { currentPlatform, type Platform } from '../platform/platform.ts';
 import { platformPlan } from '../platform/platform-plan.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
@@ -113,19 +112,8 @@ function buildRequest(
   options: ReturnType<typeof SpawnOptionsSchema.parse>,
 ): LaunchRequest {
   const hiddenPaths = policy.hidePaths.flatMap((path) => realOrNothing(path));
-  const checked = (path: string, field: string): string => {
-    const real = resolveWithoutEscape(path, field);
-    const covering = hiddenPaths.find((dir) => real === dir || real.startsWith(`${dir}/`));
-    if (covering !== undefined) {
-      throw invalid(
-        field,
-        `inside hidePaths entry ${covering}`,
-        JSON.stringify(path),
-        'spawn options',
-      );
-    }
-    return real;
-  };
+  const checked = (path: string, field: string): string =>
+    resolveOutsideHidden(path, field, hiddenPaths);
   const directory = (path: string, field: string): string => {
     const real = checked(path, field);
     if (!statSync(real).isDirectory()) {
@@ -137,10 +125,7 @@ function buildRequest(
     policy.restrictToDirectory === undefined
       ? undefined
       : directory(policy.restrictToDirectory, 'restrictToDirectory');
-  const cwd =
-    options.cwd !== undefined
-      ? directory(isAbsolute(options.cwd) ? options.cwd : resolve(options.cwd), 'cwd')
-      : restrict;
+  const cwd = options.cwd !== undefined ? directory(options.cwd, 'cwd') : restrict;
   if (restrict !== undefined && cwd !== restrict && !cwd!.startsWith(`${restrict}/`)) {
     throw invalid('cwd', 'outside restrictToDirectory', JSON.stringify(cwd), 'spawn options');
   }
