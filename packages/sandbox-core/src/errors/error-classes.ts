@@ -5,6 +5,9 @@ import { SandboxError, type SandboxErrorOptions } from './sandbox-error.ts';
 
 /** The time limit ended the execution (`code: TIMEOUT`). */
 export class SandboxTimeoutError extends SandboxError {
+  /** Always `TIMEOUT`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.TIMEOUT;
+
   constructor(message = 'Execution timed out', options?: SandboxErrorOptions) {
     super(SandboxErrorCode.TIMEOUT, message, options);
     this.name = 'SandboxTimeoutError';
@@ -13,6 +16,9 @@ export class SandboxTimeoutError extends SandboxError {
 
 /** The memory limit ended the execution (`code: OOM`). */
 export class SandboxOOMError extends SandboxError {
+  /** Always `OOM`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.OOM;
+
   constructor(message = 'Execution ran out of memory', options?: SandboxErrorOptions) {
     super(SandboxErrorCode.OOM, message, options);
     this.name = 'SandboxOOMError';
@@ -31,6 +37,9 @@ export interface ValidationIssue {
 
 /** Input or output broke a rule (`code: VALIDATION`). `issues` names every bad field. */
 export class SandboxValidationError extends SandboxError {
+  /** Always `VALIDATION`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.VALIDATION;
+
   /** Each bad field, in the order found. Empty when the rule was not about a field. */
   readonly issues: readonly ValidationIssue[];
 
@@ -49,6 +58,9 @@ export class SandboxValidationError extends SandboxError {
 
 /** A bridge limit ended the execution (`code: LIMIT_EXCEEDED`); details say which and how far. */
 export class SandboxLimitExceededError extends SandboxError {
+  /** Always `LIMIT_EXCEEDED`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.LIMIT_EXCEEDED;
+
   constructor(message: string, options?: SandboxErrorOptions) {
     super(SandboxErrorCode.LIMIT_EXCEEDED, message, options);
     this.name = 'SandboxLimitExceededError';
@@ -57,6 +69,9 @@ export class SandboxLimitExceededError extends SandboxError {
 
 /** The user's code threw and did not catch it (`code: RUNTIME`). */
 export class SandboxRuntimeError extends SandboxError {
+  /** Always `RUNTIME`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.RUNTIME;
+
   constructor(message: string, options?: SandboxErrorOptions) {
     super(SandboxErrorCode.RUNTIME, message, options);
     this.name = 'SandboxRuntimeError';
@@ -65,6 +80,9 @@ export class SandboxRuntimeError extends SandboxError {
 
 /** The runner is full (`code: CAPACITY`). */
 export class SandboxCapacityError extends SandboxError {
+  /** Always `CAPACITY`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.CAPACITY;
+
   constructor(message: string, options?: SandboxErrorOptions) {
     super(SandboxErrorCode.CAPACITY, message, options);
     this.name = 'SandboxCapacityError';
@@ -84,6 +102,9 @@ function withRetryAfter(options: RetryableErrorOptions): SandboxErrorOptions {
 
 /** A rate limit or concurrency cap refused the execution (`code: RATE_LIMITED`). */
 export class SandboxRateLimitedError extends SandboxError {
+  /** Always `RATE_LIMITED`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.RATE_LIMITED;
+
   /** Milliseconds until a retry may be admitted, when known. */
   readonly retryAfterMs: number | undefined;
 
@@ -96,6 +117,9 @@ export class SandboxRateLimitedError extends SandboxError {
 
 /** The conversation turn's budget is spent (`code: BUDGET_EXHAUSTED`). */
 export class SandboxBudgetExhaustedError extends SandboxError {
+  /** Always `BUDGET_EXHAUSTED`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.BUDGET_EXHAUSTED;
+
   /** Milliseconds until the budget resets, when it resets on its own. */
   readonly retryAfterMs: number | undefined;
 
@@ -108,6 +132,9 @@ export class SandboxBudgetExhaustedError extends SandboxError {
 
 /** The caller cancelled the execution (`code: CANCELLED`). */
 export class SandboxCancelledError extends SandboxError {
+  /** Always `CANCELLED`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.CANCELLED;
+
   constructor(message = 'Execution cancelled', options?: SandboxErrorOptions) {
     super(SandboxErrorCode.CANCELLED, message, options);
     this.name = 'SandboxCancelledError';
@@ -116,6 +143,9 @@ export class SandboxCancelledError extends SandboxError {
 
 /** What ran the execution died (`code: CRASH`). */
 export class SandboxCrashError extends SandboxError {
+  /** Always `CRASH`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.CRASH;
+
   constructor(message: string, options?: SandboxErrorOptions) {
     super(SandboxErrorCode.CRASH, message, options);
     this.name = 'SandboxCrashError';
@@ -124,6 +154,9 @@ export class SandboxCrashError extends SandboxError {
 
 /** A needed dependency is down or missing (`code: UNAVAILABLE`). */
 export class SandboxUnavailableError extends SandboxError {
+  /** Always `UNAVAILABLE`: narrows `code` after an `instanceof` check. */
+  declare readonly code: typeof SandboxErrorCode.UNAVAILABLE;
+
   constructor(message: string, options?: SandboxErrorOptions) {
     super(SandboxErrorCode.UNAVAILABLE, message, options);
     this.name = 'SandboxUnavailableError';

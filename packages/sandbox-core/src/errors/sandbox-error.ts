@@ -47,9 +47,13 @@ export class SandboxError extends Error {
 
 /** The plain-JSON form of a {@link SandboxError}; {@link sandboxErrorFromJSON} turns it back. */
 export interface SandboxErrorJSON {
+  /** The class name (`SandboxTimeoutError`); informative only, switch on `code`. */
   name: string;
+  /** What kind of failure this is; see {@link SandboxErrorCode}. */
   code: SandboxErrorCode;
+  /** What happened, in words. */
   message: string;
+  /** Figures that explain the failure (the limit, the size, the retry delay). */
   details?: JsonObject;
 }
 

@@ -7,10 +7,13 @@ export type StatusLevel = 'info' | 'warn' | 'error';
 
 /** Progress or log output from running code. */
 export interface StatusEvent {
+  /** Always `status`: the discriminant of {@link SandboxEvent}. */
   type: 'status';
   /** Who produced it: `reportStatus`, `console`, or a runner-defined source. */
   source: string;
+  /** How severe it is; `console.log` and `console.info` map to `info`. */
   level: StatusLevel;
+  /** The text, capped with every other status message by the `maxStatusBytes` limit. */
   message: string;
   /** Structured data passed along with the message (JSON only). */
   data?: JsonValue;
@@ -40,16 +43,21 @@ export interface ExecutionStats {
 
 /** The execution finished and returned `payload`. */
 export interface ResultEvent {
+  /** Always `result`: the discriminant of {@link SandboxEvent}. */
   type: 'result';
   /** The returned value, as JSON (`undefined` arrives as `null`). */
   payload: JsonValue;
+  /** What the execution used. */
   stats: ExecutionStats;
 }
 
 /** The execution ended without a result. */
 export interface ErrorEvent {
+  /** Always `error`: the discriminant of {@link SandboxEvent}. */
   type: 'error';
+  /** Why the execution ended; see {@link SandboxErrorCode}. */
   code: SandboxErrorCode;
+  /** What happened, in words. */
   message: string;
   /** Figures that explain the failure (the limit, the size, retryAfterMs, issues). */
   details?: JsonObject;

@@ -18,6 +18,7 @@ export interface ExecutionHandle extends AsyncIterable<SandboxEvent> {
 
 /** The runner's side of an {@link ExecutionHandle}. */
 export interface ExecutionChannel {
+  /** What the runner hands to its caller. */
   readonly handle: ExecutionHandle;
   /**
    * Delivers `event` to readers. Once a terminal event was pushed the channel is closed and

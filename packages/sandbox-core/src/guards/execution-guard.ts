@@ -15,8 +15,20 @@ export const ExecutionContextSchema = z.strictObject({
   turnId: identifier.optional(),
 });
 
-/** Who runs an execution and where. */
-export type ExecutionContext = z.infer<typeof ExecutionContextSchema>;
+/**
+ * Who runs an execution and where: what guards key their limits on ({@link ExecutionContextSchema}).
+ * Each identifier is 1 to 65 536 characters.
+ */
+export interface ExecutionContext {
+  /** Unique per execution; a retry of the same execution keeps it (so a budget counts it once). */
+  executionId: string;
+  /** The user the execution runs for: the key of per-user rate limits and concurrency caps. */
+  userId?: string | undefined;
+  /** The conversation the execution belongs to. */
+  conversationId?: string | undefined;
+  /** The conversation turn the execution belongs to: the key of per-turn budgets. */
+  turnId?: string | undefined;
+}
 
 /** What a guard hands out on admission; released when the execution ends. */
 export interface GuardLease {
@@ -32,6 +44,10 @@ export interface GuardLease {
 export interface ExecutionGuard {
   /** Names the guard in logs and error details. */
   readonly name: string;
+  /**
+   * Admits the execution (resolving with a lease to release when it ends) or refuses it
+   * (rejecting with a `SandboxError`). Aborting `signal` gives up waiting.
+   */
   acquire(context: ExecutionContext, signal?: AbortSignal): Promise<GuardLease>;
 }
 

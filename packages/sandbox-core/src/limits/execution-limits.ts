@@ -46,12 +46,58 @@ export const ExecutionLimitsSchema = z.strictObject({
   ...BridgeLimitsSchema.shape,
 });
 
-/** Tier 1 limits. */
-export type IsolateLimits = z.infer<typeof IsolateLimitsSchema>;
-/** Tier 2 limits. */
-export type BridgeLimits = z.infer<typeof BridgeLimitsSchema>;
-/** Every limit of one execution. */
-export type ExecutionLimits = z.infer<typeof ExecutionLimitsSchema>;
+/**
+ * Tier 1: limits V8 enforces on the isolate. Validated by {@link IsolateLimitsSchema}; defaults in
+ * {@link defaultIsolateLimits}.
+ */
+export interface IsolateLimits {
+  /** V8 heap ceiling of the isolate, in MiB: 8 (isolated-vm's minimum) to 65 536. Default 256. */
+  memoryMb: number;
+  /** Wall-clock limit of the whole execution, in milliseconds (at most 2³¹ − 1). Default 30 000. */
+  timeoutMs: number;
+  /** Largest accepted source, in UTF-8 bytes, checked before any V8 work. Default 524 288. */
+  maxCodeBytes: number;
+}
+
+/**
+ * Tier 2: limits on what crosses the bridge between the isolate and the host. Validated by
+ * {@link BridgeLimitsSchema}; defaults in {@link defaultBridgeLimits}. A count may be 0: none
+ * allowed.
+ */
+export interface BridgeLimits {
+  /** Most `dataProxy.request()` calls one execution may make. Default 20. */
+  maxDataRequests: number;
+  /**
+   * Most UTF-8 bytes of data request params and responses one execution may move, in total.
+   * Default 52 428 800 (50 MiB).
+   */
+  maxDataBytes: number;
+  /**
+   * Largest params of one data request (or tool call), in UTF-8 bytes of their JSON: measured in
+   * the isolate and again in the worker, so the host never parses a larger document.
+   * Default 1 048 576 (1 MiB).
+   */
+  maxRequestBytes: number;
+  /**
+   * Most JSON values (array elements, object members and the value itself) in one request's
+   * params. Default 100 000.
+   */
+  maxRequestValues: number;
+  /** Largest result payload, in UTF-8 bytes of its JSON. Default 5 242 880 (5 MiB). */
+  maxResultBytes: number;
+  /** Most `status` events one execution may emit; later ones are dropped silently. Default 1 000. */
+  maxStatusEvents: number;
+  /** Most console calls one execution may make, independent of `maxStatusEvents`. Default 1 000. */
+  maxConsoleCalls: number;
+  /**
+   * Most UTF-8 bytes of status and console messages one execution may emit, in total.
+   * Default 1 048 576 (1 MiB).
+   */
+  maxStatusBytes: number;
+}
+
+/** Every limit of one execution, tier 1 and tier 2 ({@link ExecutionLimitsSchema}). */
+export interface ExecutionLimits extends IsolateLimits, BridgeLimits {}
 
 /** Seed 000's tier 1 defaults. */
 export const defaultIsolateLimits: Readonly<IsolateLimits> = Object.freeze({

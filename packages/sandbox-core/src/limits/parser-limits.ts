@@ -15,8 +15,18 @@ export const ParserLimitsSchema = z.strictObject({
   cpuSecs: z.number().int().positive(),
 });
 
-/** Limits of one `runParser` call. */
-export type ParserLimits = z.infer<typeof ParserLimitsSchema>;
+/** Limits of one `runParser` call ({@link ParserLimitsSchema}; defaults in {@link defaultParserLimits}). */
+export interface ParserLimits {
+  /**
+   * Wall-clock limit in milliseconds (at most 2³¹ − 1), after which the child and all it started
+   * are killed. Default 10 000.
+   */
+  timeout: number;
+  /** Memory limit of the child, in bytes; at least 16 MiB. Default 268 435 456 (256 MiB). */
+  memoryBytes: number;
+  /** CPU-time limit of the child, in whole seconds (RLIMIT_CPU). Default 5. */
+  cpuSecs: number;
+}
 
 /** Seed 004's defaults: 10 s wall clock, 256 MiB, 5 s CPU. */
 export const defaultParserLimits: Readonly<ParserLimits> = Object.freeze({

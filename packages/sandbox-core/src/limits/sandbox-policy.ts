@@ -22,8 +22,32 @@ export const SandboxPolicySchema = z.strictObject({
     .optional(),
 });
 
-/** Seed 004's `SandboxPolicy`. */
-export type SandboxPolicy = z.infer<typeof SandboxPolicySchema>;
+/**
+ * The policy a `SubprocessSandbox` runs commands under ({@link SandboxPolicySchema}; defaults in
+ * {@link defaultSandboxPolicy}). `@coda/sandbox-subprocess` extends it with confinement details.
+ */
+export interface SandboxPolicy {
+  /** Confine commands at all. Default `true`. */
+  enabled: boolean;
+  /** Wall-clock limit per command in milliseconds; 0 means none. Default 30 000. */
+  timeoutMs: number;
+  /** Memory limit per command in MiB; 0 means none. Default 512. */
+  maxMemoryMb: number;
+  /** Let commands use the network. Default `true`. */
+  allowNetwork: boolean;
+  /**
+   * Let commands write files (only inside `restrictToDirectory` or the cwd, and a private `/tmp`).
+   * Default `true`.
+   */
+  allowFileWrites: boolean;
+  /** The one directory commands may write to and run in. Default: none. */
+  restrictToDirectory?: string | undefined;
+  /**
+   * When given, only these syscalls are allowed (allowlist mode); names as in the kernel's
+   * tables, such as `read`. Default: a denylist of dangerous syscalls instead.
+   */
+  allowedSyscalls?: string[] | undefined;
+}
 
 /** Seed 004's defaults. */
 export const defaultSandboxPolicy: Readonly<SandboxPolicy> = Object.freeze({

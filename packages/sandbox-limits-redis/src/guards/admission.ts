@@ -27,7 +27,7 @@ const maxIdLength = 65_536;
 function plainContext(context: unknown): ExecutionContext | undefined {
   if (typeof context !== 'object' || context === null) return undefined;
   if (Object.getPrototypeOf(context) !== Object.prototype) return undefined;
-  const copy: Record<string, string> = {};
+  const copy: { [Key in keyof ExecutionContext]?: string } = {};
   for (const key of Object.keys(context)) {
     if (!contextKeys.has(key)) return undefined;
     const value: unknown = (context as Record<string, unknown>)[key];
@@ -35,7 +35,7 @@ function plainContext(context: unknown): ExecutionContext | undefined {
     if (typeof value !== 'string' || value.length === 0 || value.length > maxIdLength) {
       return undefined;
     }
-    copy[key] = value;
+    copy[key as keyof ExecutionContext] = value;
   }
   return copy.executionId === undefined ? undefined : (copy as ExecutionContext);
 }
