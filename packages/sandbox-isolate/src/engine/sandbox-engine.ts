@@ -31,6 +31,7 @@ import {
 } from '../config/engine-config.ts';
 import { resultTooBig } from '../isolate/code-executor.ts';
 import type { JobOutcome } from '../isolate/job.ts';
+import { withSourceLine } from '../isolate/user-code-location.ts';
 import { checkWasmModules } from '../isolate/wasm-modules.ts';
 import { WorkerBackend } from '../worker/worker-backend.ts';
 import type { ExecutionBackend } from './backend.ts';
@@ -287,6 +288,9 @@ export class SandboxEngine {
     } finally {
       session.close();
     }
+    // The position comes from the isolate's side: checked here against the code as given, and
+    // the line the model wrote added.
+    if (outcome.kind === 'error') outcome.error = withSourceLine(outcome.error, code);
     const event = toTerminalEvent(outcome, session, limits);
     if (this.#logger !== silentLogger) {
       this.#logger.debug(

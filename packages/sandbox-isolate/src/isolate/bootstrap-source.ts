@@ -13,7 +13,8 @@
 // `run(code, limitsJson, synchronous)` starts user code and delivers its outcome as a string,
 // never an object: resolving a promise with an object looks up its `then`, which user code could
 // have planted on a prototype. The string is `kind\ndropped\nbody`, where kind is ok | too-big |
-// too-deep | unsupported | unserializable | throw.
+// too-deep | unsupported | unserializable | throw | syntax (the code does not compile; the host
+// finds where, see user-code-location.ts).
 //
 // User code can redefine every prototype, so after it starts the bootstrap never awaits, never
 // runs an async function and never calls anything it did not capture first: `await p` reads
@@ -414,7 +415,7 @@ return [
     try {
       fn = new AsyncFunction(code);
     } catch (error) {
-      report(errorOutcome(error));
+      report('syntax\n' + dropped + '\n' + describe(error));
       pending = null;
       return undefined;
     }

@@ -11,6 +11,14 @@ import {
 import { capText, maxJsonDepth, scrubHostPaths } from '../bridge/safe-json.ts';
 import { disposeQuietly, type PreparedIsolate } from './context-builder.ts';
 import type { ExecutionJob, IsolateStats, JobHost, JobOutcome, SynchronousStart } from './job.ts';
+import {
+  type CodeLocation,
+  syntaxError,
+  syntaxErrorAt,
+  syntaxProbeSource,
+  userFileName,
+  userStack,
+} from './user-code-location.ts';
 
 const runOptions = {
   arguments: { copy: true },
@@ -142,9 +150,42 @@ export class CodeExecutor {
       await new Promise((resolve) => setImmediate(resolve));
       text = prepared.delivered;
     }
+    if (text?.startsWith('syntax\n') === true) return locateSyntaxError(prepared, text, job, stats);
     if (text !== undefined) return decode(text, job, stats);
     return { kind: 'error', error: mapFailure(failure, job, prepared), stats };
   }
+}
+
+/**
+ * The error of code that did not compile, with its position: V8's AsyncFunction constructor gives
+ * none, so the code is compiled once more, as a script that wraps it the same way, only to read
+ * where it fails (never run). The constructor already parsed the body on its own, so nothing in it
+ * can close the wrapper early.
+ */
+async function locateSyntaxError(
+  prepared: PreparedIsolate,
+  text: string,
+  job: ExecutionJob,
+  stats: IsolateStats,
+): Promise<JobOutcome> {
+  const thrown = parseThrown(text.slice(text.indexOf('\n', text.indexOf('\n') + 1) + 1));
+  let found: { message: string; location: CodeLocation } | undefined;
+  try {
+    if (!prepared.isolate.isDisposed) {
+      const probe = await prepared.isolate.compileScript(syntaxProbeSource(job.code), {
+        filename: userFileName,
+        lineOffset: -1,
+      });
+      probe.release();
+    }
+  } catch (error) {
+    if (error instanceof Error) found = syntaxErrorAt(error.message, job.code);
+  }
+  return {
+    kind: 'error',
+    error: syntaxError(found?.message ?? thrown.message, found?.location),
+    stats,
+  };
 }
 
 function readCpuMs(prepared: PreparedIsolate): number {
@@ -262,7 +303,9 @@ function describeRejection(failure: unknown): Thrown {
 }
 
 function runtimeError(thrown: Thrown, unhandledRejection: boolean): SandboxErrorJSON {
-  const details: JsonObject = { name: thrown.name, stack: thrown.stack };
+  const { stack, location } = userStack(thrown.stack);
+  const details: JsonObject = { name: thrown.name, stack };
+  if (location !== undefined) details.location = { ...location };
   if (unhandledRejection) details.unhandledRejection = true;
   return {
     name: 'SandboxRuntimeError',
