@@ -28,3 +28,4 @@ export type {
   SynchronousStart,
 } from './isolate/job.ts';
 export type { LoadedWasmModule, WasmModuleConfig } from './isolate/wasm-modules.ts';
+export { defineTool, type ToolDefinition, type ToolSet } from './tools/tool-config.ts';

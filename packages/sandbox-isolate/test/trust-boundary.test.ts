@@ -2,10 +2,14 @@
 // and a value JSON would change or drop is refused, naming its path. Real isolates in real
 // worker processes (the default `process` mode).
 import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { SandboxEngine } from '../src/index.ts';
 import { expectError, expectResult } from './helpers.ts';
 
-const engine = new SandboxEngine({ dataHandler: (params) => ({ echoed: params }) });
+const engine = new SandboxEngine({
+  dataHandler: (params) => ({ echoed: params }),
+  tools: { lookup: { input: z.object({ q: z.number() }), handler: (input) => ({ found: input }) } },
+});
 afterAll(() => engine.dispose());
 
 const payloadOf = async (code: string) => expectResult(await engine.run({ code })).payload;
@@ -99,6 +103,43 @@ const tampering: [string, string, unknown][] = [
      Promise.prototype.then = function (ok, fail) { return real.call(this, (v) => ok(v), fail); };
      const answer = await dataProxy.request({ q: 1 }); return answer`,
     { echoed: { q: 1 } },
+  ],
+  [
+    'a tool answer cannot be forged through Promise.prototype.then',
+    `const real = Promise.prototype.then;
+     Promise.prototype.then = function (ok, fail) { return real.call(this, (v) => ok(v), fail); };
+     const answer = await tools.lookup({ q: 1 }); return answer`,
+    { found: { q: 1 } },
+  ],
+  [
+    'tools cannot be redefined: the object is frozen and has no prototype to plant on',
+    `tools.lookup = () => 'forged'; try { Object.defineProperty(tools, 'lookup', { value: () => 'forged' }); } catch {}
+     Object.prototype.lookup = () => 'forged';
+     return [await tools.lookup({ q: 2 }), Object.getPrototypeOf(tools)]`,
+    [{ found: { q: 2 } }, null],
+  ],
+  [
+    'a tool call still crosses with Array index setters, Reflect.apply and call/apply replaced',
+    `for (let i = 0; i < 8; i++) Object.defineProperty(Array.prototype, i, { configurable: true, set() { throw new Error('setter'); }, get() { return 'forged'; } });
+     Reflect.apply = () => 'forged'; Function.prototype.call = () => 'forged'; Function.prototype.apply = () => 'forged';
+     Object.defineProperty = () => { throw new Error('dp'); }; JSON.parse = () => 'forged';
+     return await tools.lookup({ q: 3 })`,
+    { found: { q: 3 } },
+  ],
+  [
+    'a refusal of tool input is a fresh Error whose message user code cannot change',
+    `Error.prototype.message = 'forged';
+     try { await tools.lookup({ q: 'x' }); } catch (error) { return [Object.hasOwn(error, 'message'), error.message]; }`,
+    [
+      true,
+      'Invalid tools.lookup input: q: Invalid input: expected number, received string (got "x")',
+    ],
+  ],
+  [
+    'a throwing toJSON on tool input rejects with the bridge’s own TypeError',
+    `try { await tools.lookup({ toJSON() { throw new Error('inner'); } }); }
+     catch (error) { return [error instanceof TypeError, error.message]; }`,
+    [true, 'tools.lookup: input must be JSON-serializable'],
   ],
 ];
 

@@ -11,6 +11,7 @@ import {
 } from '@coda/sandbox-core';
 import { z } from 'zod';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
+import { type ToolSet, ToolSetSchema } from '../tools/tool-config.ts';
 
 /** What a data handler learns about the request it answers. */
 export interface DataRequestInfo {
@@ -56,6 +57,11 @@ export interface SandboxEngineConfig {
   workerBaseMemoryMb?: number;
   /** Answers `dataProxy.request`. Without it every request rejects in user code. */
   dataHandler?: DataHandler;
+  /**
+   * Named tools user code calls as `await tools.NAME(input)`; each call counts as a data
+   * request. `engine.toolDeclarations()` renders their TypeScript declarations for a prompt.
+   */
+  tools?: ToolSet;
   /** Admission rules run before each execution (rate limits, budgets); see core. */
   guards?: readonly ExecutionGuard[];
   /** Receives the engine's logs (pino-compatible). Silent by default. */
@@ -76,7 +82,7 @@ export interface SubmitRequest {
   signal?: AbortSignal;
 }
 
-const reservedGlobals = new Set(['dataProxy', 'reportStatus', 'console', 'globalThis']);
+const reservedGlobals = new Set(['dataProxy', 'tools', 'reportStatus', 'console', 'globalThis']);
 const fn = (what: string) =>
   z.custom<(...args: never[]) => unknown>(
     (value) => typeof value === 'function',
@@ -108,6 +114,7 @@ const EngineConfigSchema = z.strictObject({
   workers: z.number().int().positive().max(256).optional(),
   workerBaseMemoryMb: z.number().int().min(64).optional(),
   dataHandler: fn('a function').optional(),
+  tools: ToolSetSchema.optional(),
   guards: z.array(GuardSchema).optional(),
   logger: LoggerSchema.optional(),
   wasmModules: z.array(WasmModuleSchema).optional(),
@@ -122,6 +129,7 @@ export interface ResolvedEngineConfig {
   workers: number;
   workerBaseMemoryMb: number;
   dataHandler: DataHandler | undefined;
+  tools: ToolSet;
   guards: readonly ExecutionGuard[];
   logger: Logger | undefined;
   wasmModules: readonly WasmModuleConfig[];
@@ -152,6 +160,7 @@ export function resolveEngineConfig(config: SandboxEngineConfig = {}): ResolvedE
     workers: parsed.workers ?? 2,
     workerBaseMemoryMb: parsed.workerBaseMemoryMb ?? 256,
     dataHandler: config.dataHandler,
+    tools: config.tools ?? {},
     guards: config.guards ?? [],
     logger: config.logger,
     wasmModules: (config.wasmModules ?? []).map((module) => ({ ...module })),

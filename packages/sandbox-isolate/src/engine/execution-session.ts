@@ -10,17 +10,21 @@ import {
   type StatusEvent,
   type StatusLevel,
   utf8ByteLength,
+  validate,
 } from '@coda/sandbox-core';
 import { measureJson } from '../bridge/json-measure.ts';
 import { capText, maxJsonDepth, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
 import type { DataHandler } from '../config/engine-config.ts';
 import type { DataAnswer, IsolateStats, JobHost, ParamsRefusal } from '../isolate/job.ts';
+import type { ToolTable } from '../tools/tool-config.ts';
 
 /** Options of an {@link ExecutionSession}. */
 export interface ExecutionSessionOptions {
   limits: ExecutionLimits;
   context: ExecutionContext;
   dataHandler: DataHandler | undefined;
+  /** The configured tools, by name. */
+  tools: ToolTable;
   /** Receives every status event that passed the caps. */
   emit: (event: StatusEvent) => void;
 }
@@ -35,6 +39,7 @@ export class ExecutionSession implements JobHost {
   readonly #limits: ExecutionLimits;
   readonly #context: ExecutionContext;
   readonly #handler: DataHandler | undefined;
+  readonly #tools: ToolTable;
   readonly #emit: (event: StatusEvent) => void;
   // Created on the first data request: most executions make none, and an AbortController per
   // execution is measurable garbage for the host.
@@ -51,6 +56,7 @@ export class ExecutionSession implements JobHost {
     this.#limits = options.limits;
     this.#context = options.context;
     this.#handler = options.dataHandler;
+    this.#tools = options.tools;
     this.#emit = options.emit;
   }
 
@@ -86,9 +92,15 @@ export class ExecutionSession implements JobHost {
     paramsJson: string | null,
     units: number,
     refusal: ParamsRefusal,
+    tool?: string,
   ): Promise<DataAnswer> {
     const limits = this.#limits;
     this.#dataRequests++;
+    // The name comes from the isolate side: only a configured one is looked at (or echoed).
+    if (tool !== undefined && !this.#tools.has(tool)) {
+      return { ok: false, message: 'tools: no such tool is configured' };
+    }
+    const what = tool === undefined ? 'dataProxy.request params' : `tools.${tool} input`;
     // Checked again here, before anything is parsed: a worker is not trusted either.
     const measured =
       refusal !== '' || paramsJson === null
@@ -97,12 +109,12 @@ export class ExecutionSession implements JobHost {
           ? 'size'
           : measureJson(paramsJson, maxJsonDepth, limits.maxRequestValues);
     if (measured === 'depth') {
-      const message = `dataProxy.request params are nested deeper than ${maxJsonDepth} levels`;
+      const message = `${what} are nested deeper than ${maxJsonDepth} levels`;
       const fatal: SandboxErrorJSON = {
         name: 'SandboxValidationError',
         code: SandboxErrorCode.VALIDATION,
         message,
-        details: { field: 'params', limit: maxJsonDepth },
+        details: { field: tool === undefined ? 'params' : 'input', limit: maxJsonDepth },
       };
       return { ok: false, message, fatal };
     }
@@ -111,7 +123,9 @@ export class ExecutionSession implements JobHost {
         'maxDataRequests',
         limits.maxDataRequests,
         this.#dataRequests,
-        `dataProxy.request called more than maxDataRequests (${limits.maxDataRequests}) times`,
+        tool === undefined
+          ? `dataProxy.request called more than maxDataRequests (${limits.maxDataRequests}) times`
+          : `tools.${tool}: more than maxDataRequests (${limits.maxDataRequests}) data requests and tool calls`,
       );
     }
     const paramBytes = paramsJson === null || measured !== '' ? units : utf8ByteLength(paramsJson);
@@ -120,7 +134,7 @@ export class ExecutionSession implements JobHost {
         'maxRequestValues',
         limits.maxRequestValues,
         limits.maxRequestValues + 1,
-        `dataProxy.request params hold more than maxRequestValues (${limits.maxRequestValues}) values`,
+        `${what} hold more than maxRequestValues (${limits.maxRequestValues}) values`,
       );
     }
     if (measured === 'size' || paramBytes > limits.maxRequestBytes) {
@@ -128,13 +142,26 @@ export class ExecutionSession implements JobHost {
         'maxRequestBytes',
         limits.maxRequestBytes,
         Math.max(paramBytes, limits.maxRequestBytes + 1),
-        `dataProxy.request params are over maxRequestBytes (${limits.maxRequestBytes} bytes)`,
+        `${what} are over maxRequestBytes (${limits.maxRequestBytes} bytes)`,
       );
     }
     if (paramsJson === null || !this.#addDataBytes(paramBytes)) {
       return this.#overDataBytes(this.#dataBytes + (paramsJson === null ? paramBytes : 0));
     }
-    const handler = this.#handler;
+    const answer = await this.#dispatch(paramsJson, tool);
+    if (answer.ok && !this.#addDataBytes(utf8ByteLength(answer.json))) {
+      return this.#overDataBytes(this.#dataBytes);
+    }
+    return answer;
+  }
+
+  /**
+   * Answers one data request or tool call whose input passed every bound: the one place where
+   * the host runs a data handler or a tool (validation, the handler, its answer as JSON).
+   */
+  async #dispatch(paramsJson: string, tool: string | undefined): Promise<DataAnswer> {
+    const definition = tool === undefined ? undefined : this.#tools.get(tool);
+    const handler = definition === undefined ? this.#handler : definition.handler;
     if (handler === undefined) {
       return { ok: false, message: 'dataProxy.request: no data handler is configured' };
     }
@@ -143,12 +170,14 @@ export class ExecutionSession implements JobHost {
       this.#abort ??= new AbortController();
       if (this.#closed) this.#abort.abort();
       const signal = this.#abort.signal;
+      // A tool called without input gets undefined ('' is what the isolate sends then).
+      let input: unknown =
+        definition !== undefined && paramsJson === '' ? undefined : parseUntrustedJson(paramsJson);
+      if (definition?.input !== undefined) {
+        input = validate(definition.input, input, `tools.${tool} input`);
+      }
       const answered = Promise.resolve(
-        handler(parseUntrustedJson(paramsJson), {
-          context: this.#context,
-          index: this.#dataRequests,
-          signal,
-        }),
+        handler(input as JsonValue, { context: this.#context, index: this.#dataRequests, signal }),
       );
       // A handler that ignores its signal must not keep the bridge waiting after the end.
       value = await Promise.race([answered, whenAborted(signal)]);
@@ -157,6 +186,8 @@ export class ExecutionSession implements JobHost {
       const message = error instanceof Error ? error.message : String(error);
       return { ok: false, message: capText(scrubHostPaths(message), 1_000) };
     }
+    // A tool that returns nothing (one that acts rather than answers) resolves with null.
+    if (definition !== undefined && value === undefined) return { ok: true, json: 'null' };
     let json: string | undefined;
     try {
       json = JSON.stringify(value as JsonValue);
@@ -164,9 +195,14 @@ export class ExecutionSession implements JobHost {
       json = undefined;
     }
     if (json === undefined) {
-      return { ok: false, message: 'dataProxy.request: the data handler returned no JSON value' };
+      return {
+        ok: false,
+        message:
+          tool === undefined
+            ? 'dataProxy.request: the data handler returned no JSON value'
+            : `tools.${tool}: the tool returned no JSON value`,
+      };
     }
-    if (!this.#addDataBytes(utf8ByteLength(json))) return this.#overDataBytes(this.#dataBytes);
     return { ok: true, json };
   }
 

@@ -33,6 +33,7 @@ import { resultTooBig } from '../isolate/code-executor.ts';
 import type { JobOutcome } from '../isolate/job.ts';
 import { withSourceLine } from '../isolate/user-code-location.ts';
 import { checkWasmModules } from '../isolate/wasm-modules.ts';
+import { type ToolTable, toolTable } from '../tools/tool-config.ts';
 import { WorkerBackend } from '../worker/worker-backend.ts';
 import type { ExecutionBackend } from './backend.ts';
 import { ExecutionSession } from './execution-session.ts';
@@ -68,6 +69,7 @@ export class SandboxEngine {
   readonly #defaults: ExecutionLimits;
   readonly #backend: ExecutionBackend;
   readonly #logger: Logger;
+  readonly #tools: ToolTable;
   readonly #running = new Set<ExecutionHandle>();
   /** Executions submitted and not yet settled; dispose() waits for them. */
   #inFlight = 0;
@@ -82,11 +84,13 @@ export class SandboxEngine {
     checkWasmModules(this.#config.wasmModules);
     this.#defaults = resolveExecutionLimits(this.#config.limits);
     this.#logger = this.#config.logger ?? silentLogger;
+    this.#tools = toolTable(this.#config.tools);
     const runtime = {
       maxConcurrent: this.#config.maxConcurrent,
       poolSize: this.#config.poolSize,
       poolMemoryMb: this.#defaults.memoryMb,
       logger: this.#logger,
+      toolNames: [...this.#tools.keys()],
     };
     if (this.#config.isolation === 'in-process') {
       // Measured in docs/security.md: known isolated-vm crashers take the host down with them,
@@ -275,6 +279,7 @@ export class SandboxEngine {
       limits,
       context,
       dataHandler: this.#config.dataHandler,
+      tools: this.#tools,
       emit: (event) => channel.push(event),
     });
     let outcome: JobOutcome;

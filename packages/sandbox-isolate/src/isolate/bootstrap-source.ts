@@ -6,7 +6,9 @@
 // $1 = data Reference (async host function: paramsJson | null, units, refusal ('' | 'depth' |
 // 'size' | 'values') → '1' + json | '0' + message), $2 = WASM modules as [name, bytes, bindingSource | null][], $3 = deliver
 // callback (ivm.Callback, fire and forget: the run's outcome text), $4 = the nesting depth limit,
-// $5 = the same delivery as a synchronous ivm.Callback.
+// $5 = the same delivery as a synchronous ivm.Callback, $6 = the names of the configured tools
+// (each becomes `tools.NAME(input)`, a data request whose fourth argument is NAME; an input of
+// undefined crosses as '').
 // It captures them in this closure (they are never reachable from the global object) and
 // returns `[run, settled]`, two functions whose References only the host holds.
 //
@@ -37,6 +39,7 @@ const wasmModules = $2;
 const deliver = $3;
 const maxDepth = $4;
 const deliverNow = $5;
+const toolNames = $6;
 const dataApply = dataRef.apply;
 const global = globalThis;
 const stringify = JSON.stringify;
@@ -305,30 +308,50 @@ function answerOf(text) {
   throw new ErrorCtor(body);
 }
 
-function request(params) {
+// One call across the data Reference: dataProxy.request (tool undefined) or tools.NAME.
+// label names the call in errors, name the value in paths (params.x, input.x).
+function bridgeCall(value, label, name, tool) {
   const max = limits === null ? 0 : limits.maxRequestBytes;
-  let encoded;
-  try {
-    encoded = encode(params === undefined ? null : params, 'params', max, limits === null ? 0 : limits.maxRequestValues);
-  } catch {
-    // A getter, proxy or toJSON of the params threw: a fresh error, made here, with no frame
-    // or receiver of the bridge on its stack.
-    const error = new TypeErrorCtor('dataProxy.request: params must be JSON-serializable');
-    return ReflectApply(PromiseReject, PromiseCtor, [error]);
-  }
   let args;
-  if (typeof encoded === 'string') args = [encoded, encoded.length, ''];
-  else if (encoded.reason === 'type') {
-    const error = new TypeErrorCtor(
-      'dataProxy.request: ' + encoded.path + ': ' + encoded.what + ' cannot be sent as JSON',
-    );
-    return ReflectApply(PromiseReject, PromiseCtor, [error]);
-  } else {
-    // Over a bound: the params never cross; the host ends the execution and names the limit.
-    args = [null, encoded.units, encoded.reason];
+  if (tool !== undefined && value === undefined) args = ['', 0, '', tool];
+  else {
+    let encoded;
+    try {
+      encoded = encode(value === undefined ? null : value, name, max, limits === null ? 0 : limits.maxRequestValues);
+    } catch {
+      // A getter, proxy or toJSON of the value threw: a fresh error, made here, with no frame
+      // or receiver of the bridge on its stack.
+      const error = new TypeErrorCtor(label + ': ' + name + ' must be JSON-serializable');
+      return ReflectApply(PromiseReject, PromiseCtor, [error]);
+    }
+    if (typeof encoded === 'string') args = [encoded, encoded.length, '', tool];
+    else if (encoded.reason === 'type') {
+      const error = new TypeErrorCtor(
+        label + ': ' + encoded.path + ': ' + encoded.what + ' cannot be sent as JSON',
+      );
+      return ReflectApply(PromiseReject, PromiseCtor, [error]);
+    } else {
+      // Over a bound: the value never crosses; the host ends the execution and names the limit.
+      args = [null, encoded.units, encoded.reason, tool];
+    }
   }
   // A string answer: resolving with an object would consult a then method user code planted.
   return observe(ReflectApply(dataApply, dataRef, [undefined, args, applyOptions]), answerOf, undefined);
+}
+
+function request(params) {
+  return bridgeCall(params, 'dataProxy.request', 'params', undefined);
+}
+
+// tools.NAME for every configured tool, on an object with no prototype, built before user code
+// runs; each function calls only what the bootstrap captured.
+const tools = { __proto__: null };
+for (let index = 0; index < toolNames.length; index++) {
+  const tool = toolNames[index];
+  const label = 'tools.' + tool;
+  const call = (input) => bridgeCall(input, label, 'input', tool);
+  ObjectDefineProperty(call, 'name', { __proto__: null, value: tool });
+  ObjectDefineProperty(tools, tool, { __proto__: null, value: call, enumerable: true });
 }
 
 function describe(error) {
@@ -370,6 +393,7 @@ delete ArrayBuffer.prototype.resize;
 delete ArrayBuffer.prototype.transfer;
 
 global.dataProxy = ObjectFreeze({ request });
+global.tools = ObjectFreeze(tools);
 global.reportStatus = reportStatus;
 global.console = ObjectFreeze({
   log: consoleMethod('info'),

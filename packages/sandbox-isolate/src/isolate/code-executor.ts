@@ -70,9 +70,9 @@ export class CodeExecutor {
       status(source, level, message, dataJson) {
         if (ended === undefined) host.status(source, level, message, dataJson);
       },
-      async data(paramsJson, units, refusal) {
+      async data(paramsJson, units, refusal, tool) {
         if (ended !== undefined) return { ok: false, message: 'Execution has ended' };
-        const answer = await host.data(paramsJson, units, refusal);
+        const answer = await host.data(paramsJson, units, refusal, tool);
         if (!answer.ok && answer.fatal !== undefined) end(answer.fatal);
         return answer;
       },

@@ -37,6 +37,8 @@ export interface PreparedIsolate {
 export interface ContextBuilderOptions {
   /** WASM modules to instantiate in every context. */
   wasmModules?: readonly LoadedWasmModule[];
+  /** Names of the configured tools: each becomes `tools.NAME` in every context. */
+  toolNames?: readonly string[];
   /** Called when isolated-vm reports that V8 lost control of an isolate. */
   onCatastrophicError?: (message: string) => void;
 }
@@ -60,10 +62,12 @@ const sources = new Set(['console', 'reportStatus']);
  */
 export class ContextBuilder {
   readonly #wasm: readonly LoadedWasmModule[];
+  readonly #toolNames: readonly string[];
   readonly #onCatastrophicError: (message: string) => void;
 
   constructor(options: ContextBuilderOptions = {}) {
     this.#wasm = options.wasmModules ?? [];
+    this.#toolNames = [...(options.toolNames ?? [])];
     this.#onCatastrophicError = options.onCatastrophicError ?? (() => {});
   }
 
@@ -104,22 +108,25 @@ export class ContextBuilder {
           );
         },
       );
-      const data = new ivm.Reference(async (paramsJson: unknown, units: unknown, why: unknown) => {
-        try {
-          const host = holder.host;
-          if (host === undefined) return '0dataProxy is not available';
-          const refusal: ParamsRefusal =
-            why === 'depth' || why === 'size' || why === 'values' ? why : '';
-          const answer = await host.data(
-            refusal === '' && typeof paramsJson === 'string' ? paramsJson : null,
-            typeof units === 'number' ? units : 0,
-            refusal === '' && typeof paramsJson !== 'string' ? 'size' : refusal,
-          );
-          return answer.ok ? `1${answer.json}` : `0${answer.message}`;
-        } catch {
-          return '0Data request failed';
-        }
-      });
+      const data = new ivm.Reference(
+        async (paramsJson: unknown, units: unknown, why: unknown, tool: unknown) => {
+          try {
+            const host = holder.host;
+            if (host === undefined) return '0dataProxy is not available';
+            const refusal: ParamsRefusal =
+              why === 'depth' || why === 'size' || why === 'values' ? why : '';
+            const answer = await host.data(
+              refusal === '' && typeof paramsJson === 'string' ? paramsJson : null,
+              typeof units === 'number' ? units : 0,
+              refusal === '' && typeof paramsJson !== 'string' ? 'size' : refusal,
+              typeof tool === 'string' ? tool : undefined,
+            );
+            return answer.ok ? `1${answer.json}` : `0${answer.message}`;
+          } catch {
+            return '0Data request failed';
+          }
+        },
+      );
       const wasm = this.#wasm.map((module) => [
         module.name,
         module.bytes.slice().buffer,
@@ -130,7 +137,15 @@ export class ContextBuilder {
       ).run(context, { reference: true })) as ivm.Reference<(...args: unknown[]) => unknown>;
       const functions = (await bootstrap.apply(
         undefined,
-        [status, data, new ivm.ExternalCopy(wasm).copyInto(), deliver, maxJsonDepth, deliverNow],
+        [
+          status,
+          data,
+          new ivm.ExternalCopy(wasm).copyInto(),
+          deliver,
+          maxJsonDepth,
+          deliverNow,
+          new ivm.ExternalCopy(this.#toolNames).copyInto(),
+        ],
         { result: { reference: true } },
       )) as ivm.Reference<[IsolateRunFunction, IsolateSettledFunction]>;
       bootstrap.release();
@@ -177,8 +192,8 @@ export class ContextBuilder {
   }
 }
 
-/** The bootstrap as a function of its six arguments (see bootstrap-source.ts). */
-const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5) {\n${bootstrapSource}\n})`;
+/** The bootstrap as a function of its seven arguments (see bootstrap-source.ts). */
+const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6) {\n${bootstrapSource}\n})`;
 /** V8's code cache of the bootstrap, made by the first isolate of this process. */
 let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
 

@@ -1,12 +1,15 @@
 // What one execution hands to the isolate side and gets back. Plain JSON, so the same shapes
 // cross the worker-process boundary unchanged.
 import type { ExecutionLimits, SandboxErrorJSON, StatusLevel } from '@coda/sandbox-core';
+import type { CodeLanguage } from './typescript-input.ts';
 
 /** One execution as the isolate side sees it. */
 export interface ExecutionJob {
   id: string;
   code: string;
   limits: ExecutionLimits;
+  /** `typescript`: `code` is stripped of its types where the isolate runs. Default `javascript`. */
+  language?: CodeLanguage;
 }
 
 /** Figures measured on the isolate side of one execution. */
@@ -47,9 +50,16 @@ export interface JobHost {
   /**
    * A data request. `paramsJson` is null when the isolate (or the worker) refused to let it
    * cross: `refusal` says why (`depth`: nested deeper than `maxJsonDepth`; `size`: over
-   * `maxRequestBytes`, at least `units` long; `values`: over `maxRequestValues`).
+   * `maxRequestBytes`, at least `units` long; `values`: over `maxRequestValues`). `tool` names
+   * the tool of a `tools.NAME(input)` call (undefined for `dataProxy.request`); a tool call made
+   * without input has `paramsJson` ''.
    */
-  data(paramsJson: string | null, units: number, refusal: ParamsRefusal): Promise<DataAnswer>;
+  data(
+    paramsJson: string | null,
+    units: number,
+    refusal: ParamsRefusal,
+    tool?: string,
+  ): Promise<DataAnswer>;
 }
 
 /**

@@ -9,6 +9,8 @@ export interface WorkerInit {
   poolSize: number;
   poolMemoryMb: number;
   wasmModules: WasmModuleConfig[];
+  /** Names of the configured tools (`tools.NAME` in every context). */
+  toolNames: string[];
   /** The engine's default limits: a job that uses them crosses without its own. */
   defaultLimits: ExecutionLimits;
 }
@@ -21,6 +23,8 @@ export type HostMessage =
       id: string;
       code: string;
       limits?: ExecutionLimits;
+      /** Present when `code` is TypeScript (the worker strips its types). */
+      language?: 'typescript';
       /** Start user code on the worker's main thread (the worker has nothing else to do). */
       here?: true;
     }
@@ -46,6 +50,8 @@ export type WorkerMessage =
       paramsJson: string | null;
       units: number;
       refusal: ParamsRefusal;
+      /** The tool of a `tools.NAME(input)` call; absent for `dataProxy.request`. */
+      tool?: string;
     }
   | { t: 'done'; id: string; outcome: JobOutcome }
   /** A job sent with `here` no longer runs on the worker's main thread (it waits on the host). */

@@ -23,6 +23,8 @@ export interface WorkerBackendOptions {
   poolMemoryMb: number;
   workerBaseMemoryMb: number;
   wasmModules: readonly WasmModuleConfig[];
+  /** Names of the configured tools. */
+  toolNames?: readonly string[];
   /** The engine's default limits (jobs that use them send none over IPC). */
   defaultLimits: ExecutionLimits;
   logger: Logger;
@@ -258,6 +260,7 @@ export class WorkerBackend implements ExecutionBackend {
         poolSize: options.poolSize,
         poolMemoryMb: options.poolMemoryMb,
         wasmModules: options.wasmModules.map((module) => ({ ...module })),
+        toolNames: [...(options.toolNames ?? [])],
         defaultLimits: options.defaultLimits,
       },
       baseMemoryMb: options.workerBaseMemoryMb,

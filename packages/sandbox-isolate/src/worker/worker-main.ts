@@ -43,7 +43,7 @@ function hostFor(id: string, limits: ExecutionLimits): JobHost {
       }
       send(event);
     },
-    data(paramsJson, units, refusal) {
+    data(paramsJson, units, refusal, tool) {
       const seq = nextSeq++;
       let params = paramsJson;
       let why = refusal;
@@ -56,7 +56,16 @@ function hostFor(id: string, limits: ExecutionLimits): JobHost {
       }
       return new Promise<DataAnswer>((resolve) => {
         answers.set(seq, resolve);
-        send({ t: 'data', id, seq, paramsJson: params, units: size, refusal: why });
+        const message: WorkerMessage = {
+          t: 'data',
+          id,
+          seq,
+          paramsJson: params,
+          units: size,
+          refusal: why,
+        };
+        if (tool !== undefined) message.tool = tool;
+        send(message);
       });
     },
   };
@@ -90,7 +99,12 @@ function startHere(id: string): SynchronousStart {
 }
 
 async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t: 'run' }>) {
-  const job = { id: message.id, code: message.code, limits: message.limits ?? defaultLimits };
+  const job: ExecutionJob = {
+    id: message.id,
+    code: message.code,
+    limits: message.limits ?? defaultLimits,
+  };
+  if (message.language === 'typescript') job.language = 'typescript';
   const controller = new AbortController();
   running.set(job.id, controller);
   try {

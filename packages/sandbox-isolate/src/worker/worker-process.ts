@@ -279,6 +279,7 @@ export class WorkerProcess {
     // Small messages: the defaults stay on both sides, a job carries only what differs.
     const message: HostMessage = { t: 'run', id: job.id, code: job.code };
     if (job.limits !== this.#options.init.defaultLimits) message.limits = job.limits;
+    if (job.language === 'typescript') message.language = 'typescript';
     if (pending.here && this.#jobs.size === 1) {
       message.here = true;
       this.#onMainThread = job.id;
@@ -342,6 +343,7 @@ export class WorkerProcess {
             typeof message.paramsJson === 'string' ? message.paramsJson : null,
             typeof message.units === 'number' ? message.units : 0,
             paramsRefusal(message.refusal),
+            typeof message.tool === 'string' ? message.tool : undefined,
           )
           .catch(() => ({ ok: false as const, message: 'Data request failed' }))
           .then((answer) =>
