@@ -50,6 +50,7 @@ export class InProcessBackend implements ExecutionBackend {
         resolve(outcome);
       };
       this.#inFlight.add(finish);
+      host.dispatched?.();
       void this.#runtime.execute(job, host, signal).then(finish);
     });
   }

@@ -60,6 +60,11 @@ export interface JobHost {
     refusal: ParamsRefusal,
     tool?: string,
   ): Promise<DataAnswer>;
+  /**
+   * The job left the host's queue: it goes to an isolate now (in `process` mode, a worker took
+   * it). Called once, before anything else of the job; the end of its queue wait in telemetry.
+   */
+  dispatched?(): void;
 }
 
 /**

@@ -85,6 +85,7 @@ export class WorkerBackend implements ExecutionBackend {
     // Behind the jobs already held, if any: first come, first served.
     const worker = this.#held.length > 0 ? undefined : this.#pick();
     if (worker === undefined) return this.#hold(job, host, signal);
+    host.dispatched?.();
     return worker.execute(job, host, signal, this.#mayStartOnMainThread(worker));
   }
 
@@ -226,6 +227,7 @@ export class WorkerBackend implements ExecutionBackend {
       const held = this.#held.shift()!;
       held.signal.removeEventListener('abort', held.onAbort);
       const { job, host, signal, resolve } = held;
+      host.dispatched?.();
       void worker.execute(job, host, signal, this.#mayStartOnMainThread(worker)).then(resolve);
     }
   }
