@@ -20,7 +20,7 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const style = createStyle(!('json' in command && command.json) && colourEnabled(process.stdout));
-  if (command.kind === 'serve') return serve(command.port, command.host, style);
+  if (command.kind === 'serve') return serve(command, style);
 
   const reporter = command.json
     ? createSilentReporter(style)

@@ -8,6 +8,15 @@ import { readSse, waitFor } from './helpers/sse.ts';
 
 let started: StartedServer;
 
+/** The one error shape: core's SandboxErrorJSON under `error`. */
+interface ErrorBody {
+  error: {
+    code: string;
+    message: string;
+    details: { issues: { path: string; message: string; received: string }[] };
+  };
+}
+
 beforeAll(async () => {
   started = await startDemoServer();
   await started.engine.ready();
@@ -41,7 +50,7 @@ describe('POST /v1/executions', () => {
     const statusStream = examples.find((example) => example.id === 'status-stream')!;
     const response = await post({ code: statusStream.code });
     expect(response.status).toBe(200);
-    expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    expect(response.headers.get('content-type')).toBe('text/event-stream');
     expect(response.headers.get('x-execution-id')).toMatch(/^[0-9a-f-]{36}$/);
     const events: SandboxEvent[] = [];
     for await (const event of readSse(response.body!)) events.push(event);
@@ -69,16 +78,33 @@ describe('POST /v1/executions', () => {
     expect(await response.json()).toMatchObject({ type: 'error', code: 'TIMEOUT' });
   });
 
-  it('refuses malformed JSON with 400', async () => {
+  it('refuses malformed JSON with 400 VALIDATION', async () => {
     const response = await post('{"code": "return 1"', {});
     expect(response.status).toBe(400);
-    const body = (await response.json()) as { error: { code: string; message: string } };
-    expect(body.error.code).toBe('MALFORMED_JSON');
+    expect(await response.json()).toEqual({
+      error: {
+        name: 'SandboxValidationError',
+        code: 'VALIDATION',
+        message: 'body: Malformed JSON in request body',
+        details: {
+          issues: [{ path: '', message: 'Malformed JSON in request body', received: '[body]' }],
+        },
+      },
+    });
   });
 
-  it('refuses a body that is not JSON with 415', async () => {
+  it('refuses a body that is not JSON with 415, naming the header', async () => {
     const response = await post({ code: 'return 1' }, { 'content-type': 'text/plain' });
     expect(response.status).toBe(415);
+    const { error } = (await response.json()) as ErrorBody;
+    expect(error.code).toBe('VALIDATION');
+    expect(error.details.issues).toEqual([
+      {
+        path: 'headers.content-type',
+        message: 'send the body as application/json',
+        received: '"text/plain"',
+      },
+    ]);
   });
 
   it('names every bad field, and the missing x-user-id header, in one 400', async () => {
@@ -107,7 +133,9 @@ describe('POST /v1/executions', () => {
     const big = JSON.stringify({ code: `return '${'x'.repeat(1_100_000)}';` });
     const declared = await post(big);
     expect(declared.status).toBe(413);
-    expect(await declared.json()).toMatchObject({ error: { code: 'PAYLOAD_TOO_LARGE' } });
+    expect(await declared.json()).toMatchObject({
+      error: { code: 'VALIDATION', details: { maxBytes: 1_048_576, issues: [{ path: 'body' }] } },
+    });
 
     // Chunked, no Content-Length: refused once the running count passes the cap.
     const stream = new ReadableStream<Uint8Array>({
@@ -177,10 +205,18 @@ describe('POST /v1/executions', () => {
   });
 
   it('answers 404 for an unknown path and 405 for a wrong method', async () => {
-    expect((await fetch(`${started.url}/nope`)).status).toBe(404);
+    const missing = await fetch(`${started.url}/nope`);
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as ErrorBody).error.details.issues).toEqual([
+      { path: 'path', message: 'no such route', received: '/nope' },
+    ]);
     const wrong = await fetch(`${started.url}/v1/executions`);
     expect(wrong.status).toBe(405);
     expect(wrong.headers.get('allow')).toBe('POST');
+    expect(((await wrong.json()) as ErrorBody).error).toMatchObject({
+      code: 'VALIDATION',
+      details: { allow: 'POST' },
+    });
   });
 });
 

@@ -3,23 +3,46 @@
 // imports Redis, the guards never import the engine.
 import type { ExecutionGuard } from '@coda/sandbox-core';
 import { createLimitGuards, type LimitStore } from '@coda/sandbox-limits-redis';
+import { z } from 'zod';
 
 /** The figures of the demo's guards. */
 export interface GuardSettings {
   /** Tier 3: executions per conversation turn. */
   maxExecutionsPerTurn: number;
-  /** Tier 4: executions per user per `windowMs`. */
+  /** Tier 4: executions per user per `windowMs`, sustained. */
   ratePerUser: number;
+  /** The window of {@link GuardSettings.ratePerUser}, in milliseconds. */
   windowMs: number;
+  /**
+   * Tier 4: executions a user may start back to back before the sustained rate applies (GCRA's
+   * bucket size); at most `ratePerUser` makes sense, more lets a burst exceed the window's rate.
+   */
+  burst: number;
   /** Executions one user may have running at once. */
   maxConcurrentPerUser: number;
 }
 
-/** What `pnpm demo serve` admits: generous for a person, a wall for a script. */
+const count = (max: number) => z.number().int().min(1).max(max);
+
+/** The zod schema of {@link GuardSettings}: what flags, variables and server options are checked by. */
+export const GuardSettingsSchema = z.strictObject({
+  maxExecutionsPerTurn: count(10_000),
+  ratePerUser: count(100_000),
+  windowMs: count(86_400_000),
+  burst: count(100_000),
+  maxConcurrentPerUser: count(1_000),
+});
+
+/**
+ * What `pnpm demo serve` admits unless told otherwise (`--rate`, `--burst`, `--turn-budget`,
+ * `--concurrency`): generous for a person clicking Run (60 back to back, then one a second), a
+ * wall for a script.
+ */
 export const defaultGuardSettings: Readonly<GuardSettings> = Object.freeze({
   maxExecutionsPerTurn: 10,
-  ratePerUser: 30,
+  ratePerUser: 60,
   windowMs: 60_000,
+  burst: 60,
   maxConcurrentPerUser: 2,
 });
 
@@ -32,6 +55,7 @@ export const guidedRunGuardSettings: Readonly<GuardSettings> = Object.freeze({
   maxExecutionsPerTurn: 3,
   ratePerUser: 5,
   windowMs: 60_000,
+  burst: 5,
   maxConcurrentPerUser: 2,
 });
 
@@ -51,7 +75,12 @@ export function createDemoGuards(
   return createLimitGuards({
     store,
     concurrency: { maxPerUser: settings.maxConcurrentPerUser, whenNoUser: anonymous },
-    rateLimit: { limit: settings.ratePerUser, windowMs: settings.windowMs, whenNoUser: anonymous },
+    rateLimit: {
+      limit: settings.ratePerUser,
+      windowMs: settings.windowMs,
+      burst: settings.burst,
+      whenNoUser: anonymous,
+    },
     turnBudget: { maxExecutionsPerTurn: settings.maxExecutionsPerTurn, whenNoTurn: 'allow' },
   });
 }

@@ -1,7 +1,9 @@
-// The demo's HTTP server on node:http: routes, error mapping, health, and a graceful shutdown
-// that ends running executions before closing connections. This is the file to copy when wiring
-// the sandbox into a backend; the pieces it calls each do one job.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+// The demo's HTTP API on Hono: routes, the body cap and content type from the framework, one
+// error shape, a log line per request, and a graceful shutdown that ends running executions before
+// closing connections. This is the file to copy when wiring the sandbox into a backend; the pieces
+// it calls each do one job.
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
   defaultExecutionLimits,
@@ -12,15 +14,21 @@ import {
   silentLogger,
   validate,
 } from '@coda/sandbox-core';
+import { createAdaptorServer } from '@hono/node-server';
+import { type Context, Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { methodNotAllowed } from 'hono/method-not-allowed';
 import { z } from 'zod';
-import { isolateAttacks } from '../attacks/isolate-attacks.ts';
-import { examples } from '../snippets/examples.ts';
+import { type GuardSettings, GuardSettingsSchema } from '../compose/guards.ts';
+import { type ApiRefusal, fieldRefusal, shuttingDown, toApiError } from './api-error.ts';
+import { exampleCatalogue } from './example-catalogue.ts';
 import { createExecutionRegistry } from './execution-registry.ts';
-import { createExecutionRequestParser } from './execution-request.ts';
+import { validateExecutionRequest } from './execution-request.ts';
 import type { ExecutionRunner } from './execution-runner.ts';
 import { createExecution, type ExecutionsRouteContext } from './executions-route.ts';
-import { HttpError, sendError, sendJson, shuttingDown, toHttpError } from './http-error.ts';
-import { loadPageFiles, sendPageFile } from './static-page.ts';
+import { requestLog } from './request-log.ts';
+import type { DemoEnv } from './server-env.ts';
+import { addPageRoutes } from './static-page.ts';
 
 /** Options of {@link createDemoServer}. */
 export interface DemoServerOptions {
@@ -28,12 +36,18 @@ export interface DemoServerOptions {
   runner: ExecutionRunner;
   /** Admission checks before each execution (tiers 3 and 4, concurrency). */
   guards: readonly ExecutionGuard[];
+  /**
+   * The figures `guards` enforce, published on `GET /v1/limits` (and so on the page) so a user
+   * knows them before meeting them; omitted: not published. Informational: the guards decide.
+   */
+  admission?: Readonly<GuardSettings>;
   /** Ceilings a request's `limits` may not exceed; default core's defaults. */
   maxLimits?: Readonly<ExecutionLimits>;
   /** Largest request body in bytes; default 1 MiB (room for 512 KiB of code, JSON-escaped). */
   maxBodyBytes?: number;
   /** Milliseconds shutdown waits for executions to end before closing sockets; default 5 000. */
   shutdownGraceMs?: number;
+  /** Receives a line per request (refusals with their code) and per execution; pino fits. */
   logger?: Logger;
 }
 
@@ -67,6 +81,7 @@ const DemoServerOptionsSchema = z.strictObject({
       'expected an ExecutionGuard',
     ),
   ),
+  admission: GuardSettingsSchema.optional(),
   maxLimits: ExecutionLimitsSchema.optional(),
   maxBodyBytes: z
     .number()
@@ -90,43 +105,62 @@ const DemoServerOptionsSchema = z.strictObject({
 export async function createDemoServer(options: DemoServerOptions): Promise<DemoServer> {
   const settings = validate(DemoServerOptionsSchema, options, 'demo server options');
   const logger = settings.logger ?? silentLogger;
+  const maxLimits = settings.maxLimits ?? defaultExecutionLimits;
+  const maxBodyBytes = settings.maxBodyBytes ?? 1_048_576;
   const registry = createExecutionRegistry();
   let closing: Promise<void> | undefined;
   const route: ExecutionsRouteContext = {
     runner: settings.runner,
     guards: settings.guards,
-    parseRequest: createExecutionRequestParser(settings.maxLimits ?? defaultExecutionLimits),
-    maxBodyBytes: settings.maxBodyBytes ?? 1_048_576,
     registry,
     logger,
     accepting: () => closing === undefined,
   };
-  const pages = await loadPageFiles();
-  const catalogue = exampleCatalogue();
 
-  async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const { pathname } = new URL(request.url ?? '/', 'http://localhost');
+  const app = new Hono<DemoEnv>();
+  app.use(requestLog(logger));
+  app.use(async (_c, next) => {
     if (closing !== undefined) throw shuttingDown();
-    if (pathname === '/v1/executions') {
-      if (request.method !== 'POST') throw methodNotAllowed('POST');
-      return createExecution(request, response, route);
-    }
-    if (request.method !== 'GET' && request.method !== 'HEAD') throw methodNotAllowed('GET');
-    if (pathname === '/healthz') {
-      return sendJson(response, 200, { status: 'ok', running: registry.size });
-    }
-    if (pathname === '/v1/examples') return sendJson(response, 200, catalogue);
-    if (sendPageFile(response, pages, pathname)) return;
-    throw new HttpError(404, { code: 'NOT_FOUND', message: `No route for ${pathname}` });
-  }
-
-  const server = createServer((request, response) => {
-    handle(request, response).catch((error: unknown) => {
-      const httpError = toHttpError(error);
-      if (httpError.status >= 500) logger.error({ err: String(error) }, 'request failed');
-      sendError(response, httpError);
-    });
+    await next();
   });
+  app.use(
+    methodNotAllowed({
+      app,
+      onMethodNotAllowed: (c, methods) => {
+        const allow = methods.join(', ');
+        const field = { path: 'method', message: `use ${allow}`, received: c.req.method };
+        return sendError(c, fieldRefusal(405, field, { allow }, { allow }));
+      },
+    }),
+  );
+  app.onError((error, c) => sendError(c, error));
+  app.notFound((c) => {
+    const field = { path: 'path', message: 'no such route', received: c.req.path };
+    return sendError(c, fieldRefusal(404, field));
+  });
+
+  app.post(
+    '/v1/executions',
+    (c, next) => {
+      // An id from the start, so that even a refusal is logged (and answered) with one.
+      const executionId = randomUUID();
+      c.set('executionId', executionId);
+      c.header('x-execution-id', executionId);
+      return next();
+    },
+    requireJsonBody,
+    bodyLimit({ maxSize: maxBodyBytes, onError: () => tooLarge(maxBodyBytes) }),
+    validateExecutionRequest(maxLimits),
+    (c) => createExecution(c, c.req.valid('json'), route),
+  );
+  app.get('/healthz', (c) => c.json({ status: 'ok', running: registry.size }, 200, noStore));
+  const catalogue = exampleCatalogue();
+  app.get('/v1/examples', (c) => c.json(catalogue, 200, noStore));
+  const limits = { admission: settings.admission ?? null, execution: maxLimits, maxBodyBytes };
+  app.get('/v1/limits', (c) => c.json(limits, 200, noStore));
+  addPageRoutes(app);
+
+  const server = createAdaptorServer({ fetch: app.fetch }) as Server;
   // Slow clients cannot hold a connection open by trickling headers or a body (slowloris); a
   // response stream may last as long as its execution.
   server.headersTimeout = 10_000;
@@ -166,31 +200,27 @@ export async function createDemoServer(options: DemoServerOptions): Promise<Demo
   };
 }
 
-function methodNotAllowed(allowed: string): HttpError {
-  return new HttpError(
-    405,
-    { code: 'METHOD_NOT_ALLOWED', message: `Use ${allowed}` },
-    { allow: allowed },
-  );
+const noStore = { 'cache-control': 'no-store' };
+
+/** Sends `thrown` in the one error shape, and notes its code for the request's log line. */
+function sendError(c: Context<DemoEnv>, thrown: unknown): Response {
+  const { status, body, headers, cause } = toApiError(thrown);
+  c.set('refusal', cause.code);
+  return c.json(body, status, { ...noStore, ...headers });
 }
 
-/** The one-click examples and attacks the playground offers, from the CLI's own lists. */
-function exampleCatalogue() {
-  return {
-    examples: examples.map(({ id, title, code, limits }) => ({
-      id,
-      title,
-      code,
-      limits: limits ?? {},
-    })),
-    attacks: isolateAttacks
-      .filter((attack) => attack.inPlayground)
-      .map(({ id, attack, code, limits, containedBy }) => ({
-        id,
-        title: attack,
-        code,
-        limits: limits ?? {},
-        containedBy,
-      })),
-  };
+/** 415 unless the body is declared as JSON: the validator would otherwise see an empty body. */
+const requireJsonBody = async (c: Context<DemoEnv>, next: () => Promise<void>) => {
+  const type = c.req.header('content-type') ?? '';
+  if (!/^application\/json\s*(;|$)/i.test(type)) {
+    const field = { path: 'headers.content-type', message: 'send the body as application/json' };
+    throw fieldRefusal(415, { ...field, received: JSON.stringify(type.slice(0, 80)) });
+  }
+  await next();
+};
+
+function tooLarge(maxBytes: number): never {
+  // Connection: close, because the rest of an oversized upload is not read.
+  const field = { path: 'body', message: `larger than ${maxBytes} bytes`, received: '[body]' };
+  throw fieldRefusal(413, field, { maxBytes }, { connection: 'close' }) satisfies ApiRefusal;
 }

@@ -1,15 +1,17 @@
-// What POST /v1/executions accepts, checked with zod at the boundary: the body and the caller's
-// identity, with every bad field named in one 400. Limits may only be tightened: a client can
-// ask for less memory or time than the server allows, never more.
+// What POST /v1/executions accepts, checked with zod at the boundary (through
+// @hono/zod-validator): the body and the caller's `x-user-id`, every bad field named in one 400.
+// Limits may only be tightened: a client can ask for less memory or time than the server allows,
+// never more.
 import {
-  defaultExecutionLimits,
   type ExecutionLimits,
   ExecutionLimitsSchema,
   SandboxValidationError,
   type ValidationIssue,
   validate,
 } from '@coda/sandbox-core';
+import { type Hook, zValidator } from '@hono/zod-validator';
 import { z } from 'zod';
+import type { DemoEnv } from './server-env.ts';
 
 const identifier = z.string().min(1).max(256);
 
@@ -54,57 +56,50 @@ function withoutUndefined(
   return Object.fromEntries(Object.entries(limits).filter(([, value]) => value !== undefined));
 }
 
-/** A validated execution request. */
+/** A validated execution request body. */
 export type ExecutionRequestBody = z.infer<ReturnType<typeof executionBodySchema>>;
 
-/** A validated request and who sent it. */
-export interface ExecutionRequest {
-  body: ExecutionRequestBody;
-  userId: string;
-}
-
-/** Validates a request body and the caller's `x-user-id` header. */
-export type ExecutionRequestParser = (
-  body: unknown,
-  userIdHeader: string | string[] | undefined,
-) => ExecutionRequest;
+const userIdHeader = z
+  .string()
+  .trim()
+  .min(1)
+  .max(256)
+  .optional()
+  .refine((value) => value !== undefined, 'required: the id of the user the execution runs for');
 
 /**
- * A parser for a server whose limit ceilings are `maxLimits` (the defaults unless given). It
- * validates the body and the header together and throws one `SandboxValidationError` listing
- * every bad field (the header as `headers.x-user-id`).
+ * Middleware that validates the JSON body against the server's ceilings and the `x-user-id`
+ * header together, and throws one `SandboxValidationError` listing every bad field (the header as
+ * `headers.x-user-id`). The body is then `c.req.valid('json')`, the user `c.get('userId')`.
  */
-export function createExecutionRequestParser(
-  maxLimits: Readonly<ExecutionLimits> = defaultExecutionLimits,
-): ExecutionRequestParser {
+export function validateExecutionRequest(maxLimits: Readonly<ExecutionLimits>) {
   const schema = executionBodySchema(maxLimits);
-  return (body, userIdHeader) => parseWith(schema, body, userIdHeader);
+  type Body = z.output<typeof schema>;
+  const check: Hook<Body, DemoEnv, string, 'json', object, typeof schema> = (result, c) => {
+    const user = userIdHeader.safeParse(c.req.header('x-user-id'));
+    if (result.success && user.success && user.data !== undefined) {
+      c.set('userId', user.data);
+      return;
+    }
+    const issues: ValidationIssue[] = [
+      ...(result.success ? [] : issuesOf(schema, result.data)),
+      ...(user.success
+        ? []
+        : issuesOf(userIdHeader, c.req.header('x-user-id'), 'headers.x-user-id')),
+    ];
+    const list = issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+    throw new SandboxValidationError(`Invalid execution request: ${list}`, { issues });
+  };
+  return zValidator<typeof schema, 'json', DemoEnv, string, typeof check>('json', schema, check);
 }
 
-function parseWith(
-  schema: ReturnType<typeof executionBodySchema>,
-  body: unknown,
-  userIdHeader: string | string[] | undefined,
-): ExecutionRequest {
-  const issues: ValidationIssue[] = [];
-  let parsed: ExecutionRequestBody | undefined;
+/** Core's readable issues for `input` (each field, message and the value received). */
+function issuesOf(schema: z.ZodType, input: unknown, path?: string): ValidationIssue[] {
   try {
-    parsed = validate(schema, body, 'execution request');
+    validate(schema, input, 'execution request');
+    return [];
   } catch (error) {
     if (!(error instanceof SandboxValidationError)) throw error;
-    issues.push(...error.issues);
+    return error.issues.map((issue) => (path === undefined ? issue : { ...issue, path }));
   }
-  const userId = typeof userIdHeader === 'string' ? userIdHeader.trim() : '';
-  if (userId === '' || userId.length > 256) {
-    issues.push({
-      path: 'headers.x-user-id',
-      message: 'required: the id of the user the execution runs for (1 to 256 characters)',
-      received: userIdHeader === undefined ? 'undefined' : `[${userId.length} characters]`,
-    });
-  }
-  if (issues.length > 0 || parsed === undefined) {
-    const list = issues.map((issue) => `${issue.path || '(root)'}: ${issue.message}`).join('; ');
-    throw new SandboxValidationError(`Invalid execution request: ${list}`, { issues });
-  }
-  return { body: parsed, userId };
 }

@@ -1,7 +1,6 @@
-// POST /v1/executions: validate, admit through the guards (tiers 3 and 4, concurrency), run,
-// and answer with the events as SSE or, for `Accept: application/json`, the terminal event.
-import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+// POST /v1/executions: admit through the guards (tiers 3 and 4, concurrency), run, and answer
+// with the events as Server-Sent Events or, for `Accept: application/json`, the terminal event.
+// The body, the user and the execution id were settled by the middleware before this runs.
 import {
   acquireGuards,
   type ExecutionContext,
@@ -10,43 +9,42 @@ import {
   type GuardLease,
   type Logger,
 } from '@coda/sandbox-core';
+import type { Context } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import { shuttingDown } from './api-error.ts';
 import type { ExecutionRegistry } from './execution-registry.ts';
-import type { ExecutionRequestParser } from './execution-request.ts';
+import type { ExecutionRequestBody } from './execution-request.ts';
 import type { ExecutionRunner } from './execution-runner.ts';
-import { sendJson, shuttingDown } from './http-error.ts';
-import { readJsonBody } from './read-json-body.ts';
-import { openEventStream, writeEvent, writeKeepAlive } from './sse.ts';
+import type { DemoEnv } from './server-env.ts';
 
 /** What the route needs; the server builds it once. */
 export interface ExecutionsRouteContext {
   runner: ExecutionRunner;
   guards: readonly ExecutionGuard[];
-  parseRequest: ExecutionRequestParser;
-  maxBodyBytes: number;
   registry: ExecutionRegistry;
   logger: Logger;
   /** False once shutdown began: a request admitted meanwhile must not start a new execution. */
   accepting(): boolean;
 }
 
-/** Handles one POST /v1/executions. Throws `HttpError`s and sandbox refusals for the server to send. */
+/** A comment line this often keeps proxies from closing a stream while code runs silently. */
+const keepAliveMs = 15_000;
+
+/** Handles one valid POST /v1/executions. Throws sandbox refusals for the error handler. */
 export async function createExecution(
-  request: IncomingMessage,
-  response: ServerResponse,
+  c: Context<DemoEnv>,
+  body: ExecutionRequestBody,
   route: ExecutionsRouteContext,
-): Promise<void> {
-  const raw = await readJsonBody(request, route.maxBodyBytes);
-  const { body, userId } = route.parseRequest(raw, request.headers['x-user-id']);
-  const context: ExecutionContext = { executionId: randomUUID(), userId };
+): Promise<Response> {
+  const context: ExecutionContext = { executionId: c.get('executionId'), userId: c.get('userId') };
   if (body.conversationId !== undefined) context.conversationId = body.conversationId;
   if (body.turnId !== undefined) context.turnId = body.turnId;
 
-  // A client that leaves while the guards are asked (a slow Redis) should not be admitted.
-  const gone = new AbortController();
-  response.once('close', () => gone.abort());
+  // Aborted by @hono/node-server when the client hangs up: while the guards are asked (a slow
+  // Redis) it stops admission; once running it ends the execution, nobody is left to read it.
+  const gone = c.req.raw.signal;
   // Every guard's lease or none; a refusal throws RATE_LIMITED / BUDGET_EXHAUSTED (→ 429).
-  const lease = await acquireGuards(route.guards, context, gone.signal);
-
+  const lease = await acquireGuards(route.guards, context, gone);
   let handle: ExecutionHandle;
   try {
     if (!route.accepting()) throw shuttingDown();
@@ -59,55 +57,61 @@ export async function createExecution(
     await lease.release();
     throw error;
   }
-  route.logger.info({ executionId: handle.id, userId }, 'execution admitted');
-
-  // The client hanging up mid-run ends the execution: nobody is left to read its events.
+  route.logger.info({ executionId: handle.id, userId: context.userId }, 'execution admitted');
   const hangUp = () => handle.cancel('Client disconnected');
-  if (gone.signal.aborted) hangUp();
-  else {
-    response.once('close', () => {
-      if (!response.writableFinished) hangUp();
-    });
-  }
-  const finished = respond(request, response, handle).finally(() => release(lease, handle, route));
+  if (gone.aborted) hangUp();
+  else gone.addEventListener('abort', hangUp, { once: true });
+
+  let responded: () => void = () => {};
+  const sent = new Promise<void>((resolve) => {
+    responded = resolve;
+  });
+  const finished = Promise.all([handle.result, sent]).finally(() =>
+    release(lease, handle, context, route),
+  );
   route.registry.track(handle, finished);
-  await finished;
-}
 
-async function respond(
-  request: IncomingMessage,
-  response: ServerResponse,
-  handle: ExecutionHandle,
-): Promise<void> {
-  if (wantsJson(request)) {
+  if (wantsJson(c.req.header('accept'))) {
     const terminal = await handle.result;
-    if (!response.destroyed) sendJson(response, 200, terminal, { 'x-execution-id': handle.id });
-    return;
+    responded();
+    return c.json(terminal, 200);
   }
-  openEventStream(response, handle.id);
-  // A comment line every 15 s keeps proxies from closing a stream while code runs silently.
-  const keepAlive = setInterval(() => writeKeepAlive(response), 15_000);
-  try {
-    for await (const event of handle) {
-      if (!response.destroyed) writeEvent(response, event);
+  // Proxies such as nginx buffer responses unless told not to; events must arrive live.
+  c.header('x-accel-buffering', 'no');
+  return streamSSE(c, async (stream) => {
+    const keepAlive = setInterval(() => void stream.write(': keep-alive\n\n'), keepAliveMs);
+    try {
+      for await (const event of handle) {
+        if (!stream.aborted)
+          await stream.writeSSE({ event: event.type, data: JSON.stringify(event) });
+      }
+    } finally {
+      clearInterval(keepAlive);
+      responded();
     }
-  } finally {
-    clearInterval(keepAlive);
-  }
-  response.end();
+  });
 }
 
-async function release(lease: GuardLease, handle: ExecutionHandle, route: ExecutionsRouteContext) {
+async function release(
+  lease: GuardLease,
+  handle: ExecutionHandle,
+  context: ExecutionContext,
+  route: ExecutionsRouteContext,
+): Promise<void> {
   const terminal = await handle.result;
   await lease.release();
   route.logger.info(
-    { executionId: handle.id, outcome: terminal.type === 'result' ? 'result' : terminal.code },
+    {
+      executionId: handle.id,
+      userId: context.userId,
+      outcome: terminal.type === 'result' ? 'result' : terminal.code,
+      wallMs: terminal.stats?.wallMs,
+    },
     'execution ended',
   );
 }
 
 /** SSE unless the client asks for JSON and not for an event stream. */
-function wantsJson(request: IncomingMessage): boolean {
-  const accept = request.headers.accept ?? '';
+function wantsJson(accept: string | undefined = ''): boolean {
   return accept.includes('application/json') && !accept.includes('text/event-stream');
 }

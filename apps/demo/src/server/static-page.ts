@@ -1,48 +1,51 @@
-// The playground page: three plain files read once at start-up and served as they are (no build
-// step), under a content security policy that allows only this origin's script and style.
-import { readFile } from 'node:fs/promises';
-import type { ServerResponse } from 'node:http';
+// The playground page: plain files from `src/page/` served as they are (no build step), under a
+// content security policy that allows only this origin's script, style and images.
+import { fileURLToPath } from 'node:url';
+import { serveStatic } from '@hono/node-server/serve-static';
+import type { Hono } from 'hono';
+import { secureHeaders } from 'hono/secure-headers';
+import type { DemoEnv } from './server-env.ts';
 
-interface PageFile {
-  body: Buffer;
-  type: string;
-}
+const pageDirectory = fileURLToPath(new URL('../page/', import.meta.url));
 
-/** The page's files by URL path. */
-export type PageFiles = ReadonlyMap<string, PageFile>;
+/** The files of the page, by URL path; anything else under `/` is a 404. */
+const pageFiles = {
+  '/': 'index.html',
+  '/app.js': 'app.js',
+  '/style.css': 'style.css',
+  '/favicon.svg': 'favicon.svg',
+  // Browsers ask for /favicon.ico whatever the page links; the SVG answers it too.
+  '/favicon.ico': 'favicon.svg',
+} as const;
 
-const pageDirectory = new URL('../page/', import.meta.url);
+const pageHeaders = secureHeaders({
+  contentSecurityPolicy: {
+    defaultSrc: ["'none'"],
+    scriptSrc: ["'self'"],
+    styleSrc: ["'self'"],
+    connectSrc: ["'self'"],
+    imgSrc: ["'self'", 'data:'],
+    baseUri: ["'none'"],
+    formAction: ["'none'"],
+    frameAncestors: ["'none'"],
+  },
+  referrerPolicy: 'no-referrer',
+});
 
-const files = [
-  ['/', 'index.html', 'text/html; charset=utf-8'],
-  ['/app.js', 'app.js', 'text/javascript; charset=utf-8'],
-  ['/style.css', 'style.css', 'text/css; charset=utf-8'],
-] as const;
-
-/** Reads the page's files from `src/page/`. */
-export async function loadPageFiles(): Promise<PageFiles> {
-  const entries = await Promise.all(
-    files.map(
-      async ([path, name, type]) =>
-        [path, { body: await readFile(new URL(name, pageDirectory)), type }] as const,
-    ),
-  );
-  return new Map(entries);
-}
-
-/** Sends the file for `path`; false when there is none. */
-export function sendPageFile(response: ServerResponse, pages: PageFiles, path: string): boolean {
-  const file = pages.get(path);
-  if (file === undefined) return false;
-  response.writeHead(200, {
-    'content-type': file.type,
-    'content-length': file.body.byteLength,
-    'cache-control': 'no-cache',
-    'content-security-policy':
-      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-    'x-content-type-options': 'nosniff',
-    'referrer-policy': 'no-referrer',
-  });
-  response.end(file.body);
-  return true;
+/** Adds the page's routes (GET and HEAD) to `app`. */
+export function addPageRoutes(app: Hono<DemoEnv>): void {
+  for (const [path, file] of Object.entries(pageFiles)) {
+    app.get(
+      path,
+      pageHeaders,
+      serveStatic({
+        root: pageDirectory,
+        path: file,
+        // A new version of the page is picked up on the next load, never served stale.
+        onFound: (_path, c) => {
+          c.header('cache-control', 'no-cache');
+        },
+      }),
+    );
+  }
 }

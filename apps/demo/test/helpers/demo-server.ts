@@ -21,6 +21,7 @@ export const testGuardSettings: GuardSettings = {
   maxExecutionsPerTurn: 2,
   ratePerUser: 3,
   windowMs: 60_000,
+  burst: 3,
   maxConcurrentPerUser: 4,
 };
 
