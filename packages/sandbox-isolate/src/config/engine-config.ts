@@ -10,6 +10,7 @@ import {
   validate,
 } from '@coda/sandbox-core';
 import { z } from 'zod';
+import type { CodeLanguage } from '../isolate/typescript-input.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
 import { type ToolSet, ToolSetSchema } from '../tools/tool-config.ts';
 
@@ -68,6 +69,11 @@ export interface SandboxEngineConfig {
   logger?: Logger;
   /** WASM modules made available to user code as globals. */
   wasmModules?: readonly WasmModuleConfig[];
+  /**
+   * The language of a request that does not say: `javascript` (default) or `typescript`
+   * (stripped of its types before it runs, see {@link SubmitRequest.language}).
+   */
+  language?: CodeLanguage;
 }
 
 /** One execution request. */
@@ -80,6 +86,13 @@ export interface SubmitRequest {
   context?: Partial<ExecutionContext>;
   /** Aborting it cancels the execution (`CANCELLED`). */
   signal?: AbortSignal;
+  /**
+   * `typescript`: `code` is TypeScript, stripped of its types with Node's
+   * `module.stripTypeScriptTypes` before it runs (types are not checked; `enum`, `namespace` with
+   * values and parameter properties are refused as a `SyntaxError`). Error positions are those of
+   * the TypeScript. `maxCodeBytes` counts the code as given. Default: the engine's `language`.
+   */
+  language?: CodeLanguage;
 }
 
 const reservedGlobals = new Set(['dataProxy', 'tools', 'reportStatus', 'console', 'globalThis']);
@@ -118,6 +131,7 @@ const EngineConfigSchema = z.strictObject({
   guards: z.array(GuardSchema).optional(),
   logger: LoggerSchema.optional(),
   wasmModules: z.array(WasmModuleSchema).optional(),
+  language: z.enum(['javascript', 'typescript']).optional(),
 });
 
 /** The engine configuration with every default applied. */
@@ -133,6 +147,7 @@ export interface ResolvedEngineConfig {
   guards: readonly ExecutionGuard[];
   logger: Logger | undefined;
   wasmModules: readonly WasmModuleConfig[];
+  language: CodeLanguage;
 }
 
 /** Validates `config` (one SandboxValidationError naming every bad field) and fills defaults. */
@@ -164,6 +179,7 @@ export function resolveEngineConfig(config: SandboxEngineConfig = {}): ResolvedE
     guards: config.guards ?? [],
     logger: config.logger,
     wasmModules: (config.wasmModules ?? []).map((module) => ({ ...module })),
+    language: parsed.language ?? 'javascript',
   };
 }
 
@@ -179,6 +195,7 @@ const SubmitRequestSchema = z.strictObject({
     })
     .optional(),
   signal: z.instanceof(AbortSignal).optional(),
+  language: z.enum(['javascript', 'typescript']).optional(),
 });
 
 /** Validates the shape of a submit request (limits are checked by `resolveExecutionLimits`). */

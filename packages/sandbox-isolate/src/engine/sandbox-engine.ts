@@ -31,6 +31,7 @@ import {
 } from '../config/engine-config.ts';
 import { resultTooBig } from '../isolate/code-executor.ts';
 import type { JobOutcome } from '../isolate/job.ts';
+import type { CodeLanguage } from '../isolate/typescript-input.ts';
 import { withSourceLine } from '../isolate/user-code-location.ts';
 import { checkWasmModules } from '../isolate/wasm-modules.ts';
 import { type ToolTable, toolTable } from '../tools/tool-config.ts';
@@ -256,7 +257,15 @@ export class SandboxEngine {
       try {
         if (this.#disposed) channel.handle.cancel('SandboxEngine disposed');
         if (controller.signal.aborted) return;
-        terminal = await this.#run(valid.code, limits, context, channel, controller.signal);
+        const language = valid.language ?? this.#config.language;
+        terminal = await this.#run(
+          valid.code,
+          language,
+          limits,
+          context,
+          channel,
+          controller.signal,
+        );
       } finally {
         if (lease !== noLease) await lease.release();
       }
@@ -270,6 +279,7 @@ export class SandboxEngine {
 
   async #run(
     code: string,
+    language: CodeLanguage,
     limits: ExecutionLimits,
     context: ExecutionContext,
     channel: ExecutionChannel,
@@ -286,7 +296,7 @@ export class SandboxEngine {
     try {
       outcome = await this.#backend.execute(
         // The job id is the engine's own: callers may reuse an executionId (a retry).
-        { id: String(++this.#jobs), code, limits },
+        { id: String(++this.#jobs), code, limits, language },
         session,
         signal,
       );

@@ -158,7 +158,8 @@ const maxSourceLineChars = 1_000;
 /** What V8 counts as a line break. */
 const lineBreak = /\r\n|[\n\r\u2028\u2029]/;
 
-function codeLines(code: string): string[] {
+/** The lines of `code`, split where V8 breaks them. */
+export function codeLines(code: string): string[] {
   return code.split(lineBreak);
 }
 

@@ -6,7 +6,13 @@ import { measureJson } from '../bridge/json-measure.ts';
 import { maxJsonDepth } from '../bridge/safe-json.ts';
 import { resultTooBig, resultTooDeep } from '../isolate/code-executor.ts';
 import { IsolateRuntime } from '../isolate/isolate-runtime.ts';
-import type { DataAnswer, JobHost, JobOutcome, SynchronousStart } from '../isolate/job.ts';
+import type {
+  DataAnswer,
+  ExecutionJob,
+  JobHost,
+  JobOutcome,
+  SynchronousStart,
+} from '../isolate/job.ts';
 import { loadWasmModules } from '../isolate/wasm-modules.ts';
 import { catastrophicMarker, type HostMessage, type WorkerMessage } from './protocol.ts';
 
