@@ -35,6 +35,7 @@ import type { CodeLanguage } from '../isolate/typescript-input.ts';
 import { withSourceLine } from '../isolate/user-code-location.ts';
 import { checkWasmModules } from '../isolate/wasm-modules.ts';
 import { type ToolTable, toolTable } from '../tools/tool-config.ts';
+import { renderToolDeclarations } from '../tools/tool-declarations.ts';
 import { WorkerBackend } from '../worker/worker-backend.ts';
 import type { ExecutionBackend } from './backend.ts';
 import { ExecutionSession } from './execution-session.ts';
@@ -123,6 +124,23 @@ export class SandboxEngine {
   /** The limits an execution gets when its request sets none. */
   get defaultLimits(): Readonly<ExecutionLimits> {
     return this.#defaults;
+  }
+
+  /**
+   * TypeScript declarations of the `tools` object user code sees, generated from each tool's zod
+   * schema with the descriptions as doc comments: ready to put in a model's prompt.
+   *
+   * ```ts
+   * declare const tools: {
+   *   /** Orders of one region. *\/
+   *   getOrders(input: {
+   *     region: "EMEA" | "APAC";
+   *   }): Promise<unknown>;
+   * };
+   * ```
+   */
+  toolDeclarations(): string {
+    return renderToolDeclarations(this.#tools);
   }
 
   /** Current figures: active executions and the ceiling. */
