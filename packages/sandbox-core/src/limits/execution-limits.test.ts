@@ -24,6 +24,7 @@ describe('execution limits defaults', () => {
       memoryMb: 256,
       timeoutMs: 30_000,
       maxCodeBytes: 524_288,
+      maxTimers: 100,
     });
   });
 

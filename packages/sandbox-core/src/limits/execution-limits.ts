@@ -15,6 +15,8 @@ export const IsolateLimitsSchema = z.strictObject({
   timeoutMs: positiveInt.max(maxTimerMs),
   /** Largest accepted source, in UTF-8 bytes, checked before any V8 work. */
   maxCodeBytes: positiveInt,
+  /** Most `setTimeout` timers pending at once inside the isolate (0: none allowed). */
+  maxTimers: countOrZero.max(10_000),
 });
 
 /** Tier 2: limits on what crosses the bridge between the isolate and the host. */
@@ -57,6 +59,12 @@ export interface IsolateLimits {
   timeoutMs: number;
   /** Largest accepted source, in UTF-8 bytes, checked before any V8 work. Default 524 288. */
   maxCodeBytes: number;
+  /**
+   * Most `setTimeout` timers pending at once inside the isolate: one more throws a `RangeError`
+   * there that names `maxTimers`. 0 (none allowed) to 10 000. Default 100. Every timer also ends
+   * with its execution and never fires past `timeoutMs`.
+   */
+  maxTimers: number;
 }
 
 /**
@@ -99,11 +107,12 @@ export interface BridgeLimits {
 /** Every limit of one execution, tier 1 and tier 2 ({@link ExecutionLimitsSchema}). */
 export interface ExecutionLimits extends IsolateLimits, BridgeLimits {}
 
-/** Seed 000's tier 1 defaults. */
+/** Seed 000's tier 1 defaults, plus a bound on pending timers (100) the seed lacks. */
 export const defaultIsolateLimits: Readonly<IsolateLimits> = Object.freeze({
   memoryMb: 256,
   timeoutMs: 30_000,
   maxCodeBytes: 524_288,
+  maxTimers: 100,
 });
 
 /**
