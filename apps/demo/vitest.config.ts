@@ -8,5 +8,7 @@ export default defineConfig({
   test: {
     ...sharedTestConfig.test,
     execArgv: ['--no-node-snapshot'],
+    // One redis-server for every test file: the limits of the API and page tests live in it.
+    globalSetup: ['test/global-setup.ts'],
   },
 });

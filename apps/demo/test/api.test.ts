@@ -1,6 +1,9 @@
-// The HTTP API over real HTTP: a real server, a real isolate engine, real guards.
+// The HTTP API over real HTTP: a real server, a real isolate engine, real guards on a real
+// redis-server, and a real pino logger whose lines the tests read.
 import { randomUUID } from 'node:crypto';
-import type { SandboxEvent, TerminalEvent } from '@coda/sandbox-core';
+import { Writable } from 'node:stream';
+import { defaultExecutionLimits, type SandboxEvent, type TerminalEvent } from '@coda/sandbox-core';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { examples } from '../src/snippets/examples.ts';
 import { type StartedServer, startDemoServer } from './helpers/demo-server.ts';
@@ -17,8 +20,19 @@ interface ErrorBody {
   };
 }
 
+/** Every line the server logged, parsed. */
+const logLines: Record<string, unknown>[] = [];
+const logSink = new Writable({
+  write(chunk: Buffer, _encoding, done) {
+    for (const line of chunk.toString('utf8').split('\n')) {
+      if (line !== '') logLines.push(JSON.parse(line) as Record<string, unknown>);
+    }
+    done();
+  },
+});
+
 beforeAll(async () => {
-  started = await startDemoServer();
+  started = await startDemoServer({ logger: pino(logSink) });
   await started.engine.ready();
 });
 afterAll(() => started.stop());
@@ -45,6 +59,40 @@ describe('GET /healthz', () => {
   });
 });
 
+describe('GET /v1/limits, /v1/examples, /favicon.ico', () => {
+  it('publishes the admission limits, the execution ceilings and the body cap', async () => {
+    const response = await fetch(`${started.url}/v1/limits`);
+    expect(await response.json()).toEqual({
+      admission: {
+        maxExecutionsPerTurn: 2,
+        ratePerUser: 3,
+        windowMs: 60_000,
+        burst: 3,
+        maxConcurrentPerUser: 4,
+      },
+      execution: defaultExecutionLimits,
+      maxBodyBytes: 1_048_576,
+    });
+  });
+
+  it('lists the playground examples and attacks, and serves a favicon', async () => {
+    const catalogue = (await (await fetch(`${started.url}/v1/examples`)).json()) as {
+      examples: { id: string }[];
+      attacks: { id: string; containedBy: string[] }[];
+    };
+    expect(catalogue.examples.map((example) => example.id)).toEqual(
+      examples.map((example) => example.id),
+    );
+    expect(catalogue.attacks.find((attack) => attack.id === 'sync-cpu')?.containedBy).toEqual([
+      'TIMEOUT',
+    ]);
+    const icon = await fetch(`${started.url}/favicon.ico`);
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get('content-type')).toBe('image/svg+xml; charset=utf-8');
+    expect(await icon.text()).toContain('<svg');
+  });
+});
+
 describe('POST /v1/executions', () => {
   it('streams status events, then the result, as Server-Sent Events', async () => {
     const statusStream = examples.find((example) => example.id === 'status-stream')!;
@@ -68,6 +116,29 @@ describe('POST /v1/executions', () => {
     expect(response.status).toBe(200);
     const event = (await response.json()) as TerminalEvent;
     expect(event).toMatchObject({ type: 'result', payload: 42 });
+  });
+
+  it('logs the request, the admission and the end, each with the user and the execution id', async () => {
+    const userId = `logged-${randomUUID()}`;
+    const response = await post(
+      { code: 'return 1;' },
+      { 'x-user-id': userId, accept: 'application/json' },
+    );
+    await response.json();
+    const executionId = response.headers.get('x-execution-id');
+    await waitFor(() =>
+      logLines.some((line) => line.msg === 'execution ended' && line.userId === userId),
+    );
+    const lines = logLines.filter((line) => line.executionId === executionId);
+    expect(lines.map((line) => [line.msg, line.userId]).sort()).toEqual([
+      ['execution admitted', userId],
+      ['execution ended', userId],
+      ['request', userId],
+    ]);
+    expect(lines.find((line) => line.msg === 'request')).toMatchObject({ status: 200, level: 30 });
+    expect(lines.find((line) => line.msg === 'execution ended')).toMatchObject({
+      outcome: 'result',
+    });
   });
 
   it('reports a contained attack as its error event', async () => {
@@ -147,7 +218,7 @@ describe('POST /v1/executions', () => {
     });
     const streamed = await fetch(`${started.url}/v1/executions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-user-id': 'chunked' },
+      headers: { 'content-type': 'application/json', 'x-user-id': `chunked-${randomUUID()}` },
       body: stream,
       duplex: 'half',
     } as RequestInit);
@@ -157,20 +228,38 @@ describe('POST /v1/executions', () => {
   it('refuses a user over the rate limit with 429 and Retry-After', async () => {
     const userId = `busy-${randomUUID()}`;
     const statuses: number[] = [];
+    let refused: Response | undefined;
     for (let attempt = 0; attempt < 4; attempt++) {
       const response = await post(
         { code: 'return 1;' },
         { 'x-user-id': userId, accept: 'application/json' },
       );
+      if (attempt < 3) await response.arrayBuffer();
       statuses.push(response.status);
-      if (response.status === 429) {
-        expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-        expect(await response.json()).toMatchObject({ error: { code: 'RATE_LIMITED' } });
-      } else {
-        await response.arrayBuffer();
-      }
+      refused = response;
     }
     expect(statuses).toEqual([200, 200, 200, 429]);
+    const body = (await refused!.json()) as {
+      error: { code: string; details: { retryAfterMs: number } };
+    };
+    expect(body.error.code).toBe('RATE_LIMITED');
+    // One figure in two units: the header in whole seconds, rounded up from the details.
+    const seconds = Math.ceil(body.error.details.retryAfterMs / 1_000);
+    expect(refused!.headers.get('retry-after')).toBe(String(seconds));
+    expect(seconds).toBeGreaterThanOrEqual(1);
+    // The refusal is logged with its code, the user and the execution id it was answered with.
+    const executionId = refused!.headers.get('x-execution-id');
+    expect(executionId).toMatch(/^[0-9a-f-]{36}$/);
+    await waitFor(() => logLines.some((line) => line.executionId === executionId));
+    expect(logLines.find((line) => line.executionId === executionId)).toMatchObject({
+      level: 40,
+      msg: 'request refused',
+      method: 'POST',
+      path: '/v1/executions',
+      status: 429,
+      code: 'RATE_LIMITED',
+      userId,
+    });
   });
 
   it('refuses a turn over its budget with 429 BUDGET_EXHAUSTED', async () => {
@@ -226,7 +315,7 @@ describe('graceful shutdown', () => {
     try {
       const response = await fetch(`${own.url}/v1/executions`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-user-id': 'shutdown' },
+        headers: { 'content-type': 'application/json', 'x-user-id': `shutdown-${randomUUID()}` },
         body: JSON.stringify(longRunning),
       });
       const events = readSse(response.body!);

@@ -5,10 +5,9 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createMemoryLimitStore } from '@coda/sandbox-limits-redis';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDemoGuards, defaultGuardSettings } from '../src/compose/guards.ts';
+import { defaultGuardSettings } from '../src/compose/guards.ts';
 import { type StartedServer, startDemoServer } from './helpers/demo-server.ts';
 import { waitFor } from './helpers/sse.ts';
 
@@ -21,10 +20,9 @@ let page: Page;
 let profile: string;
 
 beforeAll(async () => {
-  // The server's real guard settings: a person clicking around stays well inside them.
-  started = await startDemoServer({
-    guards: createDemoGuards(createMemoryLimitStore(), defaultGuardSettings),
-  });
+  // The server's real guard settings, in the run's Redis: a person clicking around stays well
+  // inside them.
+  started = await startDemoServer({ admission: defaultGuardSettings });
   profile = await mkdtemp(join(tmpdir(), 'coda-demo-chromium-'));
   // A fresh profile directory per run: playwright takes it as the persistent context's userDataDir.
   browser = await chromium.launchPersistentContext(profile, {

@@ -1,10 +1,12 @@
-// A real demo server on a free loopback port, with a real engine and guards on an in-memory
-// store — what `pnpm demo serve` runs, with limits a test can reach quickly.
-import type { ExecutionGuard } from '@coda/sandbox-core';
+// A real demo server on a free loopback port, with a real engine and guards on the run's real
+// Redis (started by test/global-setup.ts) — what `pnpm demo serve` runs with REDIS_URL set, with
+// limits a test can reach quickly.
+import type { Logger } from '@coda/sandbox-core';
 import type { SandboxEngine } from '@coda/sandbox-isolate';
-import { createMemoryLimitStore } from '@coda/sandbox-limits-redis';
+import { inject } from 'vitest';
 import { createDemoGuards, type GuardSettings } from '../../src/compose/guards.ts';
 import { createDemoEngine } from '../../src/compose/isolate-engine.ts';
+import { openLimitStore } from '../../src/compose/limit-store.ts';
 import { createDemoServer, type DemoServer } from '../../src/server/create-server.ts';
 
 /** A started server and its engine. */
@@ -12,7 +14,7 @@ export interface StartedServer {
   server: DemoServer;
   engine: SandboxEngine;
   url: string;
-  /** Closes the server (gracefully) and disposes the engine. */
+  /** Closes the server (gracefully), disposes the engine and closes the Redis connection. */
   stop(): Promise<void>;
 }
 
@@ -25,16 +27,18 @@ export const testGuardSettings: GuardSettings = {
   maxConcurrentPerUser: 4,
 };
 
-/** Starts a server with `guards` (default: the demo's guards with {@link testGuardSettings}). */
+/** Starts a server whose guards enforce `admission` (default {@link testGuardSettings}) in Redis. */
 export async function startDemoServer(
-  options: { guards?: ExecutionGuard[]; maxBodyBytes?: number } = {},
+  options: { admission?: GuardSettings; logger?: Logger } = {},
 ): Promise<StartedServer> {
+  const admission = options.admission ?? testGuardSettings;
+  const store = await openLimitStore(inject('redisUrl'));
   const engine = createDemoEngine({ maxConcurrent: 4 });
-  const guards = options.guards ?? createDemoGuards(createMemoryLimitStore(), testGuardSettings);
   const server = await createDemoServer({
     runner: engine,
-    guards,
-    ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
+    guards: createDemoGuards(store.store, admission),
+    admission,
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
   });
   const address = await server.listen(0);
   return {
@@ -44,6 +48,7 @@ export async function startDemoServer(
     async stop() {
       await server.close();
       await engine.dispose();
+      await store.close();
     },
   };
 }
