@@ -14,6 +14,22 @@ describe('pnpm demo <part>', () => {
     expect(stdout).toContain('refused: BUDGET_EXHAUSTED');
     expect(stdout).toContain('refused: RATE_LIMITED');
     expect(stdout).not.toContain('\u001b[');
+    // Every column of the table has a heading.
+    expect(stdout).toMatch(/^tier +user \/ conversation +outcome +retry after$/m);
+  }, 60_000);
+
+  it('parser: on a pipe, each call once (its result line, no progress line)', async () => {
+    const { code, stdout } = await demo(['parser']);
+    expect(code).toBe(0);
+    const calls = stdout.split('\n').filter((line) => /^ {2}\w+(\(| \()/.test(line));
+    expect(calls).toEqual([
+      '  flatten_telemetry_frames (sample feed)',
+      '  build_telemetry_segments (sample feed)',
+      '  flatten_telemetry_frames (hostile: run-length bomb)',
+      '  build_telemetry_segments (hostile: cyclic chain)',
+      '  __proto__ (unknown parser)',
+    ]);
+    expect(stdout).not.toContain('flatten_telemetry_frames(sample feed)');
   }, 60_000);
 
   it('limits: keeps tier 3 and 4 counts in Redis when REDIS_URL is set', async () => {

@@ -1,5 +1,6 @@
-// Where parts write what they are doing. In terminal mode lines appear as work progresses; in
-// --json mode nothing is printed until the end, when main writes one JSON document.
+// Where parts write what they are doing. On a terminal, lines appear as work progresses with a
+// progress line that each result replaces; on a pipe or in a CI log only the result lines (no
+// progress, which would repeat them); in --json mode nothing until main writes one JSON document.
 import type { Writable } from 'node:stream';
 import type { Style } from './style.ts';
 import { formatTable } from './table.ts';
@@ -13,7 +14,8 @@ export interface Reporter {
   line(text?: string): void;
   /**
    * What is running now. On a terminal it replaces the previous progress line and disappears at
-   * the next output; elsewhere (a pipe, a CI log) it is printed as a line of its own.
+   * the next output; elsewhere (a pipe, a CI log) it is not printed: the result line that follows
+   * says the same, once.
    */
   progress(text: string): void;
   /** A table, columns aligned. */
@@ -46,7 +48,7 @@ export function createTerminalReporter(
       write(text);
     },
     progress(text) {
-      if (stream.isTTY !== true) return write(style.dim(text));
+      if (stream.isTTY !== true) return;
       clearProgress();
       stream.write(style.dim(text));
       progressShown = true;

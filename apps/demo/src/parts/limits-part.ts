@@ -53,7 +53,7 @@ export const limitsPart: DemoPart = {
       const outcome = terminal.type === 'result' ? 'result' : terminal.code;
       if (outcome !== step.expect) unexpected++;
       const retry = terminal.type === 'error' ? terminal.details?.retryAfterMs : undefined;
-      const detail = typeof retry === 'number' ? `retry after ${formatMs(retry)}` : '';
+      const detail = typeof retry === 'number' ? formatMs(retry) : '—';
       rows.push([
         step.tier,
         `${step.context.userId} / ${step.context.conversationId}`,
@@ -62,7 +62,7 @@ export const limitsPart: DemoPart = {
       ]);
       runs.push({ tier: step.tier, ...step.context, outcome, expected: step.expect });
     }
-    reporter.table(['tier', 'user / conversation', 'outcome', ''], rows);
+    reporter.table(['tier', 'user / conversation', 'outcome', 'retry after'], rows);
     return partReport('limits', unexpected, 'executions did not meet the expected limit', runs);
   },
 };
