@@ -1,0 +1,119 @@
+// The packages as a new user gets them: versioned with changesets and published with pnpm to a
+// real registry (Verdaccio on loopback), then each installed by name, alone, into an empty
+// project with plain npm, after which every runnable ts/js block of its README runs as written
+// with plain node. The root README's blocks run the same way. Nothing is copied into
+// node_modules: what the examples import is what the registry served.
+import { readdirSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type RedisProcess,
+  startRedis,
+} from '../../../packages/sandbox-limits-redis/test/redis-servers.ts';
+import { importedPackages, readReadme } from './support/readme-examples.ts';
+import { type LocalRegistry, startRegistry } from './support/registry.ts';
+import { copyRepository, releaseCopy } from './support/release.ts';
+import { createUserProject, userEnvironment } from './support/user-project.ts';
+
+const root = resolve(import.meta.dirname, '../../..');
+
+/** The published packages, read when the file is collected so each gets its own test. */
+const packageNames = readdirSync(join(root, 'packages'))
+  .sort()
+  .map(
+    (entry) =>
+      JSON.parse(readFileSync(join(root, 'packages', entry, 'package.json'), 'utf8')) as {
+        name: string;
+        private?: boolean;
+      },
+  )
+  .filter((manifest) => manifest.private !== true)
+  .map((manifest) => manifest.name);
+
+interface RegistryMetadata {
+  versions: Record<string, { dependencies?: Record<string, string> }>;
+  'dist-tags': { latest: string };
+}
+
+let work: string;
+let copy: string;
+let registry: LocalRegistry | undefined;
+let redis: RedisProcess | undefined;
+let versions: Map<string, string>;
+let env: NodeJS.ProcessEnv;
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), 'coda-round-trip-'));
+  copy = join(work, 'repository');
+  await mkdir(join(work, 'registry'));
+  await mkdir(join(work, 'projects'));
+  [registry, redis] = await Promise.all([startRegistry(join(work, 'registry')), startRedis()]);
+  await copyRepository(root, copy);
+  versions = await releaseCopy(root, copy, registry);
+  env = userEnvironment({ REDIS_URL: `redis://127.0.0.1:${redis.port}` });
+});
+
+afterAll(async () => {
+  await Promise.all([registry?.stop(), redis?.stop()]);
+  if (work !== undefined) await rm(work, { recursive: true, force: true });
+});
+
+/** Installs what `readme` says, saves its files and runs each runnable block in turn. */
+async function followReadme(
+  readme: string,
+  project: Awaited<ReturnType<typeof createUserProject>>,
+): Promise<number> {
+  const { install, runnable, files } = readReadme(readme);
+  if (runnable.length === 0) return 0;
+  expect(install, 'a README with examples says what to npm install').toBeDefined();
+  await project.install(install ?? []);
+  for (const block of [...runnable, ...files]) {
+    const missing = importedPackages(block.code).filter((name) => !install?.includes(name));
+    expect(missing, `line ${block.line} imports packages its install line leaves out`).toEqual([]);
+  }
+  for (const file of files) await project.save(file.name, file.code);
+  for (const [index, block] of runnable.entries()) {
+    const file = `readme-example-${index + 1}.${block.language}`;
+    await project.save(file, block.code);
+    const { stderr } = await project.node(file).catch((error: Error) => {
+      throw new Error(`the example at line ${block.line} failed: ${error.message}`);
+    });
+    expect(stderr, `the example at line ${block.line} wrote to stderr`).toBe('');
+  }
+  return runnable.length;
+}
+
+describe('a release published to a local registry', () => {
+  it.each(packageNames)('%s installs alone by name and its README examples run', async (name) => {
+    const url = registry?.url ?? '';
+    const metadata = (await (
+      await fetch(new URL(name.replace('/', '%2f'), url))
+    ).json()) as RegistryMetadata;
+    const version = versions.get(name) ?? '';
+    expect(metadata['dist-tags'].latest).toBe(version);
+    const dependencies = metadata.versions[version]?.dependencies ?? {};
+    for (const [dependency, range] of Object.entries(dependencies)) {
+      if (dependency.startsWith('@coda/')) expect(range).toBe(`^${versions.get(dependency)}`);
+    }
+
+    const project = await createUserProject(join(work, 'projects'), url, env);
+    await project.install([name]);
+    const installed = JSON.parse(
+      await readFile(join(project.dir, 'node_modules', name, 'package.json'), 'utf8'),
+    ) as { version: string };
+    expect(installed.version).toBe(version);
+
+    // The README as published: the one in the tarball.
+    const readme = await readFile(join(project.dir, 'node_modules', name, 'README.md'), 'utf8');
+    expect(readReadme(readme).install?.[0], 'the install line names the package first').toBe(name);
+    expect(await followReadme(readme, project)).toBeGreaterThan(0);
+  });
+
+  it("the root README's examples run", async () => {
+    const project = await createUserProject(join(work, 'projects'), registry?.url ?? '', env);
+    const readme = await readFile(join(copy, 'README.md'), 'utf8');
+    expect(await followReadme(readme, project)).toBe(readReadme(readme).runnable.length);
+  });
+});

@@ -1,0 +1,58 @@
+// A new user's project: an empty directory with a package.json, where plain npm installs from
+// the local registry and plain node runs what a README says.
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { delimiter, dirname, join } from 'node:path';
+import { run } from './release.ts';
+
+/**
+ * The environment of a user's shell: this Node first on PATH (npm runs on it), nothing a
+ * package manager running this test set (`npm_*`, `PNPM_*`; `npm_config_nodedir`, which points
+ * node-gyp at this Node's headers, stays), and `extra` (such as REDIS_URL).
+ */
+export function userEnvironment(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([key]) => key === 'npm_config_nodedir' || !/^(npm_|pnpm_)/i.test(key),
+    ),
+  );
+  return {
+    ...env,
+    PATH: [dirname(process.execPath), process.env.PATH].join(delimiter),
+    NODE_OPTIONS: '',
+    ...extra,
+  };
+}
+
+export interface UserProject {
+  readonly dir: string;
+  /** `npm install NAMES` from the registry. */
+  install(names: readonly string[]): Promise<void>;
+  /** Saves `code` as `file` in the project. */
+  save(file: string, code: string): Promise<void>;
+  /** `node FILE`; rejects with the output unless it exits 0. */
+  node(file: string): Promise<{ stdout: string; stderr: string }>;
+}
+
+export async function createUserProject(
+  parent: string,
+  registryUrl: string,
+  env: NodeJS.ProcessEnv,
+): Promise<UserProject> {
+  const dir = await mkdtemp(join(parent, 'project-'));
+  await writeFile(
+    join(dir, 'package.json'),
+    `${JSON.stringify({ name: 'new-user-project', private: true, type: 'module' }, null, 2)}\n`,
+  );
+  return {
+    dir,
+    install: async (names) => {
+      await run(
+        'npm',
+        ['install', '--registry', registryUrl, '--no-audit', '--no-fund', ...names],
+        { cwd: dir, env, timeout: 180_000 },
+      );
+    },
+    save: (file, code) => writeFile(join(dir, file), code),
+    node: (file) => run(process.execPath, [file], { cwd: dir, env, timeout: 60_000 }),
+  };
+}
