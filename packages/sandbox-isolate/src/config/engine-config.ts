@@ -12,6 +12,7 @@ import {
 import { z } from 'zod';
 import type { CodeLanguage } from '../isolate/typescript-input.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
+import { type TelemetryConfig, TelemetryConfigSchema } from '../telemetry/telemetry-config.ts';
 import { type ToolSet, ToolSetSchema } from '../tools/tool-config.ts';
 
 /** What a data handler learns about the request it answers. */
@@ -67,6 +68,12 @@ export interface SandboxEngineConfig {
   guards?: readonly ExecutionGuard[];
   /** Receives the engine's logs (pino-compatible). Silent by default. */
   logger?: Logger;
+  /**
+   * Where the OpenTelemetry spans and metrics go (a span per execution, its phases and calls;
+   * executions by outcome, their durations). Default: the global providers of
+   * `@opentelemetry/api` when it is installed (an optional peer); nothing is recorded without it.
+   */
+  telemetry?: TelemetryConfig;
   /** WASM modules made available to user code as globals. */
   wasmModules?: readonly WasmModuleConfig[];
   /**
@@ -130,6 +137,7 @@ const EngineConfigSchema = z.strictObject({
   tools: ToolSetSchema.optional(),
   guards: z.array(GuardSchema).optional(),
   logger: LoggerSchema.optional(),
+  telemetry: TelemetryConfigSchema.optional(),
   wasmModules: z.array(WasmModuleSchema).optional(),
   language: z.enum(['javascript', 'typescript']).optional(),
 });
@@ -146,6 +154,7 @@ export interface ResolvedEngineConfig {
   tools: ToolSet;
   guards: readonly ExecutionGuard[];
   logger: Logger | undefined;
+  telemetry: TelemetryConfig | undefined;
   wasmModules: readonly WasmModuleConfig[];
   language: CodeLanguage;
 }
@@ -178,6 +187,7 @@ export function resolveEngineConfig(config: SandboxEngineConfig = {}): ResolvedE
     tools: config.tools ?? {},
     guards: config.guards ?? [],
     logger: config.logger,
+    telemetry: config.telemetry,
     wasmModules: (config.wasmModules ?? []).map((module) => ({ ...module })),
     language: parsed.language ?? 'javascript',
   };

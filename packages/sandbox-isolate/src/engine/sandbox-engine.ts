@@ -34,6 +34,7 @@ import type { JobOutcome } from '../isolate/job.ts';
 import type { CodeLanguage } from '../isolate/typescript-input.ts';
 import { withSourceLine } from '../isolate/user-code-location.ts';
 import { checkWasmModules } from '../isolate/wasm-modules.ts';
+import { EngineTelemetry, type ExecutionTrace } from '../telemetry/engine-telemetry.ts';
 import { type ToolTable, toolTable } from '../tools/tool-config.ts';
 import { renderToolDeclarations } from '../tools/tool-declarations.ts';
 import { WorkerBackend } from '../worker/worker-backend.ts';
@@ -72,6 +73,8 @@ export class SandboxEngine {
   readonly #backend: ExecutionBackend;
   readonly #logger: Logger;
   readonly #tools: ToolTable;
+  /** Undefined when `@opentelemetry/api` is not installed: then no span is even started. */
+  readonly #telemetry: EngineTelemetry | undefined;
   readonly #running = new Set<ExecutionHandle>();
   /** Executions submitted and not yet settled; dispose() waits for them. */
   #inFlight = 0;
@@ -87,6 +90,7 @@ export class SandboxEngine {
     this.#defaults = resolveExecutionLimits(this.#config.limits);
     this.#logger = this.#config.logger ?? silentLogger;
     this.#tools = toolTable(this.#config.tools);
+    this.#telemetry = EngineTelemetry.create(this.#config.telemetry, this.#config.isolation);
     const runtime = {
       maxConcurrent: this.#config.maxConcurrent,
       poolSize: this.#config.poolSize,
@@ -170,8 +174,12 @@ export class SandboxEngine {
       controller.abort(error);
       channel.push(errorEvent(error.toJSON()));
     });
+    // Ended with the event the caller gets, however the execution ends (a cancellation ends it
+    // before its isolate has stopped).
+    const trace = this.#telemetry?.start(executionId);
+    if (trace !== undefined) void channel.handle.result.then((event) => trace.end(event));
     this.#inFlight++;
-    void this.#settle(request, executionId, channel, controller);
+    void this.#settle(request, executionId, channel, controller, trace);
     return channel.handle;
   }
 
@@ -202,9 +210,10 @@ export class SandboxEngine {
     executionId: string,
     channel: ExecutionChannel,
     controller: AbortController,
+    trace: ExecutionTrace | undefined,
   ): Promise<void> {
     try {
-      await this.#execute(request, executionId, channel, controller);
+      await this.#execute(request, executionId, channel, controller, trace);
     } catch (error) {
       this.#logger.error({ err: error, executionId }, 'execution failed unexpectedly');
       channel.push(errorEvent(toSandboxErrorJSON(error)));
@@ -218,6 +227,7 @@ export class SandboxEngine {
     executionId: string,
     channel: ExecutionChannel,
     controller: AbortController,
+    trace: ExecutionTrace | undefined,
   ): Promise<void> {
     const fail = (error: unknown) => channel.push(errorEvent(toSandboxErrorJSON(error)));
     if (this.#disposed) {
@@ -237,6 +247,8 @@ export class SandboxEngine {
       fail(error);
       return;
     }
+    trace?.limits(limits);
+    trace?.admission(this.#active, this.#config.maxConcurrent, this.#config.guards.length);
     if (this.#active >= this.#config.maxConcurrent) {
       const max = this.#config.maxConcurrent;
       fail(
@@ -264,10 +276,10 @@ export class SandboxEngine {
       const context: ExecutionContext = { ...valid.context, executionId };
       let lease: GuardLease;
       try {
+        // Under the admission span, so that a guard's own spans (Redis calls) nest there.
+        const admit = () => acquireGuards(this.#config.guards, context, controller.signal);
         lease =
-          this.#config.guards.length === 0
-            ? noLease
-            : await acquireGuards(this.#config.guards, context, controller.signal);
+          this.#config.guards.length === 0 ? noLease : await (trace?.within(admit) ?? admit());
       } catch (error) {
         terminal = errorEvent(toSandboxErrorJSON(error));
         return;
@@ -283,6 +295,7 @@ export class SandboxEngine {
           context,
           channel,
           controller.signal,
+          trace,
         );
       } finally {
         if (lease !== noLease) await lease.release();
@@ -302,6 +315,7 @@ export class SandboxEngine {
     context: ExecutionContext,
     channel: ExecutionChannel,
     signal: AbortSignal,
+    trace: ExecutionTrace | undefined,
   ): Promise<TerminalEvent> {
     const session = new ExecutionSession({
       limits,
@@ -310,12 +324,13 @@ export class SandboxEngine {
       tools: this.#tools,
       emit: (event) => channel.push(event),
     });
+    trace?.enter('queue');
     let outcome: JobOutcome;
     try {
       outcome = await this.#backend.execute(
         // The job id is the engine's own: callers may reuse an executionId (a retry).
         { id: String(++this.#jobs), code, limits, language },
-        session,
+        trace === undefined ? session : trace.host(session, (name) => this.#tools.has(name)),
         signal,
       );
     } finally {

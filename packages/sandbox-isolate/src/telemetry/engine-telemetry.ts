@@ -128,6 +128,15 @@ export class ExecutionTrace {
     this.#root.setAttributes(prefixed(limits, limitAttribute));
   }
 
+  /** Starts the admission phase: `active` executions of at most `max`, `guards` to pass. */
+  admission(active: number, max: number, guards: number): void {
+    this.enter('admission', {
+      [attributeNames.concurrencyActive]: active,
+      [attributeNames.concurrencyMax]: max,
+      [attributeNames.guards]: guards,
+    });
+  }
+
   /** Ends the current phase's span (it went well) and starts `phase`'s. */
   enter(phase: ExecutionPhase, attributes?: Attributes): void {
     if (this.#ended) return;
