@@ -28,4 +28,5 @@ export type {
   SynchronousStart,
 } from './isolate/job.ts';
 export type { LoadedWasmModule, WasmModuleConfig } from './isolate/wasm-modules.ts';
+export type { TelemetryConfig } from './telemetry/telemetry-config.ts';
 export { defineTool, type ToolDefinition, type ToolSet } from './tools/tool-config.ts';

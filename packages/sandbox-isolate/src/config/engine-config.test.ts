@@ -12,8 +12,11 @@ describe('resolveEngineConfig', () => {
       workers: 2,
       workerBaseMemoryMb: 256,
       dataHandler: undefined,
+      tools: {},
+      language: 'javascript',
       guards: [],
       logger: undefined,
+      telemetry: undefined,
       wasmModules: [],
     });
   });
