@@ -79,7 +79,7 @@ function spawnAndWait(file: string, args: readonly string[]): Promise<void> {
 }
 
 async function expectSuccess(
-  pending: Promise<{ success: boolean; error?: string }>,
+  pending: Promise<{ success: boolean; error?: string | undefined }>,
 ): Promise<void> {
   const result = await pending;
   if (!result.success) throw new Error(result.error);

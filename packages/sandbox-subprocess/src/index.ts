@@ -18,6 +18,7 @@ export type { Platform } from './platform/platform.ts';
 export {
   defaultSubprocessPolicy,
   type Rlimits,
+  type RlimitsInput,
   RlimitsSchema,
   resolveSubprocessPolicy,
   type SubprocessPolicy,
@@ -26,7 +27,13 @@ export {
 } from './policy/subprocess-policy.ts';
 export { SandboxControl } from './process/controls.ts';
 export type { MemoryFallback } from './process/launch-plan.ts';
-export type { SandboxResult } from './process/sandbox-result.ts';
+export type {
+  SandboxFailure,
+  SandboxFailureCode,
+  SandboxResult,
+  SandboxResultFields,
+  SandboxSuccess,
+} from './process/sandbox-result.ts';
 export type { ProcessExit, SandboxedProcess } from './process/sandboxed-process.ts';
 export {
   type RunOptions,

@@ -37,6 +37,8 @@ export interface SubprocessSandboxOptions {
   logger?: Logger;
 }
 
+const closedMessage = 'The sandbox is closed';
+
 /** The seed's warning when OS confinement is not available and only limits apply. */
 export const degradedWarning = '[Sandbox] seccomp not available, using resource limits only';
 
@@ -50,6 +52,9 @@ export class SubprocessSandbox {
   readonly #logger: Logger;
   readonly #platform: Platform;
   #warned = false;
+  /** Commands started and not yet exited, for {@link close}. */
+  readonly #running = new Set<SandboxedProcess>();
+  #closed = false;
 
   constructor(
     policy?: SubprocessPolicyInput | Partial<SandboxPolicy>,
@@ -63,10 +68,15 @@ export class SubprocessSandbox {
   /**
    * Starts `file` with `args` (no shell) and returns its streams at once. The contract the parser
    * host builds on: see {@link SandboxedProcess}. Throws `SandboxValidationError` for bad options,
-   * `SandboxUnavailableError` for a missing program or a strict policy that cannot be met.
+   * `SandboxUnavailableError` for a missing program, a strict policy that cannot be met or a
+   * closed sandbox.
    */
   spawn(file: string, args: readonly string[] = [], options?: SpawnOptions): SandboxedProcess {
-    return spawnConfined(this.#context(), file, args, options);
+    if (this.#closed) throw new SandboxUnavailableError(closedMessage);
+    const child = spawnConfined(this.#context(), file, args, options);
+    this.#running.add(child);
+    void child.exited.then(() => this.#running.delete(child));
+    return child;
   }
 
   /** Runs `file` with `args` (no shell) and collects its output up to `maxOutputBytes` per stream. */
@@ -140,6 +150,7 @@ export class SubprocessSandbox {
       'execSync options',
     );
     const [file = '', ...args] = parseCommand(command);
+    if (this.#closed) return notStartedResult(this.#notStartedBase(), closedMessage);
     let prepared: ReturnType<typeof prepareLaunch>;
     try {
       prepared = prepareLaunch(this.#context(), file, args, spawnOptions, true);
@@ -193,11 +204,12 @@ export class SubprocessSandbox {
         memoryExceeded,
         durationMs,
         ...(result.error !== undefined && !timedOut
-          ? {
-              error: overflow
-                ? `Output exceeded ${cap} bytes; the command was killed`
-                : result.error.message,
-            }
+          ? overflow
+            ? {
+                error: `Output exceeded ${cap} bytes; the command was killed`,
+                failureCode: 'LIMIT_EXCEEDED' as const,
+              }
+            : { error: result.error.message }
           : {}),
       },
       {
@@ -242,6 +254,23 @@ export class SubprocessSandbox {
    */
   capabilities(): SandboxCapabilities {
     return detectCapabilities(this.#platform, this.#policy.enabled);
+  }
+
+  /**
+   * Refuses further commands (`spawn` throws `SandboxUnavailableError`, `run`, `exec` and
+   * `execSync` return an `UNAVAILABLE` result), kills every command this sandbox started that
+   * is still running, and resolves once all of them are gone. Never rejects; safe to call twice.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const running = [...this.#running];
+    for (const child of running) child.kill();
+    await Promise.all(running.map((child) => child.exited));
+  }
+
+  /** {@link close}, for `await using sandbox = createSandbox(...)`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   #context(): SpawnContext {

@@ -304,7 +304,7 @@ const cases: { readonly [K in keyof SubprocessPolicy]-?: readonly Case[] } = {
 
 function reload({ before, after, unset = [] }: Pick<Case, 'before' | 'after' | 'unset'>) {
   const old = resolveSubprocessPolicy(before);
-  const merged: Record<string, unknown> = resolveSubprocessPolicy(after, old);
+  const merged: Record<string, unknown> = { ...resolveSubprocessPolicy(after, old) };
   for (const field of unset) delete merged[field];
   return { before: old, after: resolveSubprocessPolicy(merged as SubprocessPolicyInput) };
 }

@@ -17,6 +17,7 @@ export type MemoryMechanism =
 
 /** What a {@link SubprocessSandbox} can enforce on this host under its current policy. */
 export interface SandboxCapabilities {
+  /** The platform these capabilities are for. */
   readonly platform: Platform;
   /** Runs are OS-confined (bubblewrap, Seatbelt or a Job Object), not only limited. */
   readonly confined: boolean;

@@ -30,8 +30,23 @@ export const RlimitsSchema = z.strictObject({
   fileSizeBytes: z.number().int().positive(),
 });
 
-/** Per-command resource limits. */
-export type Rlimits = z.infer<typeof RlimitsSchema>;
+/** Per-command resource limits applied with setrlimit ({@link RlimitsSchema}). */
+export interface Rlimits {
+  /**
+   * CPU seconds (RLIMIT_CPU); 0 derives it from `timeoutMs` (rounded up), or none without one.
+   * Default 0.
+   */
+  cpuSecs: number;
+  /** Open file descriptors (RLIMIT_NOFILE), 16 to 1 048 576. Default 1 024. */
+  openFiles: number;
+  /**
+   * Processes and threads (pids cgroup, else RLIMIT_NPROC where the host user is not root),
+   * 4 to 4 194 304. Default 256.
+   */
+  processes: number;
+  /** Largest file a command may write, in bytes (RLIMIT_FSIZE). Default 1 GiB. */
+  fileSizeBytes: number;
+}
 
 const PolicyFields = SandboxPolicySchema.extend({
   allowedSyscalls: z
@@ -97,13 +112,76 @@ export const SubprocessPolicySchema = PolicyFields.refine(
   { path: ['writablePaths'], message: 'writable paths need allowFileWrites: true' },
 );
 
-/** The full policy: seed 004's fields plus this package's. */
-export type SubprocessPolicy = z.infer<typeof SubprocessPolicySchema>;
+/**
+ * The full policy ({@link SubprocessPolicySchema}; defaults in {@link defaultSubprocessPolicy}):
+ * core's {@link SandboxPolicy} plus what OS confinement needs to be explicit about.
+ */
+export interface SubprocessPolicy extends SandboxPolicy {
+  /**
+   * When given, only these syscalls are allowed (seccomp allowlist mode); each must be a syscall
+   * of x86_64 or aarch64, such as `read`. Default: a denylist of dangerous syscalls instead.
+   */
+  allowedSyscalls?: string[] | undefined;
+  /** Refuse to run (instead of degrading to limits only) when full confinement is not available. Default `false`. */
+  strict: boolean;
+  /**
+   * Bytes kept per output stream (stdout, stderr) of `run`/`exec`, up to 1 GiB; the rest is
+   * dropped and flagged. Default 4 MiB.
+   */
+  maxOutputBytes: number;
+  /**
+   * Host environment variables a command may see (copied when set on the host).
+   * Default `PATH`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TZ`, `TERM`.
+   */
+  allowedEnv: string[];
+  /** Variables set for every command, after `allowedEnv`. Default none. */
+  env: Record<string, string>;
+  /**
+   * The one directory commands may write to and run in: absolute, and no symlink may lead out
+   * of it. Default: none.
+   */
+  restrictToDirectory?: string | undefined;
+  /** Resource limits. */
+  rlimits: Rlimits;
+  /**
+   * Absolute paths replaced by an empty directory or an empty file inside the sandbox (Linux),
+   * on top of the view; a cwd or read-only path inside one is refused. Default none.
+   */
+  hidePaths: string[];
+  /** Absolute host paths added to the view read-only for every command (Linux), e.g. a toolchain. */
+  readOnlyPaths: string[];
+  /** Absolute host directories added to the view writable for every command; needs `allowFileWrites`. */
+  writablePaths: string[];
+  /**
+   * Absolute paths of host Unix socket files a command may connect to (Linux). With none listed
+   * and the network off, `connect()` is refused by seccomp; listed sockets are bound into the
+   * view and `connect()` is allowed (only sockets in the view can be reached).
+   */
+  allowUnixSockets: string[];
+  /**
+   * Linux, host running as root: the identity commands run as. Default (unset): uid and gid
+   * 65534 (nobody), dropped inside the sandbox after bubblewrap built the view, so root-only
+   * files and uid-0 sysctl rights never apply. `{ uid, gid }` (each 1 to 4 294 967 294): that
+   * user and group instead. `'host'`: the host's own uid 0 (mapped through a user namespace),
+   * logged as a warning and reported as the `identity:host` control. Ignored when the host is
+   * not root: commands then run as the host's own unprivileged user.
+   */
+  runAs?: 'host' | { uid: number; gid: number } | undefined;
+}
 
-/** A partial policy as callers pass it; `rlimits` may be partial too. */
-export type SubprocessPolicyInput = Partial<Omit<SubprocessPolicy, 'rlimits'>> & {
-  rlimits?: Partial<Rlimits>;
+/**
+ * A partial policy as callers pass it: any field of {@link SubprocessPolicy}, with `rlimits`
+ * partial too. Fields left out keep the base's value (the defaults, or the current policy in
+ * `updatePolicy`).
+ */
+export type SubprocessPolicyInput = {
+  [Field in keyof SubprocessPolicy]?:
+    | (Field extends 'rlimits' ? RlimitsInput : SubprocessPolicy[Field])
+    | undefined;
 };
+
+/** Some of the {@link Rlimits}; the ones left out keep the base's (the policy's, or the defaults). */
+export type RlimitsInput = { [Limit in keyof Rlimits]?: Rlimits[Limit] | undefined };
 
 /** Defaults: seed 004's plus a 4 MiB output cap per stream and a small environment. */
 export const defaultSubprocessPolicy: Readonly<SubprocessPolicy> = Object.freeze({
@@ -125,7 +203,8 @@ export const defaultSubprocessPolicy: Readonly<SubprocessPolicy> = Object.freeze
   allowUnixSockets: [],
 });
 
-const PartialPolicySchema = PolicyFields.extend({
+/** Validates a {@link SubprocessPolicyInput}. */
+export const PartialPolicySchema = PolicyFields.extend({
   rlimits: RlimitsSchema.partial().optional(),
 }).partial();
 

@@ -1,34 +1,85 @@
-// What `run`, `exec` and `execSync` return: seed 004's SandboxResult plus how the command ended
-// and which controls were enforced.
+// What `run`, `exec` and `execSync` return: how the command ended, what it wrote, which controls
+// were enforced and, when it failed, a code from core's table.
+import { constants } from 'node:os';
+import type { SandboxErrorCode } from '@coda/sandbox-core';
 import type { Platform } from '../platform/platform.ts';
 import type { SandboxControl } from './controls.ts';
 import type { ProcessExit } from './sandboxed-process.ts';
 
-/** The outcome of one command. A failing command is a result, never a throw. */
-export interface SandboxResult {
-  /** Exit code 0, not timed out, not cancelled. */
-  readonly success: boolean;
+/**
+ * Why a command did not succeed, from core's {@link SandboxErrorCode} table: `TIMEOUT` (the
+ * wall-clock limit, or SIGXCPU from the CPU limit), `OOM` (the memory cgroup recorded the limit),
+ * `CANCELLED` (the caller's AbortSignal or `kill()`), `LIMIT_EXCEEDED` (output beyond
+ * `maxOutputBytes` ended an `execSync`, or SIGXFSZ from the file size limit), `CRASH` (another
+ * signal ended it, such as SIGKILL or SIGSEGV; under bubblewrap, exit code 128 + n of such a
+ * signal), `RUNTIME` (it exited with another non-zero code), `UNAVAILABLE` (it never started:
+ * a missing program, a strict policy this host cannot meet, a closed sandbox, a failed spawn).
+ */
+export type SandboxFailureCode = Extract<
+  SandboxErrorCode,
+  'TIMEOUT' | 'OOM' | 'CANCELLED' | 'LIMIT_EXCEEDED' | 'CRASH' | 'RUNTIME' | 'UNAVAILABLE'
+>;
+
+/** What every result says, whether the command succeeded or not. */
+export interface SandboxResultFields {
+  /** What the command wrote to stdout (UTF-8), up to `maxOutputBytes`. */
   readonly stdout: string;
+  /** What the command wrote to stderr (UTF-8), up to `maxOutputBytes`. */
   readonly stderr: string;
+  /**
+   * Exit code of the command (under bubblewrap, 128 + n when signal n ended it); null when a
+   * signal ended the outermost process or the command never started.
+   */
   readonly exitCode: number | null;
-  /** Why it did not succeed, in words. */
-  readonly error?: string;
   /** Whether OS confinement applied (bubblewrap, Seatbelt, Job Object), not only limits. */
   readonly sandboxApplied: boolean;
+  /** The platform whose confinement ran the command. */
   readonly platform: Platform;
-  /** Signal that ended the outermost process, if any. */
+  /** Signal that ended the outermost process, if any (`SIGKILL` after a timeout). */
   readonly signal: string | null;
+  /** Whether the wall-clock limit ended the command. */
   readonly timedOut: boolean;
+  /** Whether the caller's AbortSignal ended the command. */
   readonly cancelled: boolean;
-  /** The memory cgroup recorded that the limit was hit. */
+  /** Whether the memory cgroup recorded that the limit was hit (cgroup mechanisms only). */
   readonly memoryExceeded: boolean;
+  /** Milliseconds from spawn to exit; 0 when the command never started. */
   readonly durationMs: number;
   /** More than `maxOutputBytes` was written to stdout; the rest was dropped. */
   readonly stdoutTruncated: boolean;
+  /** More than `maxOutputBytes` was written to stderr; the rest was dropped. */
   readonly stderrTruncated: boolean;
-  /** Controls enforced for this run. */
+  /** Controls enforced for this run; empty when the command never started. */
   readonly controls: readonly SandboxControl[];
 }
+
+/** A command that exited with code 0, within its limits and not cancelled. */
+export interface SandboxSuccess extends SandboxResultFields {
+  /** Always `true`: the discriminant of {@link SandboxResult}. */
+  readonly success: true;
+  /** Always 0. */
+  readonly exitCode: 0;
+  /** Never set on a success. */
+  readonly error?: undefined;
+  /** Never set on a success. */
+  readonly code?: undefined;
+}
+
+/** A command that failed, ran over a limit, was cancelled or never started. */
+export interface SandboxFailure extends SandboxResultFields {
+  /** Always `false`: the discriminant of {@link SandboxResult}. */
+  readonly success: false;
+  /** Why it did not succeed, in words (`Command timed out after 1000 ms`). */
+  readonly error: string;
+  /** Why it did not succeed, as a stable code to switch on; see {@link SandboxFailureCode}. */
+  readonly code: SandboxFailureCode;
+}
+
+/**
+ * The outcome of one command. A failing command is a result, never a throw: check `success`,
+ * then `code` (`if (!result.success) result.code` type-checks and narrows).
+ */
+export type SandboxResult = SandboxSuccess | SandboxFailure;
 
 /** The outcome fields that do not depend on the output. */
 export interface ResultBase {
@@ -37,21 +88,18 @@ export interface ResultBase {
   readonly controls: readonly SandboxControl[];
 }
 
+/** How the process ended, with the code of a failure the exit alone cannot tell (output overflow). */
+export type ResultExit = ProcessExit & { readonly failureCode?: SandboxFailureCode };
+
 /** Builds a result from how the process ended and what it wrote. */
 export function toResult(
   base: ResultBase,
-  exit: ProcessExit,
+  exit: ResultExit,
   output: { stdout: string; stderr: string; stdoutTruncated: boolean; stderrTruncated: boolean },
   limits: { timeoutMs: number; maxMemoryMb: number },
 ): SandboxResult {
-  const success =
-    exit.exitCode === 0 && !exit.timedOut && !exit.cancelled && exit.error === undefined;
-  const error = success ? undefined : describeFailure(exit, limits);
-  return {
-    success,
+  const fields = {
     ...output,
-    exitCode: exit.exitCode,
-    ...(error === undefined ? {} : { error }),
     sandboxApplied: base.sandboxApplied,
     platform: base.platform,
     signal: exit.signal,
@@ -61,16 +109,20 @@ export function toResult(
     durationMs: exit.durationMs,
     controls: base.controls,
   };
+  const failure = describeFailure(exit, limits, base);
+  if (failure === undefined) return { success: true, exitCode: 0, ...fields };
+  return { success: false, exitCode: exit.exitCode, ...failure, ...fields };
 }
 
-/** A result for a command that never started (missing program, strict refusal). */
-export function notStartedResult(base: ResultBase, error: string): SandboxResult {
+/** A result for a command that never started (missing program, strict refusal, closed sandbox). */
+export function notStartedResult(base: ResultBase, error: string): SandboxFailure {
   return {
     success: false,
+    code: 'UNAVAILABLE',
+    error,
     stdout: '',
     stderr: '',
     exitCode: null,
-    error,
     sandboxApplied: base.sandboxApplied,
     platform: base.platform,
     signal: null,
@@ -84,14 +136,57 @@ export function notStartedResult(base: ResultBase, error: string): SandboxResult
   };
 }
 
+/** Why the command failed, in words and as a code, or undefined when it succeeded. */
 function describeFailure(
-  exit: ProcessExit,
+  exit: ResultExit,
   limits: { timeoutMs: number; maxMemoryMb: number },
-): string {
-  if (exit.error !== undefined) return exit.error;
-  if (exit.timedOut) return `Command timed out after ${limits.timeoutMs} ms`;
-  if (exit.cancelled) return 'Command was cancelled';
-  if (exit.memoryExceeded) return `Command exceeded its memory limit (${limits.maxMemoryMb} MiB)`;
-  if (exit.signal !== null) return `Command was killed with ${exit.signal}`;
-  return `Command failed with exit code ${exit.exitCode}`;
+  base: ResultBase,
+): { error: string; code: SandboxFailureCode } | undefined {
+  if (exit.error !== undefined) {
+    return { error: exit.error, code: exit.failureCode ?? 'UNAVAILABLE' };
+  }
+  if (exit.timedOut) {
+    return { error: `Command timed out after ${limits.timeoutMs} ms`, code: 'TIMEOUT' };
+  }
+  if (exit.cancelled) return { error: 'Command was cancelled', code: 'CANCELLED' };
+  if (exit.exitCode === 0) return undefined;
+  if (exit.memoryExceeded) {
+    return { error: `Command exceeded its memory limit (${limits.maxMemoryMb} MiB)`, code: 'OOM' };
+  }
+  const signal = exit.signal ?? signalInExitCode(exit.exitCode, base);
+  if (signal !== null) {
+    const known = endingSignals.find((entry) => entry.signal === signal);
+    const why = known?.limit === undefined ? '' : ` (${known.limit})`;
+    return { error: `Command was killed with ${signal}${why}`, code: known?.code ?? 'CRASH' };
+  }
+  return { error: `Command failed with exit code ${exit.exitCode}`, code: 'RUNTIME' };
+}
+
+/**
+ * Signals that end commands under this package's limits. The kernel sends SIGXCPU and SIGXFSZ
+ * when an rlimit is reached: they name the limit, not a crash. (At the CPU limit the kernel sends
+ * SIGKILL, as soft and hard limit are equal: that reads as `CRASH`.)
+ */
+const endingSignals: readonly {
+  signal: NodeJS.Signals;
+  code: SandboxFailureCode;
+  limit?: string;
+}[] = [
+  { signal: 'SIGXCPU', code: 'TIMEOUT', limit: 'CPU time limit' },
+  { signal: 'SIGXFSZ', code: 'LIMIT_EXCEEDED', limit: 'file size limit' },
+  { signal: 'SIGKILL', code: 'CRASH' },
+  { signal: 'SIGSEGV', code: 'CRASH' },
+  { signal: 'SIGBUS', code: 'CRASH' },
+  { signal: 'SIGABRT', code: 'CRASH' },
+  { signal: 'SIGSYS', code: 'CRASH' },
+];
+
+/**
+ * bubblewrap reports "signal n ended the command" as exit code 128 + n. Only the signals above
+ * are read back from it: other codes above 128 are as likely to be the program's own choice.
+ */
+function signalInExitCode(exitCode: number | null, base: ResultBase): string | null {
+  if (!base.sandboxApplied || base.platform !== 'linux' || exitCode === null) return null;
+  const found = endingSignals.find((entry) => 128 + constants.signals[entry.signal] === exitCode);
+  return found?.signal ?? null;
 }

@@ -25,8 +25,11 @@ export interface ProcessExit {
 export interface SandboxedProcess {
   /** PID of the outermost process (the confinement wrapper, not the command itself). */
   readonly pid: number | undefined;
+  /** The command's stdin; end it when the command should see end of input. */
   readonly stdin: Writable;
+  /** The command's stdout, unbounded: cap what you keep (`run` does, at `maxOutputBytes`). */
   readonly stdout: Readable;
+  /** The command's stderr, unbounded like `stdout`. */
   readonly stderr: Readable;
   /** Host ends of the extra pipes: `pipes[0]` is the command's fd 3. */
   readonly pipes: readonly Duplex[];
@@ -34,6 +37,7 @@ export interface SandboxedProcess {
   readonly controls: readonly SandboxControl[];
   /** Whether OS confinement (bubblewrap, Seatbelt, Job Object) applies, not only limits. */
   readonly sandboxApplied: boolean;
+  /** The platform whose confinement runs the command. */
   readonly platform: Platform;
   /** Resolves once everything the command started is gone; never rejects. */
   readonly exited: Promise<ProcessExit>;
