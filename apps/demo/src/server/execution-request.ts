@@ -59,13 +59,12 @@ function withoutUndefined(
 /** A validated execution request body. */
 export type ExecutionRequestBody = z.infer<ReturnType<typeof executionBodySchema>>;
 
+const userRequired = 'required: the id of the user the execution runs for';
 const userIdHeader = z
-  .string()
+  .string({ error: userRequired })
   .trim()
-  .min(1)
-  .max(256)
-  .optional()
-  .refine((value) => value !== undefined, 'required: the id of the user the execution runs for');
+  .min(1, { error: userRequired })
+  .max(256);
 
 /**
  * Middleware that validates the JSON body against the server's ceilings and the `x-user-id`
@@ -77,7 +76,7 @@ export function validateExecutionRequest(maxLimits: Readonly<ExecutionLimits>) {
   type Body = z.output<typeof schema>;
   const check: Hook<Body, DemoEnv, string, 'json', object, typeof schema> = (result, c) => {
     const user = userIdHeader.safeParse(c.req.header('x-user-id'));
-    if (result.success && user.success && user.data !== undefined) {
+    if (result.success && user.success) {
       c.set('userId', user.data);
       return;
     }
