@@ -12,7 +12,12 @@ export {
   createParserHost,
   type ParserHost,
 } from './host/parser-host.ts';
-export type { ParserResult } from './host/result.ts';
+export type {
+  ParserFailure,
+  ParserResult,
+  ParserResultFields,
+  ParserSuccess,
+} from './host/result.ts';
 export {
   type ParserRequest,
   type ParserResponse,

@@ -73,6 +73,20 @@ describe('concurrency', () => {
     });
   });
 
+  it('an `await using` block closes the host as close() does', async () => {
+    let outlived: ReturnType<typeof makeHost> | undefined;
+    let running: ReturnType<ReturnType<typeof makeHost>['runParser']> | undefined;
+    {
+      await using host = makeHost({ warmSpare: true });
+      outlived = host;
+      await host.warm();
+      running = host.runParser('sleep', { ms: 30_000 });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(await running).toMatchObject({ ok: false, code: 'CANCELLED' });
+    expect(await outlived.runParser('echo', 1)).toMatchObject({ ok: false, code: 'UNAVAILABLE' });
+  });
+
   it('the warm spare serves default-limit calls and is replaced after each', async () => {
     const messages: string[] = [];
     const record = (fields: object | string, message?: string): void => {

@@ -6,7 +6,7 @@ import type { ParserLimits, SandboxErrorCode } from '@coda/sandbox-core';
 import type { ResponseErrorKind } from '../protocol/wire.ts';
 import type { ChildExit, ConfinementReport } from '../spawn/child.ts';
 import type { ReaderState } from './response-reader.ts';
-import type { ParserResult } from './result.ts';
+import type { ParserFailure, ParserResult, ParserResultFields } from './result.ts';
 
 /** Why the host killed the child, if it did. */
 export type KillReason =
@@ -56,8 +56,7 @@ export function effectiveExit(exit: ChildExit, confinement: ConfinementReport): 
 /** The result of a finished call. */
 export function classify(outcome: CallOutcome): ParserResult {
   const exit = effectiveExit(outcome.exit, outcome.confinement);
-  const base: ParserResult = {
-    ok: false,
+  const base: ParserResultFields = {
     timedOut: false,
     exitCode: exit.exitCode,
     durationMs: outcome.durationMs,
@@ -65,7 +64,12 @@ export function classify(outcome: CallOutcome): ParserResult {
     confinement: outcome.confinement,
   };
   if (exit.signal !== null) base.signal = exit.signal;
-  const fail = (code: SandboxErrorCode, error: string): ParserResult => ({ ...base, code, error });
+  const fail = (code: SandboxErrorCode, error: string): ParserFailure => ({
+    ...base,
+    ok: false,
+    code,
+    error,
+  });
   const { killed, reader, limits } = outcome;
   if (killed?.kind === 'timeout') return { ...fail('TIMEOUT', 'sandbox timeout'), timedOut: true };
   if (killed?.kind === 'cancelled') return fail('CANCELLED', killed.message);

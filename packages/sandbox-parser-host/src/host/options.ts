@@ -1,6 +1,7 @@
 // The host's options and the per-call options, validated with zod at the public boundary.
 import {
   type JsonObject,
+  type JsonValue,
   type Logger,
   type ParserLimits,
   ParserLimitsSchema,
@@ -18,11 +19,12 @@ const byteCount = z
 export const ConfinementModeSchema = z.enum(['auto', 'required', 'none']);
 
 /**
- * `auto`: bubblewrap (and a cgroup) when available, otherwise rlimits, the permission model and
- * a memory watchdog, reported in every result. `required`: refuse to run a call unconfined.
- * `none`: never use bubblewrap (the permission model and rlimits still apply).
+ * How much OS confinement the host asks of `@coda/sandbox-subprocess`. `auto`: bubblewrap (and a
+ * cgroup) when available, otherwise rlimits, the permission model and a memory watchdog, reported
+ * in every result. `required`: refuse to run a call unconfined (`UNAVAILABLE`). `none`: never use
+ * bubblewrap (the permission model and rlimits still apply).
  */
-export type ConfinementMode = z.infer<typeof ConfinementModeSchema>;
+export type ConfinementMode = 'auto' | 'required' | 'none';
 
 /** Options of {@link createParserHost}. */
 export const ParserHostOptionsSchema = z.strictObject({
@@ -65,8 +67,37 @@ export const ParserHostOptionsSchema = z.strictObject({
     .optional(),
 });
 
-/** Options of {@link createParserHost}. */
-export type ParserHostOptions = z.input<typeof ParserHostOptionsSchema>;
+/** Options of {@link createParserHost} ({@link ParserHostOptionsSchema}). */
+export interface ParserHostOptions {
+  /** The parser module: a path or a `file:` URL whose named exports are the parser functions. */
+  module: string | URL;
+  /** Default limits of every call; each left out is the default (10 s wall clock, 256 MiB, 5 s CPU). */
+  limits?: { [Limit in keyof ParserLimits]?: ParserLimits[Limit] | undefined } | undefined;
+  /** Children running at once (1 to 1 024); further calls wait in a FIFO queue. Default: available cores. */
+  maxConcurrent?: number | undefined;
+  /** Calls that may wait in the queue; one more is refused at once (`CAPACITY`). Default 10 000. */
+  maxQueued?: number | undefined;
+  /**
+   * Largest payload plus kwargs, in UTF-8 bytes of their JSON; checked before a child starts
+   * (`VALIDATION`). Default 16 MiB.
+   */
+  maxPayloadBytes?: number | undefined;
+  /** Largest response body, in UTF-8 bytes; a larger result is a `VALIDATION` failure. Default 16 MiB. */
+  maxOutputBytes?: number | undefined;
+  /** Bytes of the child's console output (stdout and stderr) kept in `result.stderr`. Default 64 KiB. */
+  maxStderrBytes?: number | undefined;
+  /**
+   * Keep one child started and waiting for the next call with the default limits, so a call
+   * does not wait for Node to start. Default `true`.
+   */
+  warmSpare?: boolean | undefined;
+  /** Further paths the child may read (the parser module's directory is always readable). */
+  allowRead?: string[] | undefined;
+  /** OS confinement through `@coda/sandbox-subprocess`; see {@link ConfinementMode}. Default `auto`. */
+  confinement?: ConfinementMode | undefined;
+  /** Where the host logs spawns, degraded confinement and kills; silent by default. */
+  logger?: Logger | undefined;
+}
 
 /** Options of one `runParser` call; limits left out take the host's defaults. */
 export const RunParserOptionsSchema = z.strictObject({
@@ -77,35 +108,45 @@ export const RunParserOptionsSchema = z.strictObject({
   /** CPU-time limit in whole seconds. */
   cpuSecs: ParserLimitsSchema.shape.cpuSecs.optional(),
   /** Passed to the parser as its second argument (seed 004's `kwargs`). */
-  kwargs: z.record(z.string(), z.unknown()).optional(),
+  // Values are typed, not checked, here: serialising the call checks they are JSON.
+  kwargs: z.record(z.string(), z.custom<JsonValue>()).optional(),
   /** Aborting it ends the call (queued or running) with `code: CANCELLED`. */
   signal: z.instanceof(AbortSignal).optional(),
 });
 
-/** Options of one `runParser` call. */
+/** Options of one `runParser` call ({@link RunParserOptionsSchema}). */
 export interface RunParserOptions {
   /** Wall-clock limit in milliseconds (default: the host's, 10 000). */
-  timeout?: number;
-  /** Memory limit in bytes (default: the host's, 268 435 456). */
-  memoryBytes?: number;
+  timeout?: number | undefined;
+  /** Memory limit in bytes, at least 16 MiB (default: the host's, 268 435 456). */
+  memoryBytes?: number | undefined;
   /** CPU-time limit in whole seconds (default: the host's, 5). */
-  cpuSecs?: number;
-  /** Passed to the parser as its second argument (seed 004's `kwargs`). */
-  kwargs?: JsonObject;
+  cpuSecs?: number | undefined;
+  /** Passed to the parser as its second argument; must be JSON (a `VALIDATION` failure if not). */
+  kwargs?: JsonObject | undefined;
   /** Aborting it ends the call (queued or running) with `code: CANCELLED`. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** The host's settings after defaults were applied. */
 export interface ResolvedHostSettings {
+  /** Default limits of every call. */
   limits: ParserLimits;
+  /** Children running at once. */
   maxConcurrent: number;
+  /** Calls that may wait in the queue. */
   maxQueued: number;
+  /** Largest payload plus kwargs, in UTF-8 bytes of their JSON. */
   maxPayloadBytes: number;
+  /** Largest response body, in UTF-8 bytes. */
   maxOutputBytes: number;
+  /** Bytes of console output kept in `result.stderr`. */
   maxStderrBytes: number;
+  /** Whether a warm spare child is kept. */
   warmSpare: boolean;
+  /** How much OS confinement is asked for. */
   confinement: ConfinementMode;
+  /** Where the host logs. */
   logger: Logger;
 }
 
