@@ -1,7 +1,8 @@
 // Benchmarks of the engine against raw isolated-vm on the same machine, in one run:
 // (a) sequential latency, (b) throughput at concurrency 8, (c) a CPU-bound snippet,
 // (d) host RSS after 10 000 executions vs after 100, (e) the host's event-loop delay and RSS growth
-// while the hostile table runs at maxConcurrent at once, next to benign snippets run the same way.
+// while the hostile table runs at maxConcurrent at once, next to benign snippets run the same way,
+// (f) the cost of a tool call next to a dataProxy.request call (bench/tool-call.ts).
 // Prints a Markdown report.
 import { spawnSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
@@ -9,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import ivm from 'isolated-vm';
 import { Bench } from 'tinybench';
 import { SandboxEngine } from '../src/index.ts';
+import { toolCallReport } from './tool-call.ts';
 
 const trivialUser = 'return 1 + 2';
 const cpuUser = 'let x = 0; for (let i = 0; i < 1.6e6; i++) x = (x + i * i) % 1000003; return x';
@@ -256,6 +258,7 @@ async function main(): Promise<void> {
     `The delay histogram samples every ${probes.get('idle')?.[0]?.resolutionMs ?? 5} ms (perf_hooks.monitorEventLoopDelay) and records the whole interval, so an idle loop reads about that; RSS is sampled every 20 ms from a baseline taken after a warm-up round and a GC.`,
   );
   log('');
+  await toolCallReport(quick ? 10 : 60, log);
   const cpu0 = cpus()[0];
   log(
     `Machine: ${cpu0?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, ${fmt(totalmem() / 1_073_741_824, 0)} GiB, Node ${process.version}, isolated-vm 7; 1-minute load average ${fmt(loadBefore, 1)} at the start, ${fmt(loadavg()[0] ?? 0, 1)} at the end; ${new Date().toISOString().slice(0, 16)}Z.`,

@@ -1,7 +1,7 @@
 // Named tools on real isolates, in both isolation modes: `await tools.NAME(input)` in user code,
 // host-side input validation, the data-request limits, error masking, and the option's checks.
 import { type ExecutionContext, SandboxValidationError } from '@coda/sandbox-core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
 import { type DataRequestInfo, defineTool, SandboxEngine } from '../src/index.ts';
 import { expectError, expectResult } from './helpers.ts';
@@ -41,6 +41,36 @@ describe('the tools option', () => {
       Array.from({ length: 257 }, (_, i) => [`t${i}`, { handler: () => 1 }]),
     );
     expect(refused(many)).toEqual([['tools', 'at most 256 tools']]);
+  });
+
+  it('types a handler’s input from its schema with defineTool, unknown without', () => {
+    // Checked by the compiler (pnpm typecheck); the engine is only built.
+    const typed = defineTool({
+      input: z.object({ region: z.enum(['EMEA', 'APAC']), limit: z.number().default(20) }),
+      handler: (input, info) => {
+        expectTypeOf(input).toEqualTypeOf<{ region: 'EMEA' | 'APAC'; limit: number }>();
+        expectTypeOf(info).toEqualTypeOf<DataRequestInfo>();
+        return input.limit;
+      },
+    });
+    const engine = new SandboxEngine({
+      isolation: 'in-process',
+      poolSize: 0,
+      tools: { typed, plain: { handler: (input) => expectTypeOf(input).toBeUnknown() } },
+    });
+    expect(engine.toolDeclarations()).toBe(
+      [
+        'declare const tools: {',
+        '  typed(input: {',
+        '    region: "EMEA" | "APAC";',
+        '    /** @default 20 */',
+        '    limit?: number;',
+        '  }): Promise<unknown>;',
+        '  plain(input?: unknown): Promise<unknown>;',
+        '};',
+      ].join('\n'),
+    );
+    return engine.dispose();
   });
 
   it('makes `tools` a reserved global for WASM modules', () => {

@@ -1,6 +1,5 @@
 // SandboxEngineConfig.tools: named host functions user code calls as `await tools.NAME(input)`.
 // The types, the zod schema of the option, and the lookup table the host dispatches through.
-import type { JsonValue } from '@coda/sandbox-core';
 import { z } from 'zod';
 import type { DataRequestInfo } from '../config/engine-config.ts';
 
@@ -30,9 +29,12 @@ export interface ToolDefinition<Input = unknown> {
   handler(input: Input, info: DataRequestInfo): unknown;
 }
 
-/** The tools of an engine, by name (each a JavaScript identifier). */
-// biome-ignore lint/suspicious/noExplicitAny: each tool has its own input type.
-export type ToolSet = Readonly<Record<string, ToolDefinition<any>>>;
+/**
+ * The tools of an engine, by name (each a JavaScript identifier). A handler written inline gets
+ * its input as `unknown`; {@link defineTool} types it from the schema (a handler is a method, so
+ * a tool typed that way still fits here).
+ */
+export type ToolSet = Readonly<Record<string, ToolDefinition>>;
 
 /**
  * Types a tool's handler input from its schema: `defineTool({ input: z.object({ id: z.string() }),
@@ -105,6 +107,3 @@ export function toolTable(tools: ToolSet | undefined): ToolTable {
   for (const [name, tool] of Object.entries(tools ?? {})) table.set(name, { ...tool });
   return table;
 }
-
-/** What crosses as a tool's input: a JSON value, or `undefined` when the call passed none. */
-export type ToolInput = JsonValue | undefined;
