@@ -22,9 +22,11 @@ import {
   PeriodicExportingMetricReader,
 } from '@opentelemetry/sdk-metrics';
 import {
+  AlwaysOffSampler,
   BasicTracerProvider,
   InMemorySpanExporter,
   type ReadableSpan,
+  type Sampler,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
@@ -33,10 +35,11 @@ import { defineTool, SandboxEngine } from '../src/index.ts';
 import { expectError, expectResult } from './helpers.ts';
 
 /** Spans, metrics and the providers that feed them. */
-function telemetrySink() {
+function telemetrySink(sampler?: Sampler) {
   const spans = new InMemorySpanExporter();
   const tracerProvider = new BasicTracerProvider({
     spanProcessors: [new SimpleSpanProcessor(spans)],
+    ...(sampler === undefined ? {} : { sampler }),
   });
   const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
   const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
@@ -476,6 +479,23 @@ describe('the telemetry option', () => {
       { 'coda.sandbox.outcome': 'result', 'coda.sandbox.isolation': 'in-process' },
       1,
     ]);
+  });
+
+  it('an execution whose span is not sampled gets no child spans; its metrics still count', async () => {
+    const own = telemetrySink(new AlwaysOffSampler());
+    const engine = new SandboxEngine({
+      isolation: 'in-process',
+      dataHandler: () => 1,
+      telemetry: { tracerProvider: own.tracerProvider, meterProvider: own.meterProvider },
+    });
+    try {
+      expectResult(await engine.run({ code: 'return await dataProxy.request(1)' }));
+    } finally {
+      await engine.dispose();
+    }
+    expect(own.spans.getFinishedSpans()).toEqual([]);
+    const [count] = await own.points('coda.sandbox.executions');
+    expect(count?.value).toBe(1);
   });
 
   it('refuses providers that are not providers, naming the field', () => {

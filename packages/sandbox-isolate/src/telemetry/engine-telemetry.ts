@@ -96,6 +96,11 @@ export class ExecutionTrace {
   readonly #telemetry: EngineTelemetry;
   readonly #started = performance.now();
   readonly #root: Span;
+  /**
+   * Whether the execution's span records (an SDK is registered and sampled it). When it does not,
+   * no child span is made: with no SDK, or a parent-based sampler, they would not record either.
+   */
+  readonly #recording: boolean;
   readonly #rootContext: Context;
   #phase: Span | undefined;
   #phaseName: ExecutionPhase | undefined;
@@ -118,14 +123,14 @@ export class ExecutionTrace {
       },
       active,
     );
+    this.#recording = this.#root.isRecording();
     this.#rootContext = api.trace.setSpan(active, this.#root);
     this.#phaseContext = this.#rootContext;
   }
 
   /** Records the limits the execution runs under. */
   limits(limits: Readonly<ExecutionLimits>): void {
-    if (!this.#root.isRecording()) return;
-    this.#root.setAttributes(prefixed(limits, limitAttribute));
+    if (this.#recording) this.#root.setAttributes(prefixed(limits, limitAttribute));
   }
 
   /** Starts the admission phase: `active` executions of at most `max`, `guards` to pass. */
@@ -139,7 +144,7 @@ export class ExecutionTrace {
 
   /** Ends the current phase's span (it went well) and starts `phase`'s. */
   enter(phase: ExecutionPhase, attributes?: Attributes): void {
-    if (this.#ended) return;
+    if (this.#ended || !this.#recording) return;
     this.#phase?.end();
     const { api, tracer } = this.#telemetry;
     this.#phaseName = phase;
@@ -153,6 +158,7 @@ export class ExecutionTrace {
 
   /** Runs `work` with the current phase's span active (so a guard's own spans nest under it). */
   within<T>(work: () => T): T {
+    if (!this.#recording) return work();
     return this.#telemetry.api.context.with(this.#phaseContext, work);
   }
 
@@ -162,7 +168,8 @@ export class ExecutionTrace {
    * `isTool` says whether a name from the isolate side is a configured tool: only those are
    * recorded.
    */
-  host(host: JobHost, isTool: (name: string) => boolean): JobHost & { dispatched(): void } {
+  host(host: JobHost, isTool: (name: string) => boolean): JobHost {
+    if (!this.#recording) return host;
     return {
       status: (source, level, message, dataJson) => host.status(source, level, message, dataJson),
       data: (paramsJson, units, refusal, tool) =>
@@ -185,7 +192,7 @@ export class ExecutionTrace {
         span.setAttribute(attributeNames.errorType, event.code);
       }
     }
-    if (this.#root.isRecording()) {
+    if (this.#recording) {
       this.#root.setAttribute(attributeNames.outcome, outcome);
       if (event.stats !== undefined) this.#root.setAttributes(prefixed(event.stats, statAttribute));
     }
