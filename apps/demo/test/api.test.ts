@@ -59,7 +59,16 @@ describe('GET /healthz', () => {
   });
 });
 
-describe('GET /v1/limits, /v1/examples, /favicon.ico', () => {
+describe('GET /v1/limits, /v1/examples, /v1/tools, /favicon.ico', () => {
+  it("publishes the engine's tools as TypeScript declarations", async () => {
+    const { declarations } = (await (await fetch(`${started.url}/v1/tools`)).json()) as {
+      declarations: string;
+    };
+    expect(declarations).toBe(started.engine.toolDeclarations());
+    expect(declarations).toContain('  getOrder(input: {');
+    expect(declarations).toContain('  revenueByRegion(input: {');
+  });
+
   it('publishes the admission limits, the execution ceilings and the body cap', async () => {
     const response = await fetch(`${started.url}/v1/limits`);
     expect(await response.json()).toEqual({

@@ -85,7 +85,7 @@ describe('the playground page at 1280 px', () => {
     expect(response?.status()).toBe(200);
     await expect(page.title()).resolves.toBe('Coda Sandbox playground');
     await page.locator('#examples button').first().waitFor();
-    expect(await page.locator('#examples button').count()).toBe(3);
+    expect(await page.locator('#examples button').count()).toBe(4);
     expect(await page.locator('#attacks button').count()).toBeGreaterThanOrEqual(8);
     await page.locator('#server-limits', { hasText: 'per user' }).waitFor();
     expect(await page.locator('#server-limits').textContent()).toBe(
@@ -98,6 +98,54 @@ describe('the playground page at 1280 px', () => {
     );
     await waitFor(() => icons.length > 0);
     expect(icons).toEqual([200]);
+  });
+
+  it("lists the engine's tools with their TypeScript declarations", async () => {
+    expect(await page.locator('#tool-names').textContent()).toBe(
+      'getOrder, revenueByRegion, topCustomers',
+    );
+    expect(await page.locator('#tools').getAttribute('open')).toBe('');
+    expect(await page.locator('#tool-declarations').textContent()).toBe(
+      started.engine.toolDeclarations(),
+    );
+    expect(await page.locator('#tool-declarations').textContent()).toContain(
+      '  topCustomers(input: {\n    /** How many customers, 1 to 8 */\n    limit: number;',
+    );
+    await page.click('#examples button[data-id="tools"]');
+    await page.locator('#outcome[data-outcome="result"]').waitFor({ timeout: 15_000 });
+    expect(await page.locator('#outcome pre').textContent()).toContain('"region": "EMEA"');
+  });
+
+  it('marks where in the code a syntax error and a runtime error are', async () => {
+    await page.fill('#limits input[name="timeoutMs"]', '');
+    await page.fill('#code', 'const x = 1;\nreturn x +;');
+    await page.click('#run');
+    await page.locator('#outcome[data-code="RUNTIME"]').waitFor();
+    expect(await page.locator('#outcome strong').textContent()).toBe('Your code does not parse');
+    expect(await page.locator('#outcome pre').textContent()).toBe(
+      "SyntaxError: Unexpected token ';'",
+    );
+    expect(await page.locator('#gutter mark').textContent()).toBe('2');
+    expect(await page.locator('#code-error strong').textContent()).toBe('Line 2, column 11');
+    expect(await page.locator('#code-error pre').textContent()).toBe('return x +;\n          ^');
+    expect(await page.locator('#code').getAttribute('aria-invalid')).toBe('true');
+    expect(
+      await page.locator('#code').evaluate((area: HTMLTextAreaElement) => area.selectionStart),
+    ).toBe(23);
+    expect(await occurrences(page, 'line 2')).toBe(0);
+
+    await page.fill('#code', 'const x = 1;\n  missing();\nreturn x;');
+    // Editing clears the mark of the last run.
+    expect(await page.locator('#gutter mark').count()).toBe(0);
+    expect(await page.locator('#code-error').isHidden()).toBe(true);
+    await page.click('#run');
+    await page.locator('#outcome[data-code="RUNTIME"]').waitFor();
+    expect(await page.locator('#outcome strong').textContent()).toBe('Your code threw an error');
+    expect(await page.locator('#outcome pre').textContent()).toBe(
+      'ReferenceError: missing is not defined',
+    );
+    expect(await page.locator('#code-error strong').textContent()).toBe('Line 2, column 3');
+    expect(await page.locator('#gutter mark').textContent()).toBe('2');
   });
 
   it('runs an example and shows the result event and the stats', async () => {

@@ -1,8 +1,9 @@
 // The isolate engine as the demo and the HTTP server use it: the sample data behind
-// `dataProxy.request`, and whatever guards the caller composes in.
+// `dataProxy.request` and three named tools, and whatever guards the caller composes in.
 import type { ExecutionGuard } from '@coda/sandbox-core';
 import { SandboxEngine } from '@coda/sandbox-isolate';
 import { answerDataRequest } from '../sample-data/data-request.ts';
+import { orderTools } from '../sample-data/order-tools.ts';
 
 /** Options of {@link createDemoEngine}. */
 export interface DemoEngineOptions {
@@ -13,7 +14,8 @@ export interface DemoEngineOptions {
 }
 
 /**
- * An engine whose `dataProxy.request(params)` reads the sample order book. Isolates run in
+ * An engine whose `dataProxy.request(params)` reads the sample order book, and whose
+ * `tools.getOrder`, `tools.revenueByRegion` and `tools.topCustomers` answer from it. Isolates run in
  * supervised worker processes (the engine's default), so even a V8 failure costs a worker, not
  * this process. Call `dispose()` on shutdown.
  */
@@ -22,6 +24,7 @@ export function createDemoEngine(options: DemoEngineOptions = {}): SandboxEngine
     // Params arrive as JSON from untrusted code; answerDataRequest validates them with zod and
     // its throws reach user code as a rejected request, never the host.
     dataHandler: (params) => answerDataRequest(params),
+    tools: orderTools,
     ...(options.guards === undefined ? {} : { guards: options.guards }),
     ...(options.maxConcurrent === undefined ? {} : { maxConcurrent: options.maxConcurrent }),
   });

@@ -32,16 +32,22 @@ const plainWords = {
   OOM: 'Stopped: the code went over its memory limit',
   LIMIT_EXCEEDED: 'Stopped: the code went over a limit',
   RUNTIME: 'Your code threw an error',
+  SYNTAX: 'Your code does not parse',
   CANCELLED: 'Cancelled',
 };
 
 init().catch((error) => showOutcome('error', 'Could not load the playground', String(error)));
 
 async function init() {
-  const [catalogue, limits] = await Promise.all([getJson('/v1/examples'), getJson('/v1/limits')]);
+  const [catalogue, limits, tools] = await Promise.all([
+    getJson('/v1/examples'),
+    getJson('/v1/limits'),
+    getJson('/v1/tools'),
+  ]);
   for (const example of catalogue.examples) addPicker('#examples', example, '');
   for (const attack of catalogue.attacks) addPicker('#attacks', attack, 'attack');
   showServerLimits(limits);
+  showTools(tools.declarations);
   runButton.addEventListener('click', () => run());
   cancelButton.addEventListener('click', () => running?.abort());
   codeInput.addEventListener('keydown', (event) => {
@@ -85,6 +91,18 @@ function showServerLimits({ admission, execution }) {
   $('#server-limits').textContent =
     `This server admits, per user, ${ratePerUser} runs ${window} (${burst} back to back), ` +
     `${maxConcurrentPerUser} at once, and ${maxExecutionsPerTurn} per conversation turn. ${ceilings}`;
+}
+
+/** Lists the engine's tools by name, with the TypeScript a model would be given for them. */
+function showTools(declarations) {
+  const names = [...declarations.matchAll(/^ {2}([\w$]+)\(input/gm)].map((match) => match[1]);
+  if (names.length === 0) return;
+  $('#tool-names').textContent = names.join(', ');
+  $('#tool-declarations').textContent = declarations;
+  const details = $('#tools');
+  details.hidden = false;
+  // Open where there is room; on a phone it would push the editor a screen down.
+  details.open = !narrowScreen.matches;
 }
 
 function addPicker(container, item, className) {
@@ -197,7 +215,13 @@ function render(event) {
     showOutcome('result', 'Result', JSON.stringify(event.payload, null, 2));
     showStats(event.stats);
   } else if (event.type === 'error') {
-    showOutcome('error', plainWords[event.code] ?? event.code, event.message, event.code);
+    const syntax = event.code === 'RUNTIME' && event.details?.name === 'SyntaxError';
+    const words = plainWords[syntax ? 'SYNTAX' : event.code] ?? event.code;
+    // The location has its own box under the editor; the message need not repeat it.
+    const message = event.details?.location
+      ? event.message.replace(/ \(line \d+, column \d+\)$/, '')
+      : event.message;
+    showOutcome('error', words, message, event.code);
     showCodeError(event.details);
     showStats(event.stats);
   }

@@ -158,6 +158,11 @@ export async function createDemoServer(options: DemoServerOptions): Promise<Demo
   app.get('/v1/examples', (c) => c.json(catalogue, 200, noStore));
   const limits = { admission: settings.admission ?? null, execution: maxLimits, maxBodyBytes };
   app.get('/v1/limits', (c) => c.json(limits, 200, noStore));
+  // Read once: an engine's tools are fixed when it is created.
+  const tools = {
+    declarations: settings.runner.toolDeclarations?.() ?? 'declare const tools: {};',
+  };
+  app.get('/v1/tools', (c) => c.json(tools, 200, noStore));
   addPageRoutes(app);
 
   const server = createAdaptorServer({ fetch: app.fetch }) as Server;

@@ -14,4 +14,9 @@ export interface ExecutionSubmission {
 /** Starts executions; the handle yields status events, then exactly one terminal event. */
 export interface ExecutionRunner {
   submit(submission: ExecutionSubmission): ExecutionHandle;
+  /**
+   * TypeScript declarations of the `tools` object user code sees (`SandboxEngine` has it),
+   * published on `GET /v1/tools`; a runner without tools may leave it out.
+   */
+  toolDeclarations?(): string;
 }

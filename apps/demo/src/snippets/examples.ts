@@ -12,7 +12,7 @@ export interface Example {
   limits?: Partial<ExecutionLimits>;
 }
 
-/** Three realistic snippets: a query, an aggregation, and a run that streams status. */
+/** Four realistic snippets: a query, an aggregation, a run that streams status, and tool calls. */
 export const examples: readonly Example[] = [
   {
     id: 'query',
@@ -63,5 +63,14 @@ for (const [index, customer] of customers.entries()) {
 }
 console.log('done:', summary.length, 'customers');
 return summary.sort((a, b) => b.openOrders - a.openOrders);`,
+  },
+  {
+    id: 'tools',
+    title: 'Tools: where the revenue is, and who brings it',
+    code: `// Named tools instead of raw queries: each input is checked on the host.
+const [top] = await tools.revenueByRegion({ status: 'shipped' });
+const customers = await tools.topCustomers({ limit: 3, region: top.region });
+const biggest = await tools.getOrder({ id: 'ord-0001' });
+return { region: top.region, shippedCents: top.totalCents, customers, firstOrder: biggest?.customer };`,
   },
 ];
