@@ -2,7 +2,8 @@
 // (a) sequential latency, (b) throughput at concurrency 8, (c) a CPU-bound snippet,
 // (d) host RSS after 10 000 executions vs after 100, (e) the host's event-loop delay and RSS growth
 // while the hostile table runs at maxConcurrent at once, next to benign snippets run the same way,
-// (f) the cost of a tool call next to a dataProxy.request call (bench/tool-call.ts).
+// (f) the cost of a tool call next to a dataProxy.request call (bench/tool-call.ts), (g) the
+// cost of OpenTelemetry spans and metrics next to no SDK (bench/tracing-overhead.ts).
 // Prints a Markdown report.
 import { spawnSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
@@ -11,6 +12,7 @@ import ivm from 'isolated-vm';
 import { Bench } from 'tinybench';
 import { SandboxEngine } from '../src/index.ts';
 import { toolCallReport } from './tool-call.ts';
+import { tracingOverhead } from './tracing-overhead.ts';
 
 const trivialUser = 'return 1 + 2';
 const cpuUser = 'let x = 0; for (let i = 0; i < 1.6e6; i++) x = (x + i * i) % 1000003; return x';
@@ -259,6 +261,7 @@ async function main(): Promise<void> {
   );
   log('');
   await toolCallReport(quick ? 10 : 60, log);
+  for (const line of await tracingOverhead()) log(line);
   const cpu0 = cpus()[0];
   log(
     `Machine: ${cpu0?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, ${fmt(totalmem() / 1_073_741_824, 0)} GiB, Node ${process.version}, isolated-vm 7; 1-minute load average ${fmt(loadBefore, 1)} at the start, ${fmt(loadavg()[0] ?? 0, 1)} at the end; ${new Date().toISOString().slice(0, 16)}Z.`,
