@@ -102,7 +102,15 @@ export interface SubmitRequest {
   language?: CodeLanguage;
 }
 
-const reservedGlobals = new Set(['dataProxy', 'tools', 'reportStatus', 'console', 'globalThis']);
+const reservedGlobals = new Set([
+  'dataProxy',
+  'tools',
+  'reportStatus',
+  'console',
+  'setTimeout',
+  'clearTimeout',
+  'globalThis',
+]);
 const fn = (what: string) =>
   z.custom<(...args: never[]) => unknown>(
     (value) => typeof value === 'function',

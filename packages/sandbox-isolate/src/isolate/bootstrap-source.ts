@@ -8,7 +8,9 @@
 // callback (ivm.Callback, fire and forget: the run's outcome text), $4 = the nesting depth limit,
 // $5 = the same delivery as a synchronous ivm.Callback, $6 = the names of the configured tools
 // (each becomes `tools.NAME(input)`, a data request whose fourth argument is NAME; an input of
-// undefined crosses as '').
+// undefined crosses as ''), $7 = timer Reference (async host function: id, delayMs → '1' when
+// the timer is due, '0' when it will never fire), $8 = clear-timer callback (ivm.Callback, fire and
+// forget: id).
 // It captures them in this closure (they are never reachable from the global object) and
 // returns `[run, settled]`, two functions whose References only the host holds.
 //
@@ -40,6 +42,9 @@ const deliver = $3;
 const maxDepth = $4;
 const deliverNow = $5;
 const toolNames = $6;
+const timerRef = $7;
+const clearTimer = $8;
+const timerApply = timerRef.apply;
 const dataApply = dataRef.apply;
 const global = globalThis;
 const stringify = JSON.stringify;
@@ -47,6 +52,7 @@ const parse = JSON.parse;
 const StringCtor = String;
 const ErrorCtor = Error;
 const TypeErrorCtor = TypeError;
+const RangeErrorCtor = RangeError;
 const ReflectApply = Reflect.apply;
 const FunctionCtor = Function;
 const AsyncFunction = (async function () {}).constructor;
@@ -354,6 +360,70 @@ for (let index = 0; index < toolNames.length; index++) {
   ObjectDefineProperty(tools, tool, { __proto__: null, value: call, enumerable: true });
 }
 
+// Timers of the current run: id -> { callback, args }, on an object with no prototype. The host
+// keeps its own count and deadline; a timer fires only while the run's execution lasts.
+let timers = { __proto__: null };
+let timersPending = 0;
+let lastTimerId = 0;
+// Ends the current run with an outcome text (once), whoever reaches one first.
+let finish = null;
+
+function setTimeout(callback, delay, ...args) {
+  if (typeof callback !== 'function') {
+    throw new TypeErrorCtor('setTimeout: the callback must be a function (a string is not evaluated)');
+  }
+  // First: a valueOf of the delay is user code, which may set timers of its own.
+  let ms = +delay;
+  if (!(ms > 0)) ms = 0;
+  const max = limits === null ? 0 : limits.maxTimers;
+  if (!(timersPending < max)) {
+    throw new RangeErrorCtor(
+      'setTimeout: ' + timersPending + ' timers are pending, the most maxTimers (' + max +
+        ') allows: clear one or wait for one before setting another',
+    );
+  }
+  const id = ++lastTimerId;
+  timers[id] = { __proto__: null, callback, args };
+  timersPending++;
+  observe(
+    ReflectApply(timerApply, timerRef, [undefined, [id, ms], applyOptions]),
+    (text) => fire(id, text),
+    (error) => {
+      // isolated-vm settles the call with Promise.prototype.then: user code that replaced it
+      // with one that throws gets that error, as a data request would, not a timer that
+      // never fires.
+      fire(id, '0');
+      if (finish !== null) finish(errorOutcome(error));
+    },
+  );
+  return id;
+}
+
+function clearTimeout(id) {
+  if (typeof id !== 'number') return;
+  const timer = timers[id];
+  if (timer === undefined) return;
+  delete timers[id];
+  timersPending--;
+  clearTimer(id);
+}
+
+// The host says timer id is due ('1') or will never fire ('0': cleared, past the deadline, the
+// execution over). A callback that throws ends the run with its error, as an uncaught
+// exception ends a Node process.
+function fire(id, text) {
+  const timer = timers[id];
+  if (timer === undefined) return;
+  delete timers[id];
+  timersPending--;
+  if (text !== '1') return;
+  try {
+    ReflectApply(timer.callback, undefined, timer.args);
+  } catch (error) {
+    if (finish !== null) finish(errorOutcome(error));
+  }
+}
+
 function describe(error) {
   let name = 'Error';
   let message = '';
@@ -395,6 +465,8 @@ delete ArrayBuffer.prototype.transfer;
 global.dataProxy = ObjectFreeze({ request });
 global.tools = ObjectFreeze(tools);
 global.reportStatus = reportStatus;
+global.setTimeout = setTimeout;
+global.clearTimeout = clearTimeout;
 global.console = ObjectFreeze({
   log: consoleMethod('info'),
   info: consoleMethod('info'),
@@ -434,6 +506,8 @@ let pending = null;
 return [
   function run(code, limitsJson, synchronous) {
     limits = parse(limitsJson);
+    timers = { __proto__: null };
+    timersPending = 0;
     const report = synchronous ? deliverNow : deliver;
     let fn;
     try {
@@ -443,11 +517,26 @@ return [
       pending = null;
       return undefined;
     }
+    // The run's promise settles with the first outcome: user code's own, or a timer callback's
+    // throw while user code still waits. It is made here, with the captured constructor, and
+    // resolves with undefined, so nothing looks up a then.
+    let settle = null;
+    pending = new PromiseCtor((resolve) => {
+      settle = resolve;
+    });
+    ObjectDefineProperty(pending, 'constructor', { __proto__: null, value: undefined });
+    let done = false;
+    finish = (text) => {
+      if (done) return;
+      done = true;
+      report(text);
+      settle();
+    };
     // Calling an async function never throws; its promise is one only this closure holds.
-    pending = observe(
+    observe(
       ReflectApply(fn, undefined, []),
-      (value) => report(valueOutcome(value)),
-      (error) => report(errorOutcome(error)),
+      (value) => finish(valueOutcome(value)),
+      (error) => finish(errorOutcome(error)),
     );
     return synchronous ? undefined : pending;
   },

@@ -10,6 +10,7 @@ import {
 } from '@coda/sandbox-core';
 import { capText, maxJsonDepth, scrubHostPaths } from '../bridge/safe-json.ts';
 import { disposeQuietly, type PreparedIsolate } from './context-builder.ts';
+import { ExecutionTimers } from './execution-timers.ts';
 import type { ExecutionJob, IsolateStats, JobHost, JobOutcome, SynchronousStart } from './job.ts';
 import {
   type CodeLocation,
@@ -58,9 +59,12 @@ export class CodeExecutor {
     const cpuBefore = readCpuMs(prepared);
     let ended: SandboxErrorJSON | undefined;
     let cpuAtEnd = 0;
+    const timers = new ExecutionTimers(limits.timeoutMs, limits.maxTimers, started);
+    prepared.timers = timers;
     const end = (error: SandboxErrorJSON) => {
       if (ended !== undefined) return;
       ended = error;
+      timers.close();
       // Only the CPU counter: heap statistics need the isolate's lock, which a running script
       // holds until it stops, and this must not block the caller's thread.
       cpuAtEnd = readCpuMs(prepared);
@@ -136,6 +140,9 @@ export class CodeExecutor {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       prepared.host = undefined;
+      // No timer outlives its execution, whichever way it ended.
+      timers.close();
+      prepared.timers = undefined;
     }
     const stats = await measure(prepared, started, cpuBefore, finishedHere);
     if (ended !== undefined) {

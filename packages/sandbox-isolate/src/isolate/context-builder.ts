@@ -1,9 +1,11 @@
 // Builds the context user code runs in: an empty V8 context plus dataProxy, reportStatus,
-// console and the configured WASM bindings, installed by the bootstrap closure.
+// console, setTimeout and clearTimeout and the configured WASM bindings, installed by the
+// bootstrap closure.
 import { defaultExecutionLimits } from '@coda/sandbox-core';
 import ivm from 'isolated-vm';
 import { maxJsonDepth } from '../bridge/safe-json.ts';
 import { bootstrapSource } from './bootstrap-source.ts';
+import type { ExecutionTimers } from './execution-timers.ts';
 import type { JobHost, ParamsRefusal } from './job.ts';
 import type { LoadedWasmModule } from './wasm-modules.ts';
 
@@ -29,6 +31,8 @@ export interface PreparedIsolate {
   readonly settled: ivm.Reference<IsolateSettledFunction>;
   /** Receives the bridge calls of the execution this isolate is bound to; unset until then. */
   host: JobHost | undefined;
+  /** The timers of the execution this isolate is bound to: `setTimeout` is refused without. */
+  timers: ExecutionTimers | undefined;
   /** The run's outcome text (see bootstrap-source.ts), once user code has finished. */
   readonly delivered: string | undefined;
 }
@@ -82,8 +86,13 @@ export class ContextBuilder {
     });
     try {
       const context = await isolate.createContext();
-      const holder: { host: JobHost | undefined; delivered: string | undefined } = {
+      const holder: {
+        host: JobHost | undefined;
+        timers: ExecutionTimers | undefined;
+        delivered: string | undefined;
+      } = {
         host: undefined,
+        timers: undefined,
         delivered: undefined,
       };
       const receive = (text: unknown) => {
@@ -127,6 +136,13 @@ export class ContextBuilder {
           }
         },
       );
+      // setTimeout: the promise resolves when the timer is due; the isolate runs the callback.
+      const timer = new ivm.Reference(
+        async (id: unknown, delayMs: unknown) => holder.timers?.start(id, delayMs) ?? '0',
+      );
+      const clearTimer = new ivm.Callback((id: unknown) => holder.timers?.clear(id), {
+        ignored: true,
+      });
       const wasm = this.#wasm.map((module) => [
         module.name,
         module.bytes.slice().buffer,
@@ -145,6 +161,8 @@ export class ContextBuilder {
           maxJsonDepth,
           deliverNow,
           new ivm.ExternalCopy(this.#toolNames).copyInto(),
+          timer,
+          clearTimer,
         ],
         { result: { reference: true } },
       )) as ivm.Reference<[IsolateRunFunction, IsolateSettledFunction]>;
@@ -180,6 +198,12 @@ export class ContextBuilder {
         set host(value) {
           holder.host = value;
         },
+        get timers() {
+          return holder.timers;
+        },
+        set timers(value) {
+          holder.timers = value;
+        },
         get delivered() {
           return holder.delivered;
         },
@@ -192,8 +216,8 @@ export class ContextBuilder {
   }
 }
 
-/** The bootstrap as a function of its seven arguments (see bootstrap-source.ts). */
-const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6) {\n${bootstrapSource}\n})`;
+/** The bootstrap as a function of its nine arguments (see bootstrap-source.ts). */
+const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8) {\n${bootstrapSource}\n})`;
 /** V8's code cache of the bootstrap, made by the first isolate of this process. */
 let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
 
