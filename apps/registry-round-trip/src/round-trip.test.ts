@@ -4,7 +4,7 @@
 // with plain node. The root README's blocks run the same way. Nothing is copied into
 // node_modules: what the examples import is what the registry served.
 import { readdirSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,10 +12,11 @@ import {
   type RedisProcess,
   startRedis,
 } from '../../../packages/sandbox-limits-redis/test/redis-servers.ts';
+import { expectedOutput } from './expected-output.ts';
 import { importedPackages, readReadme } from './support/readme-examples.ts';
 import { type LocalRegistry, startRegistry } from './support/registry.ts';
 import { copyRepository, releaseCopy } from './support/release.ts';
-import { createUserProject, userEnvironment } from './support/user-project.ts';
+import { createUserProject, type UserProject, userEnvironment } from './support/user-project.ts';
 
 const root = resolve(import.meta.dirname, '../../..');
 
@@ -46,6 +47,7 @@ let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'coda-round-trip-'));
+  await chmod(work, 0o755); // the user projects below must be readable by uid 65534
   copy = join(work, 'repository');
   await mkdir(join(work, 'registry'));
   await mkdir(join(work, 'projects'));
@@ -60,13 +62,18 @@ afterAll(async () => {
   if (work !== undefined) await rm(work, { recursive: true, force: true });
 });
 
-/** Installs what `readme` says, saves its files and runs each runnable block in turn. */
-async function followReadme(
-  readme: string,
-  project: Awaited<ReturnType<typeof createUserProject>>,
-): Promise<number> {
+/**
+ * Installs what `readme` says, saves its files and runs each runnable block in turn; each must
+ * exit 0, write nothing to stderr and print what `expectedOutput[label]` says.
+ */
+async function followReadme(label: string, readme: string, project: UserProject): Promise<void> {
   const { install, runnable, files } = readReadme(readme);
-  if (runnable.length === 0) return 0;
+  const expected = expectedOutput[label];
+  expect(
+    expected?.length,
+    `every runnable block of ${label} has its output in src/expected-output.ts`,
+  ).toBe(runnable.length);
+  if (runnable.length === 0) return;
   expect(install, 'a README with examples says what to npm install').toBeDefined();
   await project.install(install ?? []);
   for (const block of [...runnable, ...files]) {
@@ -77,12 +84,14 @@ async function followReadme(
   for (const [index, block] of runnable.entries()) {
     const file = `readme-example-${index + 1}.${block.language}`;
     await project.save(file, block.code);
-    const { stderr } = await project.node(file).catch((error: Error) => {
+    const { stdout, stderr } = await project.node(file).catch((error: Error) => {
       throw new Error(`the example at line ${block.line} failed: ${error.message}`);
     });
     expect(stderr, `the example at line ${block.line} wrote to stderr`).toBe('');
+    for (const pattern of expected?.[index] ?? []) {
+      expect(stdout, `the example at line ${block.line} prints`).toMatch(pattern);
+    }
   }
-  return runnable.length;
 }
 
 describe('a release published to a local registry', () => {
@@ -108,12 +117,15 @@ describe('a release published to a local registry', () => {
     // The README as published: the one in the tarball.
     const readme = await readFile(join(project.dir, 'node_modules', name, 'README.md'), 'utf8');
     expect(readReadme(readme).install?.[0], 'the install line names the package first').toBe(name);
-    expect(await followReadme(readme, project)).toBeGreaterThan(0);
+    expect(readReadme(readme).runnable.length, 'a package README has an example').toBeGreaterThan(
+      0,
+    );
+    await followReadme(name, readme, project);
   });
 
   it("the root README's examples run", async () => {
     const project = await createUserProject(join(work, 'projects'), registry?.url ?? '', env);
     const readme = await readFile(join(copy, 'README.md'), 'utf8');
-    expect(await followReadme(readme, project)).toBe(readReadme(readme).runnable.length);
+    await followReadme('README.md', readme, project);
   });
 });

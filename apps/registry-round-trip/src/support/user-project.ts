@@ -1,6 +1,6 @@
 // A new user's project: an empty directory with a package.json, where plain npm installs from
 // the local registry and plain node runs what a README says.
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
 import { delimiter, dirname, join } from 'node:path';
 import { run } from './release.ts';
 
@@ -39,6 +39,9 @@ export async function createUserProject(
   env: NodeJS.ProcessEnv,
 ): Promise<UserProject> {
   const dir = await mkdtemp(join(parent, 'project-'));
+  // As `mkdir` makes a directory, not mkdtemp's 0700: on a root host the parser host's child
+  // runs as uid 65534 and must read the runner in node_modules and the parser module.
+  await chmod(dir, 0o755);
   await writeFile(
     join(dir, 'package.json'),
     `${JSON.stringify({ name: 'new-user-project', private: true, type: 'module' }, null, 2)}\n`,
