@@ -102,7 +102,8 @@ export function parseDemoArgs(
 ): DemoCommand {
   let parsed: ReturnType<typeof parse>;
   try {
-    parsed = parse(argv);
+    // `pnpm demo -- serve` passes the separator on; it means nothing here.
+    parsed = parse(argv[0] === '--' ? argv.slice(1) : argv);
   } catch (error) {
     throw new UsageError(error instanceof Error ? error.message : String(error));
   }
