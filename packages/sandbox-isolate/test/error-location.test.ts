@@ -1,7 +1,9 @@
 // Errors a model can repair: every syntax and runtime error says where in the user's own code it
 // happened (`details.location`, `details.sourceLine`), and its stack holds only user frames.
-// Real isolates, in worker processes and in-process.
+// Real isolates, in worker processes and in-process; JavaScript and TypeScript input; data
+// requests and tool calls.
 import { afterAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { SandboxEngine, type SandboxEngineConfig, type SubmitRequest } from '../src/index.ts';
 import { expectError } from './helpers.ts';
 
@@ -83,6 +85,43 @@ const rows: Row[] = [
     sourceLine: 'const rows = await dataProxy.request({ fail: region });',
     stack: 'Error: no table for EMEA in <host>\n    at async <anonymous>:2:14',
   },
+  {
+    name: 'a rejected tool call (its handler threw)',
+    request: {
+      code: 'const orders = await tools.getOrders({ region: "APAC" });\nreturn orders;',
+    },
+    message: 'Error: no orders for APAC in <host>',
+    location: { line: 1, column: 16 },
+    sourceLine: 'const orders = await tools.getOrders({ region: "APAC" });',
+    stack: 'Error: no orders for APAC in <host>\n    at async <anonymous>:1:16',
+  },
+  {
+    name: 'TypeScript: a runtime error at the line of the TypeScript',
+    request: {
+      language: 'typescript',
+      code: [
+        'interface Order { total: number }',
+        'const orders: Order[] = [];',
+        'const first = orders[0] as Order;',
+        'return first.total;',
+      ].join('\n'),
+    },
+    message: "TypeError: Cannot read properties of undefined (reading 'total')",
+    location: { line: 4, column: 14 },
+    sourceLine: 'return first.total;',
+    stack:
+      "TypeError: Cannot read properties of undefined (reading 'total')\n    at <anonymous>:4:14",
+  },
+  {
+    name: 'TypeScript: a syntax error the stripper finds',
+    request: { language: 'typescript', code: 'const a: number = 1;\nconst b: = a;\nreturn b;' },
+    message:
+      'SyntaxError: Unexpected token `=`. Expected an identifier, void, yield, null, await, break, a string literal, a numeric literal, true, false, `, -, import, this, typeof, {, [, ( (line 2, column 10)',
+    location: { line: 2, column: 10 },
+    sourceLine: 'const b: = a;',
+    stack:
+      'SyntaxError: Unexpected token `=`. Expected an identifier, void, yield, null, await, break, a string literal, a numeric literal, true, false, `, -, import, this, typeof, {, [, (\n    at <anonymous>:2:10',
+  },
 ];
 
 const modes: NonNullable<SandboxEngineConfig['isolation']>[] = ['process', 'in-process'];
@@ -95,6 +134,15 @@ describe.each(modes)('in %s mode', (isolation) => {
       const fail = (params as { fail?: string }).fail;
       if (fail !== undefined) throw new Error(`no table for ${fail} in /srv/app/tables.ts`);
       return null;
+    },
+    tools: {
+      getOrders: {
+        description: 'Orders of one region.',
+        input: z.object({ region: z.enum(['EMEA', 'APAC']) }),
+        handler: ({ region }: { region: string }) => {
+          throw new Error(`no orders for ${region} in /srv/app/orders.ts`);
+        },
+      },
     },
   });
   afterAll(() => engine.dispose());
