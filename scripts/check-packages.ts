@@ -1,8 +1,11 @@
 // The publishability checks of `pnpm test`: for every published package, publint --strict,
-// attw (ESM-only profile), and a standalone install of its packed tarball into an empty project
-// outside the workspace, followed by an import — proving each layer installs on its own.
+// attw (ESM-only profile), the exact list of files in its tarball, and a standalone install of
+// the tarball into an empty project outside the workspace, followed by an import — proving each
+// layer installs on its own. (apps/registry-round-trip goes further: a registry, npm, the
+// README examples.)
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { glob, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -49,11 +52,51 @@ async function lint(dir: string, name: string): Promise<void> {
   await step(`attw ${name}`, 'pnpm', ['exec', 'attw', '--pack', '--profile', 'esm-only'], dir);
 }
 
-async function pack(dir: string, destination: string): Promise<string> {
+interface Packed {
+  filename: string;
+  files: { path: string }[];
+}
+
+async function pack(dir: string, destination: string): Promise<Packed> {
   const { stdout } = await run('pnpm', ['pack', '--json', '--pack-destination', destination], {
     cwd: dir,
   });
-  return (JSON.parse(stdout) as { filename: string }).filename;
+  return JSON.parse(stdout) as Packed;
+}
+
+/** What each TypeScript source contributes to `dist/`. */
+const builtFrom = ['.js', '.js.map', '.d.ts', '.d.ts.map'];
+
+/**
+ * The files a package's tarball must hold, no more and no less: the manifest, README, LICENSE,
+ * CHANGELOG.md once versioning made one, every non-test source and exactly its build output
+ * (so a stale `dist/` file of a deleted source, a test or a build-info file fails the check).
+ */
+async function expectedFiles(dir: string): Promise<string[]> {
+  const fixed = ['package.json', 'README.md', 'LICENSE'];
+  if (existsSync(join(dir, 'CHANGELOG.md'))) fixed.push('CHANGELOG.md');
+  const sources: string[] = [];
+  for await (const path of glob('src/**/*.ts', { cwd: dir })) {
+    if (!/\.test\./.test(path)) sources.push(path);
+  }
+  const built = sources.flatMap((source) =>
+    builtFrom.map((suffix) => source.replace(/^src\//, 'dist/').replace(/\.ts$/, suffix)),
+  );
+  return [...fixed, ...sources, ...built].sort();
+}
+
+async function checkFiles(dir: string, name: string, packed: Packed): Promise<void> {
+  const actual = packed.files.map((file) => file.path).sort();
+  const expected = await expectedFiles(dir);
+  const extra = actual.filter((path) => !expected.includes(path));
+  const missing = expected.filter((path) => !actual.includes(path));
+  if (extra.length > 0 || missing.length > 0) {
+    throw new Error(
+      `${name} tarball files differ from the expected list:\n` +
+        `  not expected: ${extra.join(', ') || '-'}\n  missing: ${missing.join(', ') || '-'}\n` +
+        '  (a dist/ file without a source is left from a deleted one: remove dist/ and build)',
+    );
+  }
 }
 
 async function installAlone(
@@ -99,12 +142,18 @@ async function main(): Promise<void> {
   const workDir = await mkdtemp(join(tmpdir(), 'coda-package-check-'));
   try {
     const tarballs = new Map<string, string>();
-    for (const { dir, manifest } of packages) tarballs.set(manifest.name, await pack(dir, workDir));
+    const packed = new Map<string, Packed>();
+    for (const { dir, manifest } of packages) {
+      const result = await pack(dir, workDir);
+      packed.set(manifest.name, result);
+      tarballs.set(manifest.name, result.filename);
+    }
     const results = await Promise.allSettled(
       packages.map(async ({ dir, manifest }) => {
+        await checkFiles(dir, manifest.name, packed.get(manifest.name) as Packed);
         await lint(dir, manifest.name);
         await installAlone(manifest.name, tarballs, workDir);
-        console.log(`ok  ${manifest.name}: publint, attw, standalone install and import`);
+        console.log(`ok  ${manifest.name}: files, publint, attw, standalone install and import`);
       }),
     );
     const failures = results.flatMap((result) =>
