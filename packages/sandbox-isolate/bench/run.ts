@@ -3,7 +3,8 @@
 // (d) host RSS after 10 000 executions vs after 100, (e) the host's event-loop delay and RSS growth
 // while the hostile table runs at maxConcurrent at once, next to benign snippets run the same way,
 // (f) the cost of a tool call next to a dataProxy.request call (bench/tool-call.ts), (g) the
-// cost of OpenTelemetry spans and metrics next to no SDK (bench/tracing-overhead.ts).
+// cost of OpenTelemetry spans and metrics next to no SDK (bench/tracing-overhead.ts), (h) the
+// cost of stripping a 10 KB TypeScript snippet (bench/typescript-strip.ts).
 // Prints a Markdown report.
 import { spawnSync } from 'node:child_process';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
@@ -13,6 +14,7 @@ import { Bench } from 'tinybench';
 import { SandboxEngine } from '../src/index.ts';
 import { toolCallReport } from './tool-call.ts';
 import { tracingOverhead } from './tracing-overhead.ts';
+import { typeScriptStripReport } from './typescript-strip.ts';
 
 const trivialUser = 'return 1 + 2';
 const cpuUser = 'let x = 0; for (let i = 0; i < 1.6e6; i++) x = (x + i * i) % 1000003; return x';
@@ -262,6 +264,7 @@ async function main(): Promise<void> {
   log('');
   await toolCallReport(quick ? 10 : 60, log);
   for (const line of await tracingOverhead()) log(line);
+  await typeScriptStripReport(quick ? 20 : 100, log);
   const cpu0 = cpus()[0];
   log(
     `Machine: ${cpu0?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, ${fmt(totalmem() / 1_073_741_824, 0)} GiB, Node ${process.version}, isolated-vm 7; 1-minute load average ${fmt(loadBefore, 1)} at the start, ${fmt(loadavg()[0] ?? 0, 1)} at the end; ${new Date().toISOString().slice(0, 16)}Z.`,
