@@ -1,7 +1,9 @@
+#!/usr/bin/env node
 // The child side of the parser protocol: takes the nonce off stdin, imports the parser module,
 // says it is ready, reads one request, calls one exported function and writes one framed
 // response on fd 3, then exits. It runs under `node --permission` with the limits already in
-// place; see docs/parser-protocol.md.
+// place; see docs/parser-protocol.md. A program, not a module: the host starts it by path, and
+// the package exposes it as the `coda-parser-runner` command, never as an import.
 //
 // Everything the runner needs after the parser module has loaded is captured first, so a parser
 // that replaces globals (JSON, Buffer, fs, process.exit) cannot change how the response is framed.
