@@ -130,7 +130,13 @@ export class ExecutionTrace {
 
   /** Records the limits the execution runs under. */
   limits(limits: Readonly<ExecutionLimits>): void {
-    if (this.#recording) this.#root.setAttributes(prefixed(limits, limitAttribute));
+    if (!this.#recording) return;
+    let attributes = limitAttributes.get(limits);
+    if (attributes === undefined) {
+      attributes = prefixed(limits, limitAttribute);
+      limitAttributes.set(limits, attributes);
+    }
+    this.#root.setAttributes(attributes);
   }
 
   /** Starts the admission phase: `active` executions of at most `max`, `guards` to pass. */
@@ -238,6 +244,9 @@ export class ExecutionTrace {
     }
   }
 }
+
+// Most executions run under their engine's default limits, one object: its attributes once.
+const limitAttributes = new WeakMap<Readonly<ExecutionLimits>, Attributes>();
 
 function failSpan(
   api: OtelApi,
