@@ -1,11 +1,11 @@
 // The HTTP API over real HTTP: a real server, a real isolate engine, real guards on a real
 // redis-server, and a real pino logger whose lines the tests read.
 import { randomUUID } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { defaultExecutionLimits, type SandboxEvent, type TerminalEvent } from '@coda/sandbox-core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { examples } from '../src/snippets/examples.ts';
+import { captureStream } from './helpers/captured-stream.ts';
 import { type StartedServer, startDemoServer } from './helpers/demo-server.ts';
 import { readSse, waitFor } from './helpers/sse.ts';
 
@@ -20,19 +20,19 @@ interface ErrorBody {
   };
 }
 
-/** Every line the server logged, parsed. */
-const logLines: Record<string, unknown>[] = [];
-const logSink = new Writable({
-  write(chunk: Buffer, _encoding, done) {
-    for (const line of chunk.toString('utf8').split('\n')) {
-      if (line !== '') logLines.push(JSON.parse(line) as Record<string, unknown>);
-    }
-    done();
-  },
-});
+/** Where the server's pino logger writes: a pipe, so one JSON line per entry. */
+const log = captureStream(false);
+
+/** Every line the server logged so far, parsed. */
+const logLines = () =>
+  log
+    .text()
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 
 beforeAll(async () => {
-  started = await startDemoServer({ logger: pino(logSink) });
+  started = await startDemoServer({ logger: pino(log.stream) });
   await started.engine.ready();
 });
 afterAll(() => started.stop());
@@ -136,9 +136,9 @@ describe('POST /v1/executions', () => {
     await response.json();
     const executionId = response.headers.get('x-execution-id');
     await waitFor(() =>
-      logLines.some((line) => line.msg === 'execution ended' && line.userId === userId),
+      logLines().some((line) => line.msg === 'execution ended' && line.userId === userId),
     );
-    const lines = logLines.filter((line) => line.executionId === executionId);
+    const lines = logLines().filter((line) => line.executionId === executionId);
     expect(lines.map((line) => [line.msg, line.userId]).sort()).toEqual([
       ['execution admitted', userId],
       ['execution ended', userId],
@@ -259,8 +259,8 @@ describe('POST /v1/executions', () => {
     // The refusal is logged with its code, the user and the execution id it was answered with.
     const executionId = refused!.headers.get('x-execution-id');
     expect(executionId).toMatch(/^[0-9a-f-]{36}$/);
-    await waitFor(() => logLines.some((line) => line.executionId === executionId));
-    expect(logLines.find((line) => line.executionId === executionId)).toMatchObject({
+    await waitFor(() => logLines().some((line) => line.executionId === executionId));
+    expect(logLines().find((line) => line.executionId === executionId)).toMatchObject({
       level: 40,
       msg: 'request refused',
       method: 'POST',

@@ -1,26 +1,11 @@
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { captureStream } from '../../test/helpers/captured-stream.ts';
 import { createTerminalReporter } from './reporter.ts';
 import { createStyle } from './style.ts';
 
-/** A stream that keeps what is written, a terminal or not. */
-function capture(isTTY: boolean) {
-  let text = '';
-  const stream = Object.assign(
-    new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        text += chunk.toString('utf8');
-        done();
-      },
-    }),
-    { isTTY },
-  );
-  return { stream, text: () => text };
-}
-
 describe('createTerminalReporter', () => {
   it('prints only the result lines when stdout is not a terminal', () => {
-    const out = capture(false);
+    const out = captureStream(false);
     const reporter = createTerminalReporter(out.stream, createStyle(false));
     reporter.progress('  parse(sample)…');
     reporter.line('  parse: ok');
@@ -28,7 +13,7 @@ describe('createTerminalReporter', () => {
   });
 
   it('on a terminal, erases the progress line before the result', () => {
-    const out = capture(true);
+    const out = captureStream(true);
     const reporter = createTerminalReporter(out.stream, createStyle(false));
     reporter.progress('  parse(sample)…');
     reporter.line('  parse: ok');
