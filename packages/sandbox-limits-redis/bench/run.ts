@@ -2,7 +2,7 @@
 // Redis in the same run: this package's guard (and its store alone) versus rate-limiter-flexible's
 // RateLimiterRedis. Also counts the commands each check sends, with MONITOR.
 // Usage: pnpm bench (starts its own redis-server; REDIS_URL uses an existing one instead).
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
@@ -11,7 +11,6 @@ import { createRateLimitGuard, createRedisLimitStore, fromIoredis } from '../src
 import { type RedisProcess, startRedis } from '../test/redis-servers.ts';
 
 const callers = 50;
-const users = 1_000;
 const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
 const timeMs = Number(process.env.BENCH_TIME_MS ?? 2_000);
 
@@ -32,39 +31,122 @@ const connect = async () => {
   await client.ping();
   return client;
 };
-const [ours, theirs, storeOnly, admin] = await Promise.all([
-  connect(),
-  connect(),
-  connect(),
-  connect(),
-]);
+const clients: Redis[] = [];
+const client = async () => {
+  const made = await connect();
+  clients.push(made);
+  return made;
+};
+const admin = await client();
 const prefix = `bench:${Date.now()}:`;
+// A loaded machine can stall a command past the 1 s default; this measures speed, not outages.
+const patient = { timeoutMs: 30_000 } as const;
 
-// Limits high enough that every check is admitted: both sides take their write path.
-const guard = createRateLimitGuard({
-  store: createRedisLimitStore({ client: fromIoredis(ours), keyPrefix: prefix }),
-  limit: 1_000_000,
-  windowMs: 60_000,
-  // A loaded machine can stall a command past the 1 s default; this measures speed, not outages.
-  timeoutMs: 30_000,
-});
-const store = createRedisLimitStore({ client: fromIoredis(storeOnly), keyPrefix: `${prefix}s:` });
-const rule = { limit: 1_000_000, windowMs: 60_000, burst: 1_000_000 };
-const flexible = new RateLimiterRedis({
-  storeClient: theirs,
-  keyPrefix: `${prefix}rlf`,
-  points: 1_000_000,
-  duration: 60,
-});
+/** One scenario: contenders (each on its own connection) checked in the same run. */
+interface Scenario {
+  title: string;
+  note: string;
+  baseline: string;
+  contenders: Record<string, () => Promise<unknown>>;
+}
 
 let sequence = 0;
-const nextUser = () => `user-${sequence++ % users}`;
-const contenders: Record<string, () => Promise<unknown>> = {
-  'sandbox-limits-redis guard': () =>
-    guard.acquire({ executionId: String(sequence), userId: nextUser() }),
-  'sandbox-limits-redis store only': () => store.rateLimit(`rate:{=${nextUser()}}`, rule),
-  'rate-limiter-flexible RateLimiterRedis': () => flexible.consume(nextUser()),
-};
+
+/** (a) Limits high enough that every check is admitted: both sides take their write path. */
+async function mostlyAdmitted(): Promise<Scenario> {
+  const users = 1_000;
+  const nextUser = () => `user-${sequence++ % users}`;
+  const guard = createRateLimitGuard({
+    ...patient,
+    store: createRedisLimitStore({ client: fromIoredis(await client()), keyPrefix: `${prefix}a:` }),
+    limit: 1_000_000,
+    windowMs: 60_000,
+  });
+  const store = createRedisLimitStore({
+    client: fromIoredis(await client()),
+    keyPrefix: `${prefix}as:`,
+  });
+  const rule = { limit: 1_000_000, windowMs: 60_000, burst: 1_000_000 };
+  const flexible = new RateLimiterRedis({
+    storeClient: await client(),
+    keyPrefix: `${prefix}arlf`,
+    points: 1_000_000,
+    duration: 60,
+  });
+  return {
+    title: '(a) Mostly admitted',
+    note: `${users} users, 1 000 000 checks per 60 s each: every check is admitted.`,
+    baseline: 'rate-limiter-flexible RateLimiterRedis',
+    contenders: {
+      'sandbox-limits-redis guard': () =>
+        guard.acquire({ executionId: String(sequence), userId: nextUser() }),
+      'sandbox-limits-redis store only': () => store.rateLimit(`rate:{=${nextUser()}}`, rule),
+      'rate-limiter-flexible RateLimiterRedis': () => flexible.consume(nextUser()),
+    },
+  };
+}
+
+/**
+ * (b) Hammering: 100 users already over a limit of 10 per minute send 90 % of the checks; the
+ * other 10 % come from users seen for the first time (admitted).
+ */
+async function hammering(): Promise<Scenario> {
+  const hot = 100;
+  const limit = 10;
+  const nextUser = () => {
+    const n = sequence++;
+    return n % 10 === 9 ? `fresh-${n}` : `hot-${n % hot}`;
+  };
+  const guard = createRateLimitGuard({
+    ...patient,
+    store: createRedisLimitStore({ client: fromIoredis(await client()), keyPrefix: `${prefix}b:` }),
+    limit,
+    windowMs: 60_000,
+  });
+  const flexible = (name: string, block: boolean) =>
+    client().then(
+      (storeClient) =>
+        new RateLimiterRedis({
+          storeClient,
+          keyPrefix: `${prefix}${name}`,
+          points: limit,
+          duration: 60,
+          // Blocked in this process once over the limit, until the window ends.
+          ...(block ? { inMemoryBlockOnConsumed: limit + 1 } : {}),
+        }),
+    );
+  const [plain, blocking] = await Promise.all([flexible('brlf', false), flexible('brlfb', true)]);
+  const contenders: Record<string, () => Promise<unknown>> = {
+    'sandbox-limits-redis guard': () =>
+      guard.acquire({ executionId: String(sequence), userId: nextUser() }).catch(refused),
+    'rate-limiter-flexible RateLimiterRedis': () => plain.consume(nextUser()).catch(refused),
+    'rate-limiter-flexible RateLimiterRedis, inMemoryBlockOnConsumed': () =>
+      blocking.consume(nextUser()).catch(refused),
+  };
+  // Every hot user over the limit on every contender before anything is timed.
+  for (const check of [
+    (user: string) => guard.acquire({ executionId: 'warm', userId: user }),
+    (user: string) => plain.consume(user),
+    (user: string) => blocking.consume(user),
+  ]) {
+    for (let user = 0; user < hot; user++) {
+      for (let i = 0; i <= limit; i++) await check(`hot-${user}`).catch(refused);
+    }
+  }
+  return {
+    title: '(b) Hammering',
+    note: `${hot} users over a limit of ${limit} per 60 s send 90 % of the checks (refused); 10 % come from new users (admitted).`,
+    baseline: 'rate-limiter-flexible RateLimiterRedis',
+    contenders,
+  };
+}
+
+/** A refusal is the expected outcome here; anything else is a broken benchmark. */
+function refused(error: unknown): void {
+  const code = (error as { code?: unknown }).code;
+  const isFlexibleRefusal = typeof error === 'object' && error !== null && 'msBeforeNext' in error;
+  if (code !== 'RATE_LIMITED' && !isFlexibleRefusal) throw error;
+}
 
 /** Commands the server received per check (MONITOR, leaving out those scripts run inside). */
 async function commandsPerCheck(check: () => Promise<unknown>, checks = 500): Promise<string> {
@@ -134,7 +216,9 @@ async function measure(check: () => Promise<unknown>): Promise<Figures> {
 }
 
 /** One caller, one check at a time (tinybench): the latency of a check with nothing queued. */
-async function sequentialLatency(): Promise<Record<string, { p50: number; p99: number }>> {
+async function sequentialLatency(
+  contenders: Scenario['contenders'],
+): Promise<Record<string, { p50: number; p99: number }>> {
   const bench = new Bench({ time: Math.min(timeMs, 1_000), warmupTime: 200 });
   for (const [name, check] of Object.entries(contenders)) bench.add(name, check);
   await bench.run();
@@ -147,54 +231,63 @@ async function sequentialLatency(): Promise<Record<string, { p50: number; p99: n
   );
 }
 
-const rows: Record<string, Figures[]> = {};
-for (let round = 0; round < rounds; round++) {
-  // Alternate the order each round so background load hits every contender alike.
-  const names = Object.keys(contenders);
-  if (round % 2 === 1) names.reverse();
-  for (const name of names) {
-    rows[name] ??= [];
-    const figures = await measure(contenders[name]!);
-    rows[name].push(figures);
-    if (process.env.BENCH_VERBOSE) console.log(round, name, JSON.stringify(figures));
-  }
-}
-
-const sequential = await sequentialLatency();
-const redisVersion = /redis_version:(\S+)/.exec(await admin.info('server'))?.[1];
-const commands: Record<string, string> = {};
-for (const [name, check] of Object.entries(contenders)) {
-  commands[name] = await commandsPerCheck(check);
-}
-
 // Each row is one round of its contender, the round with the median throughput: its figures
 // belong together (medians taken field by field could mix rounds).
 const medianRound = (figures: Figures[]) =>
   [...figures].sort((a, b) => a.throughput - b.throughput)[Math.floor(figures.length / 2)]!;
-const baseline = medianRound(rows['rate-limiter-flexible RateLimiterRedis']!).throughput;
-console.log(
-  `\nMachine: ${cpus()[0]?.model} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}, Redis ${redisVersion} (local, TCP)`,
-);
-console.log(
-  `${callers} concurrent callers, ${users} users, ${rounds} rounds of ${timeMs} ms, each contender's median round. ioredis auto-pipelining ${enableAutoPipelining ? 'on' : 'off'}.\n`,
-);
-console.log(
-  '| contender | checks/s | vs RateLimiterRedis | p50 ms | p99 ms | client CPU µs/check | Redis CPU µs/check | commands per check |',
-);
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
-for (const [name, figures] of Object.entries(rows)) {
-  const row = medianRound(figures);
+
+async function report(scenario: Scenario): Promise<void> {
+  const rows: Record<string, Figures[]> = {};
+  for (let round = 0; round < rounds; round++) {
+    // Alternate the order each round so background load hits every contender alike.
+    const names = Object.keys(scenario.contenders);
+    if (round % 2 === 1) names.reverse();
+    for (const name of names) {
+      rows[name] ??= [];
+      const figures = await measure(scenario.contenders[name]!);
+      rows[name].push(figures);
+      if (process.env.BENCH_VERBOSE) console.log(round, name, JSON.stringify(figures));
+    }
+  }
+  const commands: Record<string, string> = {};
+  for (const [name, check] of Object.entries(scenario.contenders)) {
+    commands[name] = await commandsPerCheck(check);
+  }
+  const baseline = medianRound(rows[scenario.baseline]!).throughput;
+  console.log(`\n${scenario.title}: ${scenario.note}\n`);
   console.log(
-    `| ${name} | ${Math.round(row.throughput)} | ${(row.throughput / baseline).toFixed(2)}× | ${row.p50.toFixed(2)} | ${row.p99.toFixed(2)} | ${row.clientCpu.toFixed(1)} | ${row.serverCpu.toFixed(1)} | ${commands[name]} |`,
+    '| contender | checks/s | vs RateLimiterRedis | p50 ms | p99 ms | client CPU µs/check | Redis CPU µs/check | commands per check |',
   );
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const [name, figures] of Object.entries(rows)) {
+    const row = medianRound(figures);
+    console.log(
+      `| ${name} | ${Math.round(row.throughput)} | ${(row.throughput / baseline).toFixed(2)}× | ${row.p50.toFixed(2)} | ${row.p99.toFixed(2)} | ${row.clientCpu.toFixed(1)} | ${row.serverCpu.toFixed(1)} | ${commands[name] || 'none'} |`,
+    );
+  }
 }
 
-console.log('\nOne caller, one check at a time (tinybench):\n');
-console.log('| contender | p50 ms | p99 ms |');
-console.log('| --- | --- | --- |');
-for (const [name, figures] of Object.entries(sequential)) {
-  console.log(`| ${name} | ${figures.p50.toFixed(3)} | ${figures.p99.toFixed(3)} |`);
+const redisVersion = /redis_version:(\S+)/.exec(await admin.info('server'))?.[1];
+console.log(
+  `\nMachine: ${cpus()[0]?.model} × ${cpus().length}, ${Math.round(totalmem() / 2 ** 30)} GiB, load average ${loadavg()
+    .map((load) => load.toFixed(1))
+    .join(' ')}, Node ${process.version}, Redis ${redisVersion} (local, TCP)`,
+);
+console.log(
+  `${callers} concurrent callers, ${rounds} rounds of ${timeMs} ms, each contender's median round. ioredis auto-pipelining ${enableAutoPipelining ? 'on' : 'off'}.`,
+);
+const only = process.env.BENCH_SCENARIO;
+if (only === undefined || only === 'a') {
+  const scenario = await mostlyAdmitted();
+  await report(scenario);
+  console.log('\nOne caller, one check at a time (tinybench):\n');
+  console.log('| contender | p50 ms | p99 ms |');
+  console.log('| --- | --- | --- |');
+  for (const [name, figures] of Object.entries(await sequentialLatency(scenario.contenders))) {
+    console.log(`| ${name} | ${figures.p50.toFixed(3)} | ${figures.p99.toFixed(3)} |`);
+  }
 }
+if (only === undefined || only === 'b') await report(await hammering());
 
-await Promise.all([ours, theirs, storeOnly, admin].map((client) => client.quit()));
+await Promise.all(clients.map((each) => each.quit()));
 await server?.stop();

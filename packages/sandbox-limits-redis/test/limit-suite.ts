@@ -203,6 +203,55 @@ export function limitSuite(makeBackend: () => Promise<Backend>): void {
       expect(rested.decision!.remaining).toBe(9);
     });
 
+    it('refuses a refused user locally until retryAfterMs, and never admits locally', async () => {
+      // The real store, with its rate checks counted: a cached refusal makes no store call.
+      const real = stores[2]!;
+      let checks = 0;
+      const counted: LimitStore = {
+        ...real,
+        kind: real.kind,
+        rateLimit: (...args) => {
+          checks++;
+          return real.rateLimit(...args);
+        },
+        refundRate: (...args) => real.refundRate(...args),
+        claimBudget: (...args) => real.claimBudget(...args),
+        acquireLease: (...args) => real.acquireLease(...args),
+        releaseLease: (...args) => real.releaseLease(...args),
+      };
+      // 2 per 2 000 ms: one unit back every second.
+      const rule = { ...patient, limit: 2, windowMs: 2_000 };
+      const guard = createRateLimitGuard({ ...rule, store: counted });
+      const userId = newId('user');
+      await guard.acquire(context({ userId }));
+      await guard.acquire(context({ userId }));
+      const first = await refusal(guard.acquire(context({ userId })));
+      expect(first.details).toMatchObject({ cached: false, remaining: 0 });
+      expect(checks).toBe(3);
+      const firstRetry = first.details?.retryAfterMs as number;
+      const cached = [];
+      for (let i = 0; i < 20; i++) cached.push(await refusal(guard.acquire(context({ userId }))));
+      expect(checks).toBe(3);
+      for (const error of cached) {
+        expect(error.code).toBe('RATE_LIMITED');
+        expect(error.details).toMatchObject({ cached: true, limit: 2, windowMs: 2_000 });
+        expect(error.details?.retryAfterMs).toBeGreaterThan(0);
+        expect(error.details?.retryAfterMs).toBeLessThanOrEqual(firstRetry);
+      }
+      // Another user, and the same user on a guard without the cache, still go to the store.
+      await guard.acquire(context({ userId: newId('user') }));
+      expect(checks).toBe(4);
+      const uncached = createRateLimitGuard({ ...rule, store: counted, refusalCache: 0 });
+      const direct = await refusal(uncached.acquire(context({ userId })));
+      expect(direct.details?.cached).toBe(false);
+      expect(checks).toBe(5);
+      // Once the retry time has passed, the store decides again (and admits).
+      await sleep(firstRetry + 30);
+      const admitted = await guard.acquire(context({ userId }));
+      expect(admitted.decision?.allowed).toBe(true);
+      expect(checks).toBe(6);
+    });
+
     it('limits bursts to `burst` while keeping the sustained rate', async () => {
       const guard = createRateLimitGuard({
         ...patient,

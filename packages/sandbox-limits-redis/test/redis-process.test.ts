@@ -15,6 +15,7 @@ import {
   createTurnBudgetGuard,
   fromIoredis,
 } from '../src/index.ts';
+import { batchedEvalsha } from '../src/redis/ioredis-batcher.ts';
 import { failFast, type RedisProcess, startRedis } from './redis-servers.ts';
 import { refusal } from './refusal.ts';
 
@@ -71,6 +72,30 @@ describe('on a server of its own', () => {
       Array.from({ length: 100 }, (_, i) => guard.acquire({ executionId: `${i}`, userId: 'u' })),
     );
     expect(await recording.stop()).toEqual(Array(100).fill('evalsha'));
+  });
+
+  it('sends the checks of one tick as one pipeline, each settling with its own reply', async () => {
+    const sha = await client.script('LOAD', 'return ARGV[1] + 0');
+    const batched = batchedEvalsha(
+      (sha, numKeys, ...rest) => client.evalsha(sha, numKeys, ...rest),
+      () => client.pipeline(),
+    );
+    const before = await client.info('stats');
+    const results = await Promise.allSettled([
+      ...Array.from({ length: 50 }, (_, i) => batched(sha as string, 0, [String(i)])),
+      batched('0'.repeat(40), 0, []),
+    ]);
+    expect(results.slice(0, 50)).toEqual(
+      Array.from({ length: 50 }, (_, i) => ({ status: 'fulfilled', value: i })),
+    );
+    expect(results[50]).toMatchObject({ status: 'rejected' });
+    expect(String((results[50] as PromiseRejectedResult).reason)).toContain('NOSCRIPT');
+    // One pipeline: the server read all 51 commands in a few reads (one, unless the socket split).
+    const reads = (info: string) => Number(/total_reads_processed:(\d+)/.exec(info)?.[1]);
+    const after = await client.info('stats');
+    expect(reads(after) - reads(before)).toBeLessThanOrEqual(4);
+    // A lone call goes out as a plain EVALSHA.
+    expect(await batched(sha as string, 0, ['7'])).toBe(7);
   });
 
   it('gives back the slot of a host killed with SIGKILL after the lease TTL', async () => {

@@ -78,6 +78,22 @@ export function requiredId(
   });
 }
 
+/**
+ * Builds a refusal without capturing a stack trace. A refusal is an expected answer, not a bug:
+ * its stack would always point into this guard, and capturing it is most of what a refusal costs
+ * (measured: about 55 % of a locally cached refusal). The limit is restored before returning;
+ * nothing else runs in between (the error constructors call no user code).
+ */
+export function refusalWithoutStack<E extends Error>(create: () => E): E {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return create();
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
 /** A lease whose `release` runs once, never throws, and carries extra read-only fields. */
 export function lease<Extra extends object>(
   extra: Extra,

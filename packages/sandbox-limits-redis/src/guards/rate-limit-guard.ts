@@ -9,7 +9,7 @@ import {
 import { z } from 'zod';
 import { hashTag, keyPart } from '../keys/key-part.ts';
 import type { RateLimitDecision } from '../store/limit-store.ts';
-import { checkContext, nothingToRelease, requiredId } from './admission.ts';
+import { checkContext, nothingToRelease, refusalWithoutStack, requiredId } from './admission.ts';
 import {
   count,
   type GuardOptions,
@@ -17,6 +17,7 @@ import {
   millis,
   whenMissingSchema,
 } from './guard-options.ts';
+import { type CachedRefusal, RefusalCache } from './refusal-cache.ts';
 import { createStoreCaller, type StoreOutcome } from './store-call.ts';
 import { createWarner } from './warnings.ts';
 
@@ -33,6 +34,13 @@ export interface RateLimitGuardOptions extends GuardOptions {
   burst?: number;
   /** An execution without `userId`: `refuse` (default, `VALIDATION`) or `allow` unlimited. */
   whenNoUser?: 'refuse' | 'allow';
+  /**
+   * How many refused users this guard remembers (default 10 000; 0 turns the cache off; at most
+   * 1 000 000). A user the store refused with `retryAfterMs` is refused here, without a round
+   * trip, until that time has passed since the answer arrived: hammering costs no Redis call.
+   * The cache only ever refuses; every admission comes from the store. See docs/limits.md.
+   */
+  refusalCache?: number;
 }
 
 /** The lease of an admitted execution: what the rate limit answered (undefined if failed open). */
@@ -59,6 +67,7 @@ const RateLimitGuardOptionsSchema = z
     windowMs: millis(day),
     burst: count(1_000_000).optional(),
     whenNoUser: whenMissingSchema,
+    refusalCache: z.number().int().min(0).max(1_000_000).default(10_000),
   })
   .refine(
     // Judged only once both figures are valid, so a bad one is reported once.
@@ -81,32 +90,52 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const rule = { limit, windowMs, burst: settings.burst ?? limit };
   const warn = createWarner(settings.logger, name);
   const callStore = createStoreCaller(settings, warn);
-  const refund = (key: string): Promise<void> =>
-    callStore('refundRate', () => store.refundRate(key, rule)).then(
+  const refusals =
+    settings.refusalCache === 0 ? undefined : new RefusalCache(settings.refusalCache);
+  const refund = (key: string): Promise<void> => {
+    // The store may admit this key sooner now: stop refusing it here.
+    refusals?.forget(key);
+    return callStore('refundRate', () => store.refundRate(key, rule)).then(
       () => {},
       (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
     );
+  };
   const keyPrefix = `${name}:rate:`;
+  const refused = (retryAfterMs: number, resetMs: number, cached: boolean) =>
+    refusalWithoutStack(
+      () =>
+        new SandboxRateLimitedError(
+          `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in ${retryAfterMs} ms`,
+          {
+            retryAfterMs,
+            details: {
+              guard: name,
+              scope: 'user',
+              limit,
+              windowMs,
+              burst: rule.burst,
+              remaining: 0,
+              resetMs,
+              cached,
+            },
+          },
+        ),
+    );
   const admit = (outcome: StoreOutcome<RateLimitDecision>, key: string): RateLimitLease => {
     if (!outcome.ok) return unlimited;
     const decision = outcome.value;
     if (decision.allowed) return new AdmittedRate(decision, key, refund);
-    throw new SandboxRateLimitedError(
-      `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in ${decision.retryAfterMs} ms`,
-      {
-        retryAfterMs: decision.retryAfterMs,
-        details: {
-          guard: name,
-          scope: 'user',
-          limit,
-          windowMs,
-          burst: rule.burst,
-          remaining: decision.remaining,
-          resetMs: decision.resetMs,
-        },
-      },
-    );
+    refusals?.refuse(key, performance.now(), decision.retryAfterMs, decision.resetMs);
+    throw refused(decision.retryAfterMs, decision.resetMs, false);
   };
+  const refuseLocally = (refusal: CachedRefusal, now: number) =>
+    Promise.reject(
+      refused(
+        Math.max(1, Math.ceil(refusal.until - now)),
+        Math.max(1, Math.ceil(refusal.resetAt - now)),
+        true,
+      ),
+    );
   return {
     name,
     // A promise chain rather than an async function: this runs on every admission.
@@ -118,6 +147,11 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
         key = keyPrefix + hashTag(keyPart(userId));
       } catch (error) {
         return Promise.reject(error);
+      }
+      if (refusals !== undefined && signal?.aborted !== true) {
+        const now = performance.now();
+        const refusal = refusals.lookup(key, now);
+        if (refusal !== undefined) return refuseLocally(refusal, now);
       }
       return callStore('rateLimit', () => store.rateLimit(key, rule), signal).then((outcome) =>
         admit(outcome, key),

@@ -3,6 +3,7 @@
 // loads without either, and the caller keeps owning the client's lifecycle.
 import { validate } from '@coda/sandbox-core';
 import { withMethods } from '../guards/guard-options.ts';
+import { batchedEvalsha, type IoredisPipelineLike } from './ioredis-batcher.ts';
 
 /** Runs Lua scripts on the node that owns the first key. Implement it to use any client. */
 export interface RedisScriptClient {
@@ -16,6 +17,12 @@ export interface RedisScriptClient {
 export interface IoredisLike {
   evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   eval(script: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** A pipeline (one write for many commands); used on a standalone client. */
+  pipeline?(): IoredisPipelineLike;
+  /** True on an ioredis `Cluster`: its pipelines must stay on one node, so none is used. */
+  readonly isCluster?: boolean | undefined;
+  /** The client's options: with `enableAutoPipelining` the client batches by itself. */
+  readonly options?: { readonly enableAutoPipelining?: boolean | undefined };
 }
 
 /** The part of a node-redis client (`createClient` or `createCluster`, v5 or v6) the adapter calls. */
@@ -26,7 +33,9 @@ export interface NodeRedisLike {
 
 /**
  * Adapts an ioredis client — `new Redis(...)` or `new Redis.Cluster(...)` — that you created and
- * will close. A `Cluster` routes each script by its key's slot.
+ * will close. A `Cluster` routes each script by its key's slot. On a standalone client the checks
+ * started in the same tick go out as one pipeline (one socket write), unless the client already
+ * auto-pipelines (`enableAutoPipelining`); each check still gets its own reply or error.
  */
 export function fromIoredis(client: IoredisLike): RedisScriptClient {
   validate(
@@ -37,8 +46,19 @@ export function fromIoredis(client: IoredisLike): RedisScriptClient {
     client,
     'ioredis client',
   );
+  const batches =
+    typeof client.pipeline === 'function' &&
+    client.isCluster !== true &&
+    client.options?.enableAutoPipelining !== true;
+  const evalsha = batches
+    ? batchedEvalsha(
+        (sha, numKeys, ...keysAndArgs) => client.evalsha(sha, numKeys, ...keysAndArgs),
+        () => (client.pipeline as () => IoredisPipelineLike).call(client),
+      )
+    : (sha: string, numKeys: number, keysAndArgs: string[]) =>
+        client.evalsha(sha, numKeys, ...keysAndArgs);
   return {
-    evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
+    evalsha: (sha, keys, args) => evalsha(sha, keys.length, [...keys, ...args]),
     eval: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
   };
 }

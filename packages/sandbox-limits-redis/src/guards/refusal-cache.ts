@@ -1,0 +1,56 @@
+// Remembers, per key, until when the store said a check cannot be admitted, so that a caller
+// hammering a refused key is refused here without a round trip. It only ever refuses: a key it
+// does not know, or knows no longer, goes to the store.
+
+/** What a cached refusal remembers: when it ends and when the bucket is full, on the host clock. */
+export interface CachedRefusal {
+  /** `performance.now()` at which the store may admit again. */
+  readonly until: number;
+  /** `performance.now()` at which the bucket is full again. */
+  readonly resetAt: number;
+}
+
+/**
+ * A bounded map of refused keys. `refuse` records that the store refused `key` for `retryAfterMs`
+ * from now (measured on arrival of the answer, so a cached refusal ends at most `retryAfterMs`
+ * after the store's answer reached this host); `lookup` returns the refusal while it lasts and
+ * forgets it once it has ended. When full, the least recently refused key is dropped first.
+ */
+export class RefusalCache {
+  readonly #entries = new Map<string, CachedRefusal>();
+  readonly #size: number;
+
+  constructor(size: number) {
+    this.#size = size;
+  }
+
+  /** The refusal of `key` still in force at `now`, if any. */
+  lookup(key: string, now: number): CachedRefusal | undefined {
+    const entry = this.#entries.get(key);
+    if (entry === undefined) return undefined;
+    if (entry.until > now) return entry;
+    this.#entries.delete(key);
+    return undefined;
+  }
+
+  /** Records a refusal of `key` by the store, for `retryAfterMs` (and a reset in `resetMs`). */
+  refuse(key: string, now: number, retryAfterMs: number, resetMs: number): void {
+    // Re-inserted, so the Map's order is the order of the latest refusals: the first is the oldest.
+    this.#entries.delete(key);
+    this.#entries.set(key, { until: now + retryAfterMs, resetAt: now + resetMs });
+    if (this.#entries.size > this.#size) {
+      const oldest = this.#entries.keys().next();
+      if (oldest.done !== true) this.#entries.delete(oldest.value);
+    }
+  }
+
+  /** Forgets `key` (a unit was refunded: the store may admit sooner than it said). */
+  forget(key: string): void {
+    this.#entries.delete(key);
+  }
+
+  /** Keys currently held (expired ones included until looked up or evicted). */
+  get size(): number {
+    return this.#entries.size;
+  }
+}
