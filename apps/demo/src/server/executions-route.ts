@@ -74,7 +74,7 @@ export async function createExecution(
   if (wantsJson(c.req.header('accept'))) {
     const terminal = await handle.result;
     responded();
-    return c.json(terminal, 200);
+    return c.json(terminal, 200, { 'cache-control': 'no-store' });
   }
   // Proxies such as nginx buffer responses unless told not to; events must arrive live.
   c.header('x-accel-buffering', 'no');
