@@ -20,7 +20,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { methodNotAllowed } from 'hono/method-not-allowed';
 import { z } from 'zod';
 import { type GuardSettings, GuardSettingsSchema } from '../compose/guards.ts';
-import { type ApiRefusal, fieldRefusal, shuttingDown, toApiError } from './api-error.ts';
+import { fieldRefusal, shuttingDown, toApiError } from './api-error.ts';
 import { exampleCatalogue } from './example-catalogue.ts';
 import { createExecutionRegistry } from './execution-registry.ts';
 import { validateExecutionRequest } from './execution-request.ts';
@@ -227,5 +227,5 @@ const requireJsonBody = async (c: Context<DemoEnv>, next: () => Promise<void>) =
 function tooLarge(maxBytes: number): never {
   // Connection: close, because the rest of an oversized upload is not read.
   const field = { path: 'body', message: `larger than ${maxBytes} bytes`, received: '[body]' };
-  throw fieldRefusal(413, field, { maxBytes }, { connection: 'close' }) satisfies ApiRefusal;
+  throw fieldRefusal(413, field, { maxBytes }, { connection: 'close' });
 }
