@@ -18,6 +18,7 @@ export {
   type IsolateSettledFunction,
   type PreparedIsolate,
 } from './isolate/context-builder.ts';
+export { ExecutionTimers, type TimerAnswer } from './isolate/execution-timers.ts';
 export { IsolateManager, type IsolateManagerOptions } from './isolate/isolate-manager.ts';
 export type {
   DataAnswer,
@@ -27,6 +28,8 @@ export type {
   JobOutcome,
   SynchronousStart,
 } from './isolate/job.ts';
+export type { CodeLanguage } from './isolate/typescript-input.ts';
+export type { CodeLocation } from './isolate/user-code-location.ts';
 export type { LoadedWasmModule, WasmModuleConfig } from './isolate/wasm-modules.ts';
 export type { TelemetryConfig } from './telemetry/telemetry-config.ts';
 export { defineTool, type ToolDefinition, type ToolSet } from './tools/tool-config.ts';

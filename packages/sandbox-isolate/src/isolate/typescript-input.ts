@@ -2,7 +2,7 @@
 // every character where it was, so lines and columns of errors are those of the TypeScript.
 import { stripTypeScriptTypes } from 'node:module';
 import type { SandboxErrorJSON } from '@coda/sandbox-core';
-import { type CodeLocation, codeLines, syntaxError } from './user-code-location.ts';
+import { type CodeLocation, codeLines, endOfCode, syntaxError } from './user-code-location.ts';
 
 /** The language of a snippet: `typescript` is stripped of its types before it runs. */
 export type CodeLanguage = 'javascript' | 'typescript';
@@ -50,9 +50,7 @@ function stripperLocation(stack: string, code: string): CodeLocation | undefined
   if (head === null) return undefined;
   const line = Number(head[1]) - 1;
   const lines = codeLines(code);
-  if (line > lines.length) {
-    return { line: lines.length, column: (lines[lines.length - 1] ?? '').length + 1 };
-  }
+  if (line > lines.length) return endOfCode(lines);
   if (line < 1) return undefined;
   const snippet = stack.slice(head[0].length, stack.search(/\n\S*SyntaxError \[/));
   const marks = /^( *)\^+ *$/m.exec(snippet);

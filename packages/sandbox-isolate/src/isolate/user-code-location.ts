@@ -87,10 +87,9 @@ export function syntaxErrorAt(
   const column = Number(match[2]);
   const lines = codeLines(code);
   if (line > lines.length) {
-    const last = lines[lines.length - 1] ?? '';
     return {
       message: message === "Unexpected token '}'" ? 'Unexpected end of input' : message,
-      location: { line: lines.length, column: last.length + 1 },
+      location: endOfCode(lines),
     };
   }
   if (line < 1) return undefined;
@@ -157,6 +156,11 @@ const maxSourceLineChars = 1_000;
 
 /** What V8 counts as a line break. */
 const lineBreak = /\r\n|[\n\r\u2028\u2029]/;
+
+/** Just past the last character of the code whose `lines` these are. */
+export function endOfCode(lines: readonly string[]): CodeLocation {
+  return { line: lines.length, column: (lines[lines.length - 1] ?? '').length + 1 };
+}
 
 /** The lines of `code`, split where V8 breaks them. */
 export function codeLines(code: string): string[] {
