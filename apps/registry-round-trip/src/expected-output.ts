@@ -14,6 +14,16 @@ export const expectedOutput: Record<string, readonly (readonly RegExp[])[]> = {
       /type: 'result',\s+payload: 1\.5/,
       /^result undefined$/m,
     ],
+    [
+      /declare const tools: \{[\s\S]*inStock\(input: \{\s*fruit: "apple" \| "pear";\s*\}\)/,
+      /apples: 12/,
+      /kiwis: 'Invalid tools\.inStock input: fruit: /,
+    ],
+    [
+      /^42$/m,
+      /Cannot read properties of undefined \(reading 'toFixed'\)/,
+      /location: \{ line: 2, column: 16 \}/,
+    ],
   ],
   '@coda/sandbox-limits-redis': [[/^admitted [0-9a-f-]{36}$/m]],
   '@coda/sandbox-parser-host': [

@@ -109,10 +109,30 @@ describe('a release published to a local registry', () => {
 
     const project = await createUserProject(join(work, 'projects'), url, env);
     await project.install([name]);
-    const installed = JSON.parse(
-      await readFile(join(project.dir, 'node_modules', name, 'package.json'), 'utf8'),
-    ) as { version: string };
+    const installedDir = join(project.dir, 'node_modules', name);
+    const installed = JSON.parse(await readFile(join(installedDir, 'package.json'), 'utf8')) as {
+      version: string;
+      license: string;
+      exports: Record<string, unknown>;
+    };
     expect(installed.version).toBe(version);
+    expect(installed.license).toBe('MIT');
+    expect(await readFile(join(installedDir, 'LICENSE'), 'utf8')).toMatch(/^MIT License\n/);
+    expect(await readFile(join(installedDir, 'CHANGELOG.md'), 'utf8')).toContain(`## ${version}\n`);
+
+    // Every entry imports without side effects: nothing printed, the process not ended.
+    for (const subpath of Object.keys(installed.exports)) {
+      if (subpath === './package.json') continue;
+      const specifier = `${name}${subpath.slice(1)}`;
+      await project.save(
+        'import-entry.mjs',
+        `await import('${specifier}');\nconsole.log('imported');\n`,
+      );
+      expect(await project.node('import-entry.mjs'), specifier).toEqual({
+        stdout: 'imported\n',
+        stderr: '',
+      });
+    }
 
     // The README as published: the one in the tarball.
     const readme = await readFile(join(project.dir, 'node_modules', name, 'README.md'), 'utf8');
