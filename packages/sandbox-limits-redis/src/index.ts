@@ -32,6 +32,7 @@ export {
   type NodeRedisLike,
   type RedisScriptClient,
 } from './redis/script-client.ts';
+export type { Clock } from './redis/scripts.ts';
 export type {
   BudgetDecision,
   LeaseDecision,

@@ -5,6 +5,7 @@ import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 import { inject } from 'vitest';
 import {
+  type Clock,
   createMemoryLimitStore,
   createRedisLimitStore,
   fromIoredis,
@@ -61,16 +62,19 @@ async function keysOn(node: Redis, prefix: string) {
   return found;
 }
 
-export async function ioredisBackend(prefix = `test:${randomUUID()}:`): Promise<Backend> {
+export async function ioredisBackend(
+  prefix = `test:${randomUUID()}:`,
+  clock: Clock = 'redis',
+): Promise<Backend> {
   const admin = new Redis({ ...standaloneOptions(), lazyConnect: false });
   const clients: Redis[] = [admin];
   await ready(admin);
   return {
-    label: 'ioredis standalone',
+    label: `ioredis standalone, clock ${clock}`,
     store: () => {
       const client = new Redis({ ...standaloneOptions(), maxRetriesPerRequest: 1 });
       clients.push(client);
-      return createRedisLimitStore({ client: fromIoredis(client), keyPrefix: prefix });
+      return createRedisLimitStore({ client: fromIoredis(client), keyPrefix: prefix, clock });
     },
     keys: () => keysOn(admin, prefix),
     flushScripts: async () => {

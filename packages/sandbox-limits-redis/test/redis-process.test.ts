@@ -74,6 +74,34 @@ describe('on a server of its own', () => {
     expect(await recording.stop()).toEqual(Array(100).fill('evalsha'));
   });
 
+  it('reads TIME in its scripts with clock redis, and never with clock host', async () => {
+    const timeCalls = async (clock: 'redis' | 'host') => {
+      const store = createRedisLimitStore({
+        client: fromIoredis(client),
+        keyPrefix: `${clock}:`,
+        clock,
+      });
+      const rule = { limit: 5, windowMs: 60_000, burst: 5 };
+      await store.rateLimit('{=warm}', rule); // scripts cached first
+      await store.acquireLease('{=warm-lease}', 'm', 1, 60_000);
+      const watcher = new Redis({ host: '127.0.0.1', port: server.port });
+      const monitor = await watcher.monitor();
+      const inScripts: string[] = [];
+      monitor.on('monitor', (_time: string, args: string[], source: string) => {
+        if (source === 'lua') inScripts.push(args[0]!.toLowerCase());
+      });
+      await store.rateLimit('{=u}', rule);
+      await store.refundRate('{=u}', rule);
+      await store.acquireLease('{=u-lease}', 'm', 1, 60_000);
+      await sleep(100);
+      monitor.disconnect();
+      watcher.disconnect();
+      return inScripts.filter((command) => command === 'time').length;
+    };
+    expect(await timeCalls('redis')).toBe(3);
+    expect(await timeCalls('host')).toBe(0);
+  });
+
   it('sends the checks of one tick as one pipeline, each settling with its own reply', async () => {
     const sha = await client.script('LOAD', 'return ARGV[1] + 0');
     const batched = batchedEvalsha(

@@ -10,14 +10,7 @@ import type {
   RateRule,
 } from '../store/limit-store.ts';
 import type { RedisScriptClient } from './script-client.ts';
-import {
-  acquireLeaseScript,
-  type LuaScript,
-  rateLimitScript,
-  refundRateScript,
-  releaseLeaseScript,
-  turnBudgetScript,
-} from './scripts.ts';
+import { type Clock, type LuaScript, scripts } from './scripts.ts';
 
 /** Options of {@link createRedisLimitStore}. */
 export interface RedisLimitStoreOptions {
@@ -28,6 +21,13 @@ export interface RedisLimitStoreOptions {
    * at most 256 characters.
    */
   keyPrefix?: string;
+  /**
+   * Whose clock times the limits: `redis` (default) reads `TIME` inside each script, so every
+   * host agrees whatever its own clock says; `host` sends this host's `Date.now()` with each call,
+   * for services that refuse `TIME` in scripts. With `host`, a host whose clock runs ahead or
+   * behind shifts the rate limits and leases it checks by that much (see docs/limits.md).
+   */
+  clock?: Clock;
 }
 
 const RedisLimitStoreOptionsSchema = z.strictObject({
@@ -44,30 +44,37 @@ const RedisLimitStoreOptionsSchema = z.strictObject({
     .max(256)
     .regex(/^[^{}]*$/, 'must not contain { or }')
     .default('coda:limits:'),
+  clock: z.enum(['redis', 'host']).default('redis'),
 });
 
 /**
  * A {@link LimitStore} on Redis or Redis Cluster, shared by every host that uses the same server
- * and prefix. Times come from the server's clock; every key it writes has a TTL.
+ * and prefix. Times come from the server's clock (or the host's, with `clock: 'host'`); every key
+ * it writes has a TTL.
  */
 export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitStore {
-  const { client, keyPrefix } = validate(
+  const { client, keyPrefix, clock } = validate(
     RedisLimitStoreOptionsSchema,
     options,
     'Redis limit store options',
   );
 
+  const script = scripts[clock];
+  // With the host's clock, the scripts that read the time take it as their last argument.
+  const timed =
+    clock === 'host'
+      ? (args: readonly string[]): readonly string[] => [...args, String(Date.now())]
+      : (args: readonly string[]): readonly string[] => args;
+
   // Promise chains rather than async functions: this is the hot path, one layer less per check.
-  function run(script: LuaScript, key: string, args: readonly string[]): Promise<number[]> {
+  function run(lua: LuaScript, key: string, args: readonly string[]): Promise<number[]> {
     const keys = [keyPrefix + key];
-    return client.evalsha(script.sha, keys, args).then(
-      (reply) => toNumbers(reply, script.name),
+    return client.evalsha(lua.sha, keys, args).then(
+      (reply) => toNumbers(reply, lua.name),
       (error: unknown) => {
         if (!isNoScript(error)) throw error;
         // This node lost (or never had) the script: EVAL runs it and caches it there.
-        return client
-          .eval(script.source, keys, args)
-          .then((reply) => toNumbers(reply, script.name));
+        return client.eval(lua.source, keys, args).then((reply) => toNumbers(reply, lua.name));
       },
     );
   }
@@ -75,15 +82,15 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
   return {
     kind: 'redis',
     rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision> {
-      return run(rateLimitScript, key, ruleArguments(rule)).then(([micros]) =>
+      return run(script.rateLimit, key, timed(ruleArguments(rule))).then(([micros]) =>
         decodeRate(micros ?? 0, rule),
       );
     },
     async refundRate(key: string, rule: RateRule): Promise<void> {
-      await run(refundRateScript, key, ruleArguments(rule));
+      await run(script.refundRate, key, timed(ruleArguments(rule)));
     },
     async claimBudget(key, member, limit, ttlMs): Promise<BudgetDecision> {
-      const [allowed, used, resetMs, already] = await run(turnBudgetScript, key, [
+      const [allowed, used, resetMs, already] = await run(script.turnBudget, key, [
         member,
         String(limit),
         String(ttlMs),
@@ -96,15 +103,15 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
       };
     },
     async acquireLease(key, member, limit, ttlMs): Promise<LeaseDecision> {
-      const [allowed, held, retryAfterMs] = await run(acquireLeaseScript, key, [
-        member,
-        String(limit),
-        String(ttlMs),
-      ]);
+      const [allowed, held, retryAfterMs] = await run(
+        script.acquireLease,
+        key,
+        timed([member, String(limit), String(ttlMs)]),
+      );
       return { allowed: allowed === 1, held: held ?? 0, retryAfterMs: retryAfterMs ?? 0 };
     },
     async releaseLease(key, member): Promise<void> {
-      await run(releaseLeaseScript, key, [member]);
+      await run(script.releaseLease, key, [member]);
     },
   };
 }

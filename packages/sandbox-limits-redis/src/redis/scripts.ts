@@ -1,6 +1,7 @@
 // The Lua scripts of the Redis backend, as strings so that src/ and dist/ carry the same text.
 // Each touches exactly one key (KEYS[1]), so it runs on whichever cluster node owns that slot.
-// Numbers arrive as strings (redis#13113) and leave as integers; time comes from Redis TIME.
+// Numbers arrive as strings (redis#13113) and leave as integers. The scripts that need the time
+// come in two variants: reading Redis TIME, or taking the host's time as their last argument.
 import { createHash } from 'node:crypto';
 
 /** A Lua script and its SHA-1, the name EVALSHA calls it by. */
@@ -14,11 +15,40 @@ function script(name: string, source: string): LuaScript {
   return { name, source, sha: createHash('sha1').update(source).digest('hex') };
 }
 
-// Milliseconds (with microseconds as the fraction) from the server's clock. Redis 5 and later
-// replicate a script's effects, not the script, so reading TIME before writing is allowed.
-const now = `local clock = redis.call('TIME')
+/** Where the scripts' `now` comes from: Redis `TIME`, or the caller (see `clock` of the store). */
+export type Clock = 'redis' | 'host';
+
+// Milliseconds since the epoch, as `now`. From the server's clock (with microseconds as the
+// fraction; Redis 5 and later replicate a script's effects, not the script, so reading TIME before
+// writing is allowed), or from the last argument, for services that refuse TIME in scripts.
+const nowFrom: Record<Clock, string> = {
+  redis: `local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
-`;
+`,
+  host: `local now = tonumber(ARGV[#ARGV])
+`,
+};
+
+/** The scripts of one clock. */
+export interface ScriptSet {
+  readonly rateLimit: LuaScript;
+  readonly refundRate: LuaScript;
+  readonly turnBudget: LuaScript;
+  readonly acquireLease: LuaScript;
+  readonly releaseLease: LuaScript;
+}
+
+function scriptSet(clock: Clock): ScriptSet {
+  const now = nowFrom[clock];
+  const timed = (name: string, body: string) => script(`${name}@${clock}`, `${now}${body}`);
+  return {
+    rateLimit: timed('rate-limit', rateLimitBody),
+    refundRate: timed('refund-rate', refundRateBody),
+    turnBudget: turnBudgetScript,
+    acquireLease: timed('acquire-lease', acquireLeaseBody),
+    releaseLease: releaseLeaseScript,
+  };
+}
 
 /**
  * GCRA (generic cell rate algorithm): the key holds the theoretical arrival time (TAT) of the
@@ -30,9 +60,7 @@ local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
  * from it and the rule): when admitted, until the new TAT (> 0); when refused, minus the time until
  * the current TAT (<= 0). One integer rather than a table: measured ~4 µs less per check.
  */
-export const rateLimitScript = script(
-  'rate-limit',
-  `${now}local interval = tonumber(ARGV[2]) / tonumber(ARGV[1])
+const rateLimitBody = `local interval = tonumber(ARGV[2]) / tonumber(ARGV[1])
 local tat = now
 local stored = redis.call('GET', KEYS[1])
 if stored then
@@ -48,17 +76,14 @@ end
 local ttl = math.max(math.ceil(nextTat - now), tonumber(ARGV[2]))
 redis.call('SET', KEYS[1], nextTat, 'PX', ttl)
 return math.max(1, math.floor((nextTat - now) * 1000 + 0.5))
-`,
-);
+`;
 
 /**
  * Gives one GCRA unit back (an admission that did not lead to an execution): the TAT moves back
  * one interval. Units commute, so this is exact however many checks ran in between; a TAT that
  * falls to now or before means a full bucket, and the key goes. ARGV: limit, windowMs.
  */
-export const refundRateScript = script(
-  'refund-rate',
-  `${now}local stored = redis.call('GET', KEYS[1])
+const refundRateBody = `local stored = redis.call('GET', KEYS[1])
 if not stored then return 0 end
 local tat = tonumber(stored) - tonumber(ARGV[2]) / tonumber(ARGV[1])
 if tat <= now then
@@ -68,8 +93,7 @@ end
 local ttl = redis.call('PTTL', KEYS[1])
 redis.call('SET', KEYS[1], tat, 'PX', math.max(1, ttl))
 return 1
-`,
-);
+`;
 
 /**
  * Turn budget: a set of the execution ids admitted in one turn. A member already in the set is
@@ -77,7 +101,7 @@ return 1
  * expires `ttlMs` after its first member. ARGV: member, limit, ttlMs.
  * Returns {allowed, used, resetMs, alreadyCounted}.
  */
-export const turnBudgetScript = script(
+const turnBudgetScript = script(
   'turn-budget',
   `local used = redis.call('SCARD', KEYS[1])
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then
@@ -102,9 +126,7 @@ return {1, used + 1, ttl, 0}
  * pushed out (renewal uses the same script). The key expires with its last lease.
  * ARGV: member, limit, ttlMs. Returns {allowed, held, retryAfterMs}.
  */
-export const acquireLeaseScript = script(
-  'acquire-lease',
-  `${now}now = math.floor(now)
+const acquireLeaseBody = `now = math.floor(now)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local held = redis.call('ZCARD', KEYS[1])
 local mine = redis.call('ZSCORE', KEYS[1], ARGV[1])
@@ -117,12 +139,17 @@ if not mine then held = held + 1 end
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 redis.call('PEXPIRE', KEYS[1], math.max(1, tonumber(newest[2]) - now))
 return {1, held, 0}
-`,
-);
+`;
 
 /** Gives a lease back. ZREM deletes the set with its last member. ARGV: member. */
-export const releaseLeaseScript = script(
+const releaseLeaseScript = script(
   'release-lease',
   `return redis.call('ZREM', KEYS[1], ARGV[1])
 `,
 );
+
+/** The scripts for each clock, built once. */
+export const scripts: Record<Clock, ScriptSet> = {
+  redis: scriptSet('redis'),
+  host: scriptSet('host'),
+};
