@@ -262,7 +262,7 @@ async function main(): Promise<void> {
     `The delay histogram samples every ${probes.get('idle')?.[0]?.resolutionMs ?? 5} ms (perf_hooks.monitorEventLoopDelay) and records the whole interval, so an idle loop reads about that; RSS is sampled every 20 ms from a baseline taken after a warm-up round and a GC.`,
   );
   log('');
-  await toolCallReport(quick ? 10 : 60, log);
+  await toolCallReport(quick ? 10 : 100, log);
   for (const line of await tracingOverhead()) log(line);
   await typeScriptStripReport(quick ? 20 : 100, log);
   const cpu0 = cpus()[0];

@@ -1,11 +1,12 @@
 // The cost of one `tools.NAME(input)` call next to one `dataProxy.request(params)` call, measured
-// in the same run: executions that make 20 calls of one kind, interleaved round by round with
-// executions that make none (the order rotating), so that the difference over 20 is the cost of a call. Tools with and
-// without a zod input schema, in both isolation modes. Prints Markdown lines through `log`.
+// in the same run: executions that make 50 calls of one kind, interleaved round by round with
+// executions that make none (in a shuffled order, each after a pause), so that the difference
+// over 50 is the cost of a call. Tools with and without a zod input schema, in both isolation
+// modes. Prints Markdown lines through `log`.
 import { z } from 'zod';
 import { SandboxEngine } from '../src/index.ts';
 
-const callsPerExecution = 20;
+const callsPerExecution = 50;
 const answer = { orders: [{ id: 1, total: 12.5 }], region: 'EMEA' };
 
 const kinds = {
@@ -15,6 +16,18 @@ const kinds = {
   'tools.rawOrders (no schema)': `for (let i = 0; i < ${callsPerExecution}; i++) await tools.rawOrders({ region: 'EMEA', page: i }); return 0`,
 } as const;
 type Kind = keyof typeof kinds;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Shuffles `items` in place, the same way for the same `seed` (a small LCG, no Math.random). */
+function shuffle<T>(items: T[], seed: number): void {
+  let state = seed * 2_654_435_761 + 1;
+  for (let index = items.length - 1; index > 0; index--) {
+    state = (state * 1_103_515_245 + 12_345) % 2_147_483_648;
+    const other = state % (index + 1);
+    [items[index], items[other]] = [items[other] as T, items[index] as T];
+  }
+}
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -40,6 +53,7 @@ export async function toolCallReport(rounds: number, log: (line: string) => void
   for (const isolation of ['process', 'in-process'] as const) {
     const engine = new SandboxEngine({
       isolation,
+      limits: { maxDataRequests: callsPerExecution },
       dataHandler: () => answer,
       tools: {
         getOrders: {
@@ -54,9 +68,12 @@ export async function toolCallReport(rounds: number, log: (line: string) => void
     const samples = new Map<Kind, number[]>(Object.keys(kinds).map((kind) => [kind as Kind, []]));
     const order = Object.entries(kinds) as [Kind, string][];
     for (let round = -3; round < rounds; round++) {
-      // A different kind goes first each round: what runs after a refill is not always the same.
-      for (let index = 0; index < order.length; index++) {
-        const [kind, code] = order[(index + round + 3) % order.length] as [Kind, string];
+      // A different order each round, and a pause before each execution: the pool refills after
+      // every execution, and a kind that always followed the shortest one would always share
+      // the cores with that refill.
+      shuffle(order, round + 3);
+      for (const [kind, code] of order) {
+        await sleep(10);
         const ms = await timed(engine, code);
         if (round >= 0) samples.get(kind)?.push(ms);
       }
@@ -77,4 +94,4 @@ export async function toolCallReport(rounds: number, log: (line: string) => void
 
 // Alone: `node --no-node-snapshot --conditions=@coda/source bench/tool-call.ts` (pnpm bench runs
 // it among the rest).
-if (import.meta.main) await toolCallReport(60, (line) => console.log(line));
+if (import.meta.main) await toolCallReport(100, (line) => console.log(line));
