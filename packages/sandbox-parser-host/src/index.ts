@@ -19,6 +19,13 @@ export type {
   ParserSuccess,
 } from './host/result.ts';
 export {
+  ParserRequestSchema,
+  ParserResponseSchema,
+  parserRequestJsonSchema,
+  parserResponseJsonSchema,
+  ResponseErrorKindSchema,
+} from './protocol/schemas.ts';
+export {
   type ParserRequest,
   type ParserResponse,
   protocolVersion,

@@ -2,6 +2,7 @@
 // nonce, then a length and a body. An empty body is the runner's ready notice; the next frame
 // is the response. Memory stays flat whatever arrives: bytes before a nonce are scanned and
 // dropped, and a body over the cap is never buffered.
+import { ParserResponseSchema } from '../protocol/schemas.ts';
 import type { ParserResponse } from '../protocol/wire.ts';
 import { lengthBytes, nonceBytes, readyLength } from '../protocol/wire.ts';
 
@@ -13,15 +14,6 @@ export type ReaderState =
   | { kind: 'reading' }
   | { kind: 'complete'; response: ParserResponse }
   | { kind: 'refused'; reason: 'too-large' | 'malformed'; message: string };
-
-const responseKinds = new Set([
-  'parser-error',
-  'unknown-parser',
-  'load-error',
-  'invalid-result',
-  'result-too-large',
-  'never-settled',
-]);
 
 /** Incremental parser of one response channel; feed it every chunk with {@link push}. */
 export class ResponseReader {
@@ -150,17 +142,8 @@ export class ResponseReader {
   }
 }
 
+/** The response if `value` has its shape (the schema docs/parser-protocol.md shows). */
 function toResponse(value: unknown): ParserResponse | undefined {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
-  const record = value as Record<string, unknown>;
-  if (record.ok === true && Object.hasOwn(record, 'data')) return { ok: true, data: record.data };
-  if (
-    record.ok === false &&
-    typeof record.error === 'string' &&
-    typeof record.kind === 'string' &&
-    responseKinds.has(record.kind)
-  ) {
-    return { ok: false, error: record.error, kind: record.kind as never };
-  }
-  return undefined;
+  const parsed = ParserResponseSchema.safeParse(value);
+  return parsed.success ? parsed.data : undefined;
 }

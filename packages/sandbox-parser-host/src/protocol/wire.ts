@@ -41,7 +41,7 @@ export type ResponseErrorKind =
 /** What the host writes on the child's stdin after the nonce and length. */
 export interface ParserRequest {
   /** Protocol version, {@link protocolVersion}. */
-  v: number;
+  v: typeof protocolVersion;
   /** Name of the exported function to call. */
   parser: string;
   /** The payload, passed as the function's first argument. */
