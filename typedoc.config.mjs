@@ -1,4 +1,6 @@
 // API reference for every published package; `pnpm docs` writes it to api-docs/ (git-ignored).
+import { fileURLToPath } from 'node:url';
+
 /** @type {Partial<import('typedoc').TypeDocOptions>} */
 export default {
   name: 'Coda Sandbox',
@@ -8,4 +10,15 @@ export default {
   readme: 'README.md',
   excludePrivate: true,
   excludeInternal: true,
+  packageOptions: {
+    // Links to the sources on GitHub's main branch; without a template typedoc asks git for a
+    // remote, and a checkout without one (CI, a fresh clone's fork) breaks every source link.
+    sourceLinkTemplate:
+      'https://github.com/coda-sandbox/coda-sandbox/blob/{gitRevision}/{path}#L{line}',
+    gitRevision: 'main',
+  },
+  // A warning is a broken page or link: fail `pnpm docs` instead of printing it; the plugin
+  // fails it for a page without a name.
+  treatWarningsAsErrors: true,
+  plugin: [fileURLToPath(new URL('./scripts/typedoc-named-pages.mjs', import.meta.url))],
 };
