@@ -86,6 +86,11 @@ describe('a synchronous start', () => {
     ],
     ['a thrown error', "throw new TypeError('nope')"],
     ['a syntax error', 'return ('],
+    ['a value after a timer', 'await new Promise((r) => setTimeout(r, 5)); return 3'],
+    [
+      'a timer callback that throws while user code waits',
+      "await new Promise(() => setTimeout(() => { throw new RangeError('late'); }, 1))",
+    ],
     ['a rejection nobody handles, then a value', "Promise.reject(new Error('stray')); return 4"],
     [
       'a rejection nobody handles, then waiting forever',

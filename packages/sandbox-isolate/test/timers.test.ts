@@ -124,6 +124,20 @@ describe('setTimeout in user code', () => {
   });
 });
 
+describe('in-process mode', () => {
+  const local = new SandboxEngine({ isolation: 'in-process' });
+  afterAll(() => local.dispose());
+
+  it('waits for a timer, and refuses one over maxTimers', async () => {
+    const code = `await new Promise((r) => setTimeout(r, 20));
+      try { setTimeout(() => {}, 1); setTimeout(() => {}, 1); } catch (error) { return error.message; }`;
+    const event = await local.run({ code, limits: { maxTimers: 1 } });
+    expect(expectResult(event).payload).toBe(
+      'setTimeout: 1 timers are pending, the most maxTimers (1) allows: clear one or wait for one before setting another',
+    );
+  });
+});
+
 describe('what the host thread keeps', () => {
   const host: JobHost = {
     status() {},
