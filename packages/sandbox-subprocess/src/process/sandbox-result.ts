@@ -60,9 +60,9 @@ export interface SandboxSuccess extends SandboxResultFields {
   /** Always 0. */
   readonly exitCode: 0;
   /** Never set on a success. */
-  readonly error?: undefined;
+  readonly error?: never;
   /** Never set on a success. */
-  readonly code?: undefined;
+  readonly code?: never;
 }
 
 /** A command that failed, ran over a limit, was cancelled or never started. */
