@@ -152,7 +152,7 @@ async function traceLifecycleCost(
   };
   const lifecycle = async (telemetry: EngineTelemetry) => {
     const trace = telemetry.start('bench');
-    trace.limits(defaultExecutionLimits);
+    trace.request(defaultExecutionLimits, 'javascript');
     trace.admission(0, 8, 0);
     trace.enter('queue');
     const traced = trace.host(host, () => false);

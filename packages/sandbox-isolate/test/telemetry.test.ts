@@ -202,6 +202,7 @@ describe('spans and metrics of executions (process isolation, global providers)'
       attributes: {
         'coda.sandbox.execution.id': 'ok-1',
         'coda.sandbox.isolation': 'process',
+        'coda.sandbox.language': 'javascript',
         'coda.sandbox.outcome': 'result',
         ...named(engine.defaultLimits, limitNames),
         ...named(event.stats, statNames),
@@ -268,7 +269,8 @@ describe('spans and metrics of executions (process isolation, global providers)'
   it('a timeout: the run span and the execution span fail with TIMEOUT', async () => {
     const event = expectError(
       await engine.run({
-        code: 'while (true) {}',
+        code: 'const forever: boolean = true;\nwhile (forever) {}',
+        language: 'typescript',
         limits: { timeoutMs: 150 },
         context: { executionId: 'timeout-1' },
       }),
@@ -281,6 +283,7 @@ describe('spans and metrics of executions (process isolation, global providers)'
       attributes: {
         'coda.sandbox.execution.id': 'timeout-1',
         'coda.sandbox.isolation': 'process',
+        'coda.sandbox.language': 'typescript',
         'coda.sandbox.outcome': 'TIMEOUT',
         'error.type': 'TIMEOUT',
         ...named({ ...engine.defaultLimits, timeoutMs: 150 }, limitNames),
@@ -332,6 +335,7 @@ describe('spans and metrics of executions (process isolation, global providers)'
       attributes: {
         'coda.sandbox.execution.id': 'refused-1',
         'coda.sandbox.isolation': 'process',
+        'coda.sandbox.language': 'javascript',
         'coda.sandbox.outcome': 'RATE_LIMITED',
         'error.type': 'RATE_LIMITED',
         ...named(guarded.defaultLimits, limitNames),

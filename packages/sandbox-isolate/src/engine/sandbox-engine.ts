@@ -247,7 +247,8 @@ export class SandboxEngine {
       fail(error);
       return;
     }
-    trace?.limits(limits);
+    const language = valid.language ?? this.#config.language;
+    trace?.request(limits, language);
     trace?.admission(this.#active, this.#config.maxConcurrent, this.#config.guards.length);
     if (this.#active >= this.#config.maxConcurrent) {
       const max = this.#config.maxConcurrent;
@@ -287,7 +288,6 @@ export class SandboxEngine {
       try {
         if (this.#disposed) channel.handle.cancel('SandboxEngine disposed');
         if (controller.signal.aborted) return;
-        const language = valid.language ?? this.#config.language;
         terminal = await this.#run(
           valid.code,
           language,

@@ -128,9 +128,10 @@ export class ExecutionTrace {
     this.#phaseContext = this.#rootContext;
   }
 
-  /** Records the limits the execution runs under. */
-  limits(limits: Readonly<ExecutionLimits>): void {
+  /** Records the language of the code and the limits the execution runs under. */
+  request(limits: Readonly<ExecutionLimits>, language: string): void {
     if (!this.#recording) return;
+    this.#root.setAttribute(attributeNames.language, language);
     let attributes = limitAttributes.get(limits);
     if (attributes === undefined) {
       attributes = prefixed(limits, limitAttribute);

@@ -21,6 +21,8 @@ export const spanNames = {
 export const attributeNames = {
   executionId: 'coda.sandbox.execution.id',
   isolation: 'coda.sandbox.isolation',
+  /** `javascript` or `typescript`. */
+  language: 'coda.sandbox.language',
   /** `result`, or the error code (`TIMEOUT`, `CAPACITY`, ...). */
   outcome: 'coda.sandbox.outcome',
   /** The error code, on a span whose status is ERROR (OpenTelemetry's general attribute). */
