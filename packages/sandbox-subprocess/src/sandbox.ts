@@ -1,4 +1,4 @@
-// SubprocessSandbox (seed 004): runs commands under the policy, on the platform's confinement.
+// SubprocessSandbox: runs commands under the policy, on the platform's confinement.
 import { spawnSync } from 'node:child_process';
 import { closeSync } from 'node:fs';
 import {
@@ -39,7 +39,7 @@ export interface SubprocessSandboxOptions {
 
 const closedMessage = 'The sandbox is closed';
 
-/** The seed's warning when OS confinement is not available and only limits apply. */
+/** The warning logged once when OS confinement is not available and only limits apply. */
 export const degradedWarning = '[Sandbox] seccomp not available, using resource limits only';
 
 /**
@@ -140,7 +140,7 @@ export class SubprocessSandbox {
   }
 
   /**
-   * The seed's synchronous form of {@link exec}. Blocks the event loop for the whole run; prefer
+   * The synchronous form of {@link exec}. Blocks the event loop for the whole run; prefer
    * {@link run}. Output beyond `maxOutputBytes` ends the command (Node's `maxBuffer`).
    */
   execSync(command: string, options?: Omit<RunOptions, 'signal'>): SandboxResult {
@@ -310,7 +310,7 @@ function toText(value: string | Buffer | null | undefined): string {
   return typeof value === 'string' ? value : value.toString('utf8');
 }
 
-/** Creates a {@link SubprocessSandbox} (seed 004's factory). */
+/** Creates a {@link SubprocessSandbox}. */
 export function createSandbox(
   policy?: SubprocessPolicyInput | Partial<SandboxPolicy>,
   options?: SubprocessSandboxOptions,

@@ -1,4 +1,4 @@
-// Tier 1 (isolate) and tier 2 (bridge) limits of one JavaScript execution, with seed 000's defaults.
+// Tier 1 (isolate) and tier 2 (bridge) limits of one JavaScript execution, with their defaults.
 import { z } from 'zod';
 import { resolveOver } from './resolve.ts';
 
@@ -36,7 +36,7 @@ export const BridgeLimitsSchema = z.strictObject({
   maxResultBytes: positiveInt,
   /** Most `status` events one execution may emit; later ones are dropped silently. */
   maxStatusEvents: countOrZero,
-  /** Most console calls one execution may make (seed's CONSOLE_CAP), independent of maxStatusEvents. */
+  /** Most console calls one execution may make, independent of maxStatusEvents. */
   maxConsoleCalls: countOrZero,
   /** Most UTF-8 bytes of status and console messages one execution may emit, in total. */
   maxStatusBytes: countOrZero,
@@ -107,7 +107,7 @@ export interface BridgeLimits {
 /** Every limit of one execution, tier 1 and tier 2 ({@link ExecutionLimitsSchema}). */
 export interface ExecutionLimits extends IsolateLimits, BridgeLimits {}
 
-/** Seed 000's tier 1 defaults, plus a bound on pending timers (100) the seed lacks. */
+/** Tier 1 defaults: 256 MiB, 30 s, 512 KiB of code, 100 pending timers. */
 export const defaultIsolateLimits: Readonly<IsolateLimits> = Object.freeze({
   memoryMb: 256,
   timeoutMs: 30_000,
@@ -116,8 +116,8 @@ export const defaultIsolateLimits: Readonly<IsolateLimits> = Object.freeze({
 });
 
 /**
- * Seed 000's tier 2 defaults, plus a byte cap on status output (1 MiB) and per-request bounds on
- * params (1 MiB, 100 000 values) the seed lacks.
+ * Tier 2 defaults: 20 data requests and 50 MiB across them, 1 MiB and 100 000 values in one
+ * request's params, a 5 MiB result, 1 000 status events, 1 000 console calls, 1 MiB of status.
  */
 export const defaultBridgeLimits: Readonly<BridgeLimits> = Object.freeze({
   maxDataRequests: 20,

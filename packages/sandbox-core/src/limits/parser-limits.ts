@@ -1,4 +1,4 @@
-// Limits of one parser child (seed 004's Python sandbox), with its defaults.
+// Limits of one parser child, with their defaults.
 import { z } from 'zod';
 import { resolveOver } from './resolve.ts';
 
@@ -28,7 +28,7 @@ export interface ParserLimits {
   cpuSecs: number;
 }
 
-/** Seed 004's defaults: 10 s wall clock, 256 MiB, 5 s CPU. */
+/** The defaults: 10 s wall clock, 256 MiB, 5 s CPU. */
 export const defaultParserLimits: Readonly<ParserLimits> = Object.freeze({
   timeout: 10_000,
   memoryBytes: 268_435_456,

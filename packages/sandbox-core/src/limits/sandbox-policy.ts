@@ -1,8 +1,8 @@
-// The subprocess sandbox policy of seed 004, with its defaults.
+// The subprocess sandbox policy, with its defaults.
 import { z } from 'zod';
 import { resolveOver } from './resolve.ts';
 
-/** The policy a `SubprocessSandbox` runs commands under (seed 004's `SandboxPolicy`). */
+/** The policy a `SubprocessSandbox` runs commands under. */
 export const SandboxPolicySchema = z.strictObject({
   /** Confine commands at all. */
   enabled: z.boolean(),
@@ -49,7 +49,7 @@ export interface SandboxPolicy {
   allowedSyscalls?: string[] | undefined;
 }
 
-/** Seed 004's defaults. */
+/** The defaults: enabled, 30 s, 512 MiB, network and file writes allowed. */
 export const defaultSandboxPolicy: Readonly<SandboxPolicy> = Object.freeze({
   enabled: true,
   timeoutMs: 30_000,

@@ -1,4 +1,4 @@
-// Turns what happened to a child into a ParserResult, keeping seed 004's table exactly:
+// Turns what happened to a child into a ParserResult, keeping the documented failure table exactly:
 // success → ok, data, exit 0; throw → message, exit 1; wall clock → `sandbox timeout`;
 // crash or empty output → a message and the exit code; unknown → `Unknown parser: NAME`.
 import { constants } from 'node:os';

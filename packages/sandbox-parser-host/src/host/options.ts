@@ -30,7 +30,7 @@ export type ConfinementMode = 'auto' | 'required' | 'none';
 export const ParserHostOptionsSchema = z.strictObject({
   /** The parser module: a path or a `file:` URL whose named exports are the parser functions. */
   module: z.union([z.string().min(1), z.instanceof(URL)]),
-  /** Default limits of every call (seed 004: 10 s wall clock, 256 MiB, 5 s CPU). */
+  /** Default limits of every call (10 s wall clock, 256 MiB, 5 s CPU unless set). */
   limits: ParserLimitsSchema.partial().optional(),
   /** Children running at once; further calls wait in a FIFO queue. Default: available cores. */
   maxConcurrent: z.number().int().positive().max(1024).optional(),
@@ -107,7 +107,7 @@ export const RunParserOptionsSchema = z.strictObject({
   memoryBytes: ParserLimitsSchema.shape.memoryBytes.optional(),
   /** CPU-time limit in whole seconds. */
   cpuSecs: ParserLimitsSchema.shape.cpuSecs.optional(),
-  /** Passed to the parser as its second argument (seed 004's `kwargs`). */
+  /** Passed to the parser as its second argument (keyword arguments). */
   // Values are typed, not checked, here: serialising the call checks they are JSON.
   kwargs: z.record(z.string(), z.custom<JsonValue>()).optional(),
   /** Aborting it ends the call (queued or running) with `code: CANCELLED`. */

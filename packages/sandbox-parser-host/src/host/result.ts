@@ -1,4 +1,4 @@
-// The result of one `runParser` call: seed 004's SandboxResult, plus a code and the confinement.
+// The result of one `runParser` call: the outcome, a code and the confinement that applied.
 import type { JsonValue, SandboxErrorCode } from '@coda/sandbox-core';
 import type { ConfinementReport } from '../spawn/child.ts';
 

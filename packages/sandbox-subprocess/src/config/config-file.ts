@@ -1,4 +1,4 @@
-// config.json with a `sandbox` key (seed 004): read, parse and validate it in one place.
+// config.json with a `sandbox` key: read, parse and validate it in one place.
 import { readFileSync } from 'node:fs';
 import { SandboxValidationError, validate } from '@coda/sandbox-core';
 import { z } from 'zod';

@@ -1,4 +1,4 @@
-// macOS: ulimit-based limits (seed 004) in front of a Seatbelt profile run by
+// macOS: ulimit-based limits in front of a Seatbelt profile run by
 // /usr/bin/sandbox-exec for no-network and write restrictions. Paths reach the profile as -D
 // parameters, never spliced into its text. Generated and unit-tested here; untested on a Mac.
 import { SandboxControl } from '../process/controls.ts';

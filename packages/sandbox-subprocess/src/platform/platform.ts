@@ -1,6 +1,6 @@
 // Which confinement family applies on this host.
 
-/** The platforms this package tells apart (seed 004's `Platform`). */
+/** The platforms this package tells apart. */
 export type Platform = 'linux' | 'darwin' | 'win32' | 'unsupported';
 
 /** The platform of this process. */

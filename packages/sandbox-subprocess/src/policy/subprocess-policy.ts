@@ -1,4 +1,4 @@
-// The policy of this package: core's seed-004 SandboxPolicy extended with what OS confinement
+// The policy of this package: core's SandboxPolicy extended with what OS confinement
 // needs to be explicit about (strict mode, output caps, environment, rlimits, hidden paths).
 import {
   defaultSandboxPolicy,
@@ -183,7 +183,7 @@ export type SubprocessPolicyInput = {
 /** Some of the {@link Rlimits}; the ones left out keep the base's (the policy's, or the defaults). */
 export type RlimitsInput = { [Limit in keyof Rlimits]?: Rlimits[Limit] | undefined };
 
-/** Defaults: seed 004's plus a 4 MiB output cap per stream and a small environment. */
+/** Defaults: core's `SandboxPolicy` ones, a 4 MiB output cap per stream and a small environment. */
 export const defaultSubprocessPolicy: Readonly<SubprocessPolicy> = Object.freeze({
   ...defaultSandboxPolicy,
   strict: false,

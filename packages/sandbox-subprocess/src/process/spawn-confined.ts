@@ -18,7 +18,7 @@ import { type SpawnOptions, SpawnOptionsSchema } from './spawn-options.ts';
 /** What the machinery needs from the sandbox that calls it. */
 export interface SpawnContext {
   readonly policy: SubprocessPolicy;
-  /** Called when a command runs without OS confinement (the sandbox logs the seed's warning once). */
+  /** Called when a command runs without OS confinement (the sandbox logs a warning once). */
   readonly onDegraded: (reason: string | undefined) => void;
   readonly platform?: Platform;
 }
