@@ -145,11 +145,14 @@ describe('spans and metrics of executions (process isolation, global providers)'
   const tracer = trace.getTracer('telemetry.test');
   const refusing = {
     name: 'per-user-rate',
-    acquire: async () => {
-      throw new SandboxRateLimitedError('user u1 is over 10 executions a minute', {
-        retryAfterMs: 1_500,
-      });
-    },
+    // The guard's own span (a Redis call, say): a child of the admission span.
+    acquire: async () =>
+      tracer.startActiveSpan('ratelimit.check', (span) => {
+        span.end();
+        throw new SandboxRateLimitedError('user u1 is over 10 executions a minute', {
+          retryAfterMs: 1_500,
+        });
+      }),
   };
   const engine = new SandboxEngine({
     dataHandler: (params) =>
@@ -350,7 +353,7 @@ describe('spans and metrics of executions (process isolation, global providers)'
             'coda.sandbox.guards': 1,
             'error.type': 'RATE_LIMITED',
           },
-          children: [],
+          children: [{ name: 'ratelimit.check', status: unset, attributes: {}, children: [] }],
         },
       ],
     });
