@@ -1,9 +1,15 @@
 // Named tools on real isolates, in both isolation modes: `await tools.NAME(input)` in user code,
 // host-side input validation, the data-request limits, error masking, and the option's checks.
-import { type ExecutionContext, SandboxValidationError } from '@coda/sandbox-core';
+import {
+  defaultExecutionLimits,
+  type ExecutionContext,
+  SandboxValidationError,
+} from '@coda/sandbox-core';
 import { afterAll, describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
+import { ExecutionSession } from '../src/engine/execution-session.ts';
 import { type DataRequestInfo, defineTool, SandboxEngine } from '../src/index.ts';
+import { toolTable } from '../src/tools/tool-config.ts';
 import { expectError, expectResult } from './helpers.ts';
 
 describe('the tools option', () => {
@@ -238,5 +244,45 @@ describe('an engine without tools', () => {
   it('has an empty frozen `tools` object', async () => {
     const event = await engine.run({ code: 'return [Object.keys(tools), Object.isFrozen(tools)]' });
     expect(expectResult(event).payload).toEqual([[], true]);
+  });
+});
+
+describe('the host side of a tool call trusts nothing the worker sends', () => {
+  const handled: unknown[] = [];
+  const session = new ExecutionSession({
+    limits: defaultExecutionLimits,
+    context: { executionId: 'e1' },
+    dataHandler: (params) => {
+      handled.push(params);
+      return 'data';
+    },
+    tools: toolTable({ known: { handler: (input) => ({ input: input ?? 'none' }) } }),
+    emit: () => {},
+  });
+  afterAll(() => session.close());
+
+  it('refuses a name that is not a configured tool, without echoing it, and counts the call', async () => {
+    expect(await session.data('{}', 2, '', 'constructor')).toEqual({
+      ok: false,
+      message: 'tools: no such tool is configured',
+    });
+    expect(await session.data('{}', 2, '', 'x'.repeat(100_000))).toEqual({
+      ok: false,
+      message: 'tools: no such tool is configured',
+    });
+    expect(session.stats(undefined, 0).dataRequests).toBe(2);
+    expect(handled).toEqual([]);
+  });
+
+  it("reads '' as no input only for a tool, never for dataProxy.request", async () => {
+    expect(await session.data('', 0, '', 'known')).toEqual({
+      ok: true,
+      json: '{"input":"none"}',
+    });
+    expect(await session.data('', 0, '')).toEqual({
+      ok: false,
+      message: 'Unexpected end of JSON input',
+    });
+    expect(handled).toEqual([]);
   });
 });
