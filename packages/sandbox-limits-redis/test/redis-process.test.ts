@@ -14,6 +14,7 @@ import {
   createRedisLimitStore,
   createTurnBudgetGuard,
   fromIoredis,
+  type RateLimitLease,
 } from '../src/index.ts';
 import { batchedEvalsha } from '../src/redis/ioredis-batcher.ts';
 import { failFast, type RedisProcess, startRedis } from './redis-servers.ts';
@@ -244,5 +245,72 @@ describe('when Redis stops mid-test and comes back', () => {
         }
       }
     }
+  });
+  it('insurance: enforces each limit on this host alone while Redis is down, then uses Redis again', async () => {
+    const client = connect(failFast);
+    await once(client, 'ready');
+    const warnings: string[] = [];
+    const logger: Logger = {
+      debug() {},
+      info() {},
+      error() {},
+      warn: (fields: object | string, message?: string) => {
+        warnings.push(typeof fields === 'string' ? fields : (message ?? ''));
+      },
+    };
+    const store = createRedisLimitStore({
+      client: fromIoredis(client),
+      keyPrefix: `ins:${randomUUID()}:`,
+    });
+    const common = { store, timeoutMs: 300, failMode: 'insurance', logger } as const;
+    const rate = createRateLimitGuard({ ...common, limit: 2, windowMs: 60_000 });
+    const budget = createTurnBudgetGuard({ ...common, maxExecutionsPerTurn: 1 });
+    const conc = createConcurrencyGuard({ ...common, maxPerUser: 1 });
+    const context = (executionId: string) => ({ executionId, userId: 'u', turnId: 't' });
+    // On Redis: one unit of two taken, the turn's one execution counted, decisions not insured.
+    expect((await rate.acquire(context('a'))).decision).not.toHaveProperty('insured');
+    expect((await budget.acquire(context('a'))).decision).not.toHaveProperty('insured');
+
+    await server.kill();
+    // This host's own counts start empty: two more rate units, one more execution of the turn.
+    const insured = await rate.acquire(context('b'));
+    expect(insured.decision).toMatchObject({ allowed: true, remaining: 1, insured: true });
+    await rate.acquire(context('c'));
+    const refused = await refusal(rate.acquire(context('d')));
+    expect(refused.code).toBe('RATE_LIMITED');
+    expect(refused.details).toMatchObject({ insured: true, cached: false });
+    expect((await budget.acquire(context('b'))).decision).toMatchObject({ used: 1, insured: true });
+    expect((await refusal(budget.acquire(context('c')))).details).toMatchObject({ insured: true });
+    const slot = await conc.acquire(context('b'));
+    expect(slot.insured).toBe(true);
+    expect((await refusal(conc.acquire(context('c')))).details).toMatchObject({ insured: true });
+    await slot.release();
+    const again = await conc.acquire(context('d'));
+    expect(again.insured).toBe(true);
+    await again.release();
+    expect(warnings.some((line) => line.includes('failMode insurance'))).toBe(true);
+
+    // Redis back (empty, no persistence): decisions come from it again.
+    await server.restart();
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      // Until the client has reconnected, the insurance store answers (and refuses: 2 taken).
+      const answer = await rate.acquire(context('e')).catch((error: unknown) => error);
+      if (!isSandboxError(answer)) {
+        expect((answer as RateLimitLease).decision).toEqual({
+          allowed: true,
+          remaining: 1,
+          resetMs: expect.any(Number),
+          retryAfterMs: 0,
+        });
+        break;
+      }
+      expect(answer.details).toMatchObject({ insured: true });
+      if (Date.now() > deadline) throw new Error('still insured 10 s after Redis came back');
+      await sleep(100);
+    }
+    const shared = await conc.acquire(context('f'));
+    expect(shared.insured).toBe(false);
+    await shared.release();
   });
 });

@@ -10,6 +10,7 @@ import {
 } from '@coda/sandbox-core';
 import { z } from 'zod';
 import { hashTag, keyPart } from '../keys/key-part.ts';
+import type { LeaseDecision, LimitStore } from '../store/limit-store.ts';
 import { checkContext, lease, requiredId } from './admission.ts';
 import {
   count,
@@ -42,6 +43,11 @@ export interface ConcurrencyGuardOptions extends GuardOptions {
 export interface ConcurrencyLease extends GuardLease {
   /** The holder id written to the store (random per acquisition). */
   readonly leaseId: string;
+  /**
+   * True when a slot was taken on this host's insurance store (`failMode: 'insurance'`, the
+   * store down): it is renewed and released there, and counts on this host only.
+   */
+  readonly insured: boolean;
 }
 
 /** The concurrency guard; `acquire` resolves with a {@link ConcurrencyLease}. */
@@ -69,6 +75,13 @@ interface Slot {
   scope: 'user' | 'global';
 }
 
+/** A slot this acquisition holds, and on which store. */
+interface HeldSlot {
+  slot: Slot;
+  /** Taken on the insurance store: renewed and released there, never on the shared store. */
+  insured: boolean;
+}
+
 /**
  * Caps executions in flight: `maxPerUser` per user and, if set, `maxGlobal` over everyone, across
  * every host that shares the store. Each admitted execution holds a lease that is renewed every
@@ -87,30 +100,44 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       ? undefined
       : { key: `${name}:conc:{*}`, limit: settings.maxGlobal, scope: 'global' };
 
-  const giveBack = (slot: Slot, leaseId: string) =>
-    callStore('releaseLease', () => store.releaseLease(slot.key, leaseId)).then(
+  const { insurance } = callStore;
+  const giveBack = ({ slot, insured }: HeldSlot, leaseId: string): Promise<void> => {
+    if (insured) return insurance?.releaseLease(slot.key, leaseId) ?? Promise.resolve();
+    return callStore('releaseLease', (current) => current.releaseLease(slot.key, leaseId)).then(
       () => {},
       (error: unknown) =>
         warn('release', { err: String(error) }, `${name}: could not release a lease`),
     );
+  };
 
-  async function take(slot: Slot, leaseId: string, signal?: AbortSignal): Promise<boolean> {
+  /** Takes `slot`: the slot held (and where), undefined when failed open, or a refusal thrown. */
+  async function take(
+    slot: Slot,
+    leaseId: string,
+    signal?: AbortSignal,
+  ): Promise<HeldSlot | undefined> {
     const outcome = await callStore(
       'acquireLease',
-      () => store.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
+      (current) => current.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
       signal,
       // Admitted after we stopped waiting (timeout, abort): nobody will release it, so we do.
       (late) => {
-        if (late.allowed) void giveBack(slot, leaseId);
+        if (late.allowed) void giveBack({ slot, insured: false }, leaseId);
       },
     );
-    if (!outcome.ok) return false;
-    if (outcome.value.allowed) return true;
+    if (!outcome.ok) return undefined;
+    if (outcome.value.allowed) return { slot, insured: outcome.insured };
     throw new SandboxRateLimitedError(
       `${name}: ${slot.limit} executions already in flight ${slot.scope === 'user' ? 'for this user' : 'in total'}`,
       {
         retryAfterMs: outcome.value.retryAfterMs,
-        details: { guard: name, scope: slot.scope, limit: slot.limit, held: outcome.value.held },
+        details: {
+          guard: name,
+          scope: slot.scope,
+          limit: slot.limit,
+          held: outcome.value.held,
+          ...(outcome.insured ? { insured: true } : {}),
+        },
       },
     );
   }
@@ -128,39 +155,53 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       if (globalSlot !== undefined) slots.push(globalSlot);
       const leaseId = randomUUID();
       // Each cap is its own key (its own cluster slot), so they are taken one after the other.
-      const held: Slot[] = [];
+      const held: HeldSlot[] = [];
       try {
-        for (const slot of slots) if (await take(slot, leaseId, signal)) held.push(slot);
+        for (const slot of slots) {
+          const taken = await take(slot, leaseId, signal);
+          if (taken !== undefined) held.push(taken);
+        }
       } catch (error) {
-        await Promise.all(held.map((slot) => giveBack(slot, leaseId)));
+        await Promise.all(held.map((each) => giveBack(each, leaseId)));
         throw error;
       }
       const renewal = held.length === 0 ? undefined : startRenewal(held, leaseId);
-      return lease({ leaseId }, async () => {
+      const insured = held.some((each) => each.insured);
+      return lease({ leaseId, insured }, async () => {
         // A renewal still in flight could re-add the lease after its removal: let it land first.
         await renewal?.stop();
-        await Promise.all(held.map((slot) => giveBack(slot, leaseId)));
+        await Promise.all(held.map((each) => giveBack(each, leaseId)));
       });
     },
   };
 
-  function startRenewal(held: Slot[], leaseId: string) {
+  function startRenewal(held: HeldSlot[], leaseId: string) {
     let inFlight: Promise<unknown> = Promise.resolve();
-    const renew = (slot: Slot) =>
-      callStore('renewLease', () =>
-        store.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
-      ).then(
-        (outcome) => {
-          if (outcome.ok && !outcome.value.allowed) {
-            warn(
-              'lost',
-              { scope: slot.scope },
-              `${name}: a running execution lost its lease (it expired and the cap filled)`,
-            );
-          }
-        },
-        (error: unknown) => warn('renew', { err: String(error) }, `${name}: lease renewal failed`),
-      );
+    const checkKept = (slot: Slot, decision: LeaseDecision | undefined) => {
+      if (decision !== undefined && !decision.allowed) {
+        warn(
+          'lost',
+          { scope: slot.scope },
+          `${name}: a running execution lost its lease (it expired and the cap filled)`,
+        );
+      }
+    };
+    const failed = (error: unknown) =>
+      warn('renew', { err: String(error) }, `${name}: lease renewal failed`);
+    // A lease stays on the store it was taken on: an insured one is renewed on the insurance
+    // store, and a shared one is not moved there when a renewal fails (it would never be released).
+    const renew = ({ slot, insured }: HeldSlot): Promise<void> => {
+      const renewOn = (current: LimitStore) =>
+        current.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs);
+      if (insured && insurance !== undefined) {
+        return renewOn(insurance).then((decision) => checkKept(slot, decision), failed);
+      }
+      return callStore('renewLease', (current) =>
+        current === insurance ? Promise.resolve(undefined) : renewOn(current),
+      ).then((outcome) => {
+        if (outcome.ok) checkKept(slot, outcome.value);
+      }, failed);
+    };
     const timer = setInterval(() => {
       inFlight = Promise.all([inFlight, ...held.map(renew)]);
     }, renewEveryMs);

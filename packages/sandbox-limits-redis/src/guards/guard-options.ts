@@ -4,8 +4,11 @@ import { silentLogger } from '@coda/sandbox-core';
 import { z } from 'zod';
 import type { LimitStore } from '../store/limit-store.ts';
 
-/** What a guard does when its store fails or times out. */
-export type FailMode = 'closed' | 'open';
+/**
+ * What a guard does when its store fails or times out: refuse (`closed`), admit without the limit
+ * (`open`), or enforce the limit on this host alone with an in-memory store (`insurance`).
+ */
+export type FailMode = 'closed' | 'open' | 'insurance';
 
 /** Options shared by every guard of this package. */
 export interface GuardOptions {
@@ -18,7 +21,9 @@ export interface GuardOptions {
   name?: string;
   /**
    * When the store fails or does not answer within `timeoutMs`: `closed` (default) refuses with
-   * `UNAVAILABLE`; `open` admits the execution without the limit and logs a warning.
+   * `UNAVAILABLE`; `open` admits the execution without the limit and logs a warning; `insurance`
+   * logs a warning and applies the limit with this guard's own in-memory store instead, so each
+   * host enforces the limit alone while the store is down (the decision says `insured: true`).
    */
   failMode?: FailMode;
   /** Milliseconds to wait for the store before applying `failMode`. Default 1 000. */
@@ -63,7 +68,7 @@ export function guardOptionsShape(defaultName: string) {
       .string()
       .regex(/^[A-Za-z0-9._-]{1,64}$/, 'letters, digits, ".", "_" and "-", 1 to 64 of them')
       .default(defaultName),
-    failMode: z.enum(['closed', 'open']).default('closed'),
+    failMode: z.enum(['closed', 'open', 'insurance']).default('closed'),
     timeoutMs: millis(60_000).default(1_000),
     logger: loggerSchema.default(silentLogger),
   };

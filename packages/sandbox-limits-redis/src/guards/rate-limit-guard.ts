@@ -95,13 +95,18 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const refund = (key: string): Promise<void> => {
     // The store may admit this key sooner now: stop refusing it here.
     refusals?.forget(key);
-    return callStore('refundRate', () => store.refundRate(key, rule)).then(
+    return callStore('refundRate', (current) => current.refundRate(key, rule)).then(
       () => {},
       (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
     );
   };
   const keyPrefix = `${name}:rate:`;
-  const refused = (retryAfterMs: number, resetMs: number, cached: boolean) =>
+  // A unit the insurance store granted goes back there, not to the shared store.
+  const refundInsured = (key: string): Promise<void> =>
+    callStore.insurance === undefined
+      ? Promise.resolve()
+      : callStore.insurance.refundRate(key, rule).catch(() => {});
+  const refused = (retryAfterMs: number, resetMs: number, cached: boolean, insured: boolean) =>
     refusalWithoutStack(
       () =>
         new SandboxRateLimitedError(
@@ -117,6 +122,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
               remaining: 0,
               resetMs,
               cached,
+              ...(insured ? { insured } : {}),
             },
           },
         ),
@@ -124,9 +130,15 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const admit = (outcome: StoreOutcome<RateLimitDecision>, key: string): RateLimitLease => {
     if (!outcome.ok) return unlimited;
     const decision = outcome.value;
+    if (outcome.insured) {
+      if (decision.allowed) {
+        return new AdmittedRate({ ...decision, insured: true }, key, refundInsured);
+      }
+      throw refused(decision.retryAfterMs, decision.resetMs, false, true);
+    }
     if (decision.allowed) return new AdmittedRate(decision, key, refund);
     refusals?.refuse(key, performance.now(), decision.retryAfterMs, decision.resetMs);
-    throw refused(decision.retryAfterMs, decision.resetMs, false);
+    throw refused(decision.retryAfterMs, decision.resetMs, false, false);
   };
   const refuseLocally = (refusal: CachedRefusal, now: number) =>
     Promise.reject(
@@ -134,6 +146,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
         Math.max(1, Math.ceil(refusal.until - now)),
         Math.max(1, Math.ceil(refusal.resetAt - now)),
         true,
+        false,
       ),
     );
   return {
@@ -153,8 +166,8 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
         const refusal = refusals.lookup(key, now);
         if (refusal !== undefined) return refuseLocally(refusal, now);
       }
-      return callStore('rateLimit', () => store.rateLimit(key, rule), signal).then((outcome) =>
-        admit(outcome, key),
+      return callStore('rateLimit', (current) => current.rateLimit(key, rule), signal).then(
+        (outcome) => admit(outcome, key),
       );
     },
   };

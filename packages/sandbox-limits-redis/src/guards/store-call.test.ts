@@ -1,10 +1,17 @@
 import { type Logger, silentLogger } from '@coda/sandbox-core';
 import { describe, expect, it } from 'vitest';
+import { createMemoryLimitStore } from '../store/memory-store.ts';
 import { createStoreCaller } from './store-call.ts';
 import { createWarner } from './warnings.ts';
 
 const never = () => new Promise<number>(() => {});
-const settings = (failMode: 'open' | 'closed') => ({ name: 'g', failMode, timeoutMs: 100 });
+const primary = createMemoryLimitStore();
+const settings = (failMode: 'open' | 'closed' | 'insurance') => ({
+  name: 'g',
+  store: primary,
+  failMode,
+  timeoutMs: 100,
+});
 
 describe('createStoreCaller', () => {
   it('gives up after timeoutMs (and at most a tick more) with UNAVAILABLE when closed', async () => {
@@ -60,6 +67,42 @@ describe('createStoreCaller', () => {
     await late;
     await Promise.resolve();
     expect(undone).toEqual([7]);
-    expect(await call('op', async () => 1)).toEqual({ ok: true, value: 1 });
+    expect(await call('op', async () => 1)).toEqual({ ok: true, value: 1, insured: false });
+  });
+
+  it('runs the operation on its own memory store when insured, after a warning', async () => {
+    const warnings: string[] = [];
+    const logger: Logger = {
+      ...silentLogger,
+      warn: (fields: object | string, message?: string) => {
+        warnings.push(typeof fields === 'string' ? fields : (message ?? ''));
+      },
+    };
+    const call = createStoreCaller(settings('insurance'), createWarner(logger, 'g'));
+    const rule = { limit: 1, windowMs: 60_000, burst: 1 };
+    const failing = (store: Parameters<Parameters<typeof call>[1]>[0]) =>
+      store === primary ? Promise.reject(new Error('down')) : store.rateLimit('k', rule);
+    const first = await call('rateLimit', failing);
+    expect(first).toMatchObject({
+      ok: true,
+      insured: true,
+      value: { allowed: true, remaining: 0 },
+    });
+    // The insurance store keeps its counts: this host alone enforces the limit.
+    const second = await call('rateLimit', failing);
+    expect(second).toMatchObject({ ok: true, insured: true, value: { allowed: false } });
+    // A timeout falls back too.
+    const late = await call('rateLimit', (store) =>
+      store === primary ? new Promise<never>(() => {}) : store.rateLimit('other', rule),
+    );
+    expect(late).toMatchObject({ ok: true, insured: true, value: { allowed: true } });
+    expect(warnings).toEqual([
+      'g: limit store failed (rateLimit); failMode insurance, this host enforces the limit alone',
+    ]);
+    // The store answering again is used again.
+    expect(await call('rateLimit', (store) => store.rateLimit('k2', rule))).toMatchObject({
+      ok: true,
+      insured: false,
+    });
   });
 });

@@ -1,32 +1,42 @@
 // Runs one store operation for a guard with a deadline, cancellation and the guard's fail mode,
 // so an outage neither hangs an execution nor silently lifts the limit.
 import { SandboxCancelledError, SandboxUnavailableError } from '@coda/sandbox-core';
+import type { LimitStore } from '../store/limit-store.ts';
+import { createMemoryLimitStore } from '../store/memory-store.ts';
 import type { FailMode } from './guard-options.ts';
 import type { Warn } from './warnings.ts';
 
 /** The settings of one guard that decide how its store calls fail. */
 export interface StoreCallSettings {
   name: string;
+  store: LimitStore;
   failMode: FailMode;
   timeoutMs: number;
 }
 
-/** The store answered (`ok`), or it failed and the guard fails open (`ok: false`). */
-export type StoreOutcome<T> = { ok: true; value: T } | { ok: false };
+/**
+ * The store answered (`ok`; `insured` when the guard's insurance store answered because the store
+ * failed), or it failed and the guard fails open (`ok: false`).
+ */
+export type StoreOutcome<T> = { ok: true; value: T; insured: boolean } | { ok: false };
 
 /** Calls a store operation under a guard's settings; see {@link createStoreCaller}. */
-export type StoreCaller = <T>(
+export type StoreCaller = (<T>(
   what: string,
-  operation: () => Promise<T>,
+  operation: (store: LimitStore) => Promise<T>,
   signal?: AbortSignal,
   undo?: (value: T) => void,
-) => Promise<StoreOutcome<T>>;
+) => Promise<StoreOutcome<T>>) & {
+  /** The insurance store (failMode insurance): what it granted is given back there, directly. */
+  readonly insurance: LimitStore | undefined;
+};
 
 /**
  * Makes the function a guard calls its store through. Each call settles with the store's answer,
  * or when `timeoutMs` passes or `signal` aborts. A failure or timeout rejects with `UNAVAILABLE`
- * (fail closed) or resolves `{ ok: false }` after a warning (fail open); an abort rejects with
- * `CANCELLED`. If the operation succeeds after the call gave up, `undo` receives its answer (to
+ * (fail closed), resolves `{ ok: false }` after a warning (fail open), or runs the operation on
+ * this guard's in-memory insurance store after a warning and resolves with its answer, `insured`
+ * (insurance); an abort rejects with `CANCELLED`. If the operation succeeds after the call gave up, `undo` receives its answer (to
  * give back a lease nobody will release).
  *
  * Deadlines are watched by one interval per guard that runs only while calls are pending, rather
@@ -35,7 +45,10 @@ export type StoreCaller = <T>(
  * call began (later only if the event loop itself is late).
  */
 export function createStoreCaller(settings: StoreCallSettings, warn: Warn): StoreCaller {
-  const pending = new Set<PendingCall<never>>();
+  const pending = new Set<Pending>();
+  const { store } = settings;
+  // One per guard: while the store is down, this host enforces the limits alone with it.
+  const insurance = settings.failMode === 'insurance' ? createMemoryLimitStore() : undefined;
   // Time is counted in ticks of the watcher, not read per call (a clock read per admission is
   // measurable): a call expires once `ticksToExpire` ticks have passed since it began.
   const everyMs = Math.max(5, Math.ceil(settings.timeoutMs / 10));
@@ -57,9 +70,18 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
   };
 
   const context: CallContext = {
-    pending: pending as Set<PendingCall<unknown>>,
+    pending,
+    insurance,
     failure(what, cause) {
       const reason = cause instanceof Error ? cause.message : String(cause);
+      if (settings.failMode === 'insurance') {
+        warn(
+          `insurance:${what}`,
+          { operation: what, failMode: 'insurance', err: reason },
+          `${settings.name}: limit store failed (${what}); failMode insurance, this host enforces the limit alone`,
+        );
+        return undefined;
+      }
       if (settings.failMode === 'open') {
         warn(
           `fail-open:${what}`,
@@ -79,40 +101,54 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
       }),
   };
 
-  return <T>(
+  const call = <T>(
     what: string,
-    operation: () => Promise<T>,
+    operation: (store: LimitStore) => Promise<T>,
     signal?: AbortSignal,
     undo?: (value: T) => void,
   ): Promise<StoreOutcome<T>> => {
     if (signal?.aborted) return Promise.reject(context.cancelled('before admission'));
     const { promise, resolve, reject } = Promise.withResolvers<StoreOutcome<T>>();
     // The tick in progress counts as one: expiry comes between `timeoutMs` and one tick later.
-    const call = new PendingCall<T>(context, what, ticks + ticksToExpire + 1);
-    call.resolve = resolve;
-    call.reject = reject;
-    call.undo = undo;
-    pending.add(call as PendingCall<never>);
+    const started = new PendingCall<T>(context, what, ticks + ticksToExpire + 1);
+    started.resolve = resolve;
+    started.reject = reject;
+    started.undo = undo;
+    if (insurance !== undefined) started.operation = operation;
+    pending.add(started);
     watcher ??= setInterval(watch, everyMs);
-    if (signal !== undefined) call.watchSignal(signal);
+    if (signal !== undefined) started.watchSignal(signal);
     let answer: Promise<T>;
     try {
-      answer = operation();
+      answer = operation(store);
     } catch (error) {
       answer = Promise.reject(error);
     }
     answer.then(
-      (value) => call.succeed(value),
-      (error: unknown) => call.fail(error),
+      (value) => started.succeed(value),
+      (error: unknown) => started.fail(error),
     );
     return promise;
   };
+  return Object.assign(call, { insurance });
+}
+
+/** What the deadline watcher needs of a call in flight. */
+interface Pending {
+  /** The watcher tick at which the call gives up. */
+  readonly deadline: number;
+  fail(cause: unknown): void;
 }
 
 /** What every call of one caller shares. */
 interface CallContext {
-  pending: Set<PendingCall<unknown>>;
-  /** The error to reject with, or `undefined` to resolve `{ ok: false }` (fail open). */
+  pending: Set<Pending>;
+  /** The in-memory store a call falls back to (failMode insurance). */
+  insurance: LimitStore | undefined;
+  /**
+   * Logs the failure; returns the error to reject with, or `undefined` to go on without the store
+   * (the insurance store when there is one, else `{ ok: false }`: fail open).
+   */
   failure(what: string, cause: unknown): Error | undefined;
   cancelled(when: string): Error;
 }
@@ -121,12 +157,14 @@ interface CallContext {
  * One store call in flight. A class, so that a call costs one object and two callbacks rather
  * than a closure per outcome: this runs on every admission.
  */
-class PendingCall<T> {
+class PendingCall<T> implements Pending {
   /** The watcher tick at which the call gives up. */
   readonly deadline: number;
   resolve: (outcome: StoreOutcome<T>) => void = () => {};
   reject: (error: unknown) => void = () => {};
   undo: ((value: T) => void) | undefined;
+  /** The operation, to run again on the insurance store. */
+  operation: ((store: LimitStore) => Promise<T>) | undefined;
   #settled = false;
   #signal: AbortSignal | undefined;
   readonly #context: CallContext;
@@ -155,21 +193,30 @@ class PendingCall<T> {
       this.undo?.(value);
       return;
     }
-    this.resolve({ ok: true, value });
+    this.resolve({ ok: true, value, insured: false });
   }
 
   fail(cause: unknown): void {
     if (!this.#finish()) return;
     const error = this.#context.failure(this.#what, cause);
-    if (error === undefined) this.resolve({ ok: false });
-    else this.reject(error);
+    if (error !== undefined) this.reject(error);
+    else if (this.#context.insurance === undefined || this.operation === undefined) {
+      this.resolve({ ok: false });
+    } else {
+      // The memory store answers at once and never fails; a throw would still reject, not crash.
+      const { resolve, reject } = this;
+      this.operation(this.#context.insurance).then(
+        (value) => resolve({ ok: true, value, insured: true }),
+        reject,
+      );
+    }
   }
 
   /** Marks the call settled; false if it already was. */
   #finish(): boolean {
     if (this.#settled) return false;
     this.#settled = true;
-    this.#context.pending.delete(this as PendingCall<unknown>);
+    this.#context.pending.delete(this);
     this.#signal?.removeEventListener('abort', this);
     return true;
   }

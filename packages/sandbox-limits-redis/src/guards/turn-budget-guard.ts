@@ -73,17 +73,24 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
       const member = keyPart(parsed.executionId);
       const outcome = await callStore(
         'claimBudget',
-        () => store.claimBudget(key, member, limit, turnTtlMs),
+        (current) => current.claimBudget(key, member, limit, turnTtlMs),
         signal,
       );
       if (!outcome.ok) return lease({ decision: undefined });
-      const decision = outcome.value;
+      const decision: BudgetDecision = outcome.insured
+        ? { ...outcome.value, insured: true }
+        : outcome.value;
       if (!decision.allowed) {
         throw new SandboxBudgetExhaustedError(
           `${name}: this turn has used its ${limit} executions`,
           {
             retryAfterMs: decision.resetMs,
-            details: { guard: name, limit, used: decision.used },
+            details: {
+              guard: name,
+              limit,
+              used: decision.used,
+              ...(outcome.insured ? { insured: true } : {}),
+            },
           },
         );
       }

@@ -11,6 +11,11 @@ export interface RateLimitDecision {
   resetMs: number;
   /** Milliseconds until the next check can be admitted; 0 when this one was. */
   retryAfterMs: number;
+  /**
+   * Set by a guard with `failMode: 'insurance'` when its store failed and its own in-memory store
+   * answered instead (this host alone enforced the limit). Absent otherwise.
+   */
+  insured?: true;
 }
 
 /** The figures of a rate rule: `limit` per `windowMs` sustained, bursts up to `burst`. */
@@ -30,6 +35,8 @@ export interface BudgetDecision {
   resetMs: number;
   /** True when the same execution id had already been counted (a retry). */
   alreadyCounted: boolean;
+  /** As {@link RateLimitDecision.insured}: this host's insurance store answered. */
+  insured?: true;
 }
 
 /** What a lease acquisition (or renewal) answered. */
