@@ -37,7 +37,7 @@ describe('Seatbelt (generated, untested on a real Mac)', () => {
     expect(plan.file).toBe('/bin/sh');
     expect(plan.args).toEqual([
       '-c',
-      'ulimit -t 30 && ulimit -n 1024 && ulimit -f 2097152 && ulimit -c 0 && ulimit -u 256 && ulimit -d 262144 && exec "$@"',
+      'ulimit -S -t 30 && ulimit -H -t 31 && ulimit -n 1024 && ulimit -f 2097152 && ulimit -c 0 && ulimit -u 256 && ulimit -d 262144 && exec "$@"',
       'coda-sandbox',
       '/usr/bin/sandbox-exec',
       '-p',

@@ -164,8 +164,7 @@ function describeFailure(
 
 /**
  * Signals that end commands under this package's limits. The kernel sends SIGXCPU and SIGXFSZ
- * when an rlimit is reached: they name the limit, not a crash. (At the CPU limit the kernel sends
- * SIGKILL, as soft and hard limit are equal: that reads as `CRASH`.)
+ * when an rlimit is reached: they name the limit, not a crash.
  */
 const endingSignals: readonly {
   signal: NodeJS.Signals;

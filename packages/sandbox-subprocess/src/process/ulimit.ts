@@ -15,7 +15,10 @@ export interface UlimitChoices {
 /**
  * `ulimit` steps with the flags POSIX shells share (dash, bash, busybox ash): -t CPU seconds,
  * -n open files, -f and -c in 512-byte blocks, -d in KiB. Without -S/-H both the soft and the
- * hard limit are set, so the command cannot raise them again. Pushes what applies to `controls`.
+ * hard limit are set, so the command cannot raise them again. The CPU limit is the exception:
+ * its hard limit is one second above the soft one, so the kernel ends a command at the limit
+ * with SIGXCPU (reported as `TIMEOUT`) rather than an anonymous SIGKILL, which it sends at the
+ * hard limit. Pushes what applies to `controls`.
  */
 export function ulimitSteps(
   limits: RunLimits,
@@ -24,7 +27,8 @@ export function ulimitSteps(
 ): string[] {
   const steps: string[] = [];
   if (limits.cpuSecs > 0) {
-    steps.push(`ulimit -t ${limits.cpuSecs}`);
+    // Soft first: a hard limit below the current (unlimited) soft one is refused.
+    steps.push(`ulimit -S -t ${limits.cpuSecs}`, `ulimit -H -t ${limits.cpuSecs + 1}`);
     controls.push(SandboxControl.rlimitCpu);
   }
   steps.push(
