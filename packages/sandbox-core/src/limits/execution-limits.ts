@@ -21,7 +21,7 @@ export const IsolateLimitsSchema = z.strictObject({
 
 /** Tier 2: limits on what crosses the bridge between the isolate and the host. */
 export const BridgeLimitsSchema = z.strictObject({
-  /** Most `dataProxy.request()` calls one execution may make. */
+  /** Most `dataProxy.request()` and `tools.NAME()` calls one execution may make, together. */
   maxDataRequests: countOrZero,
   /** Most UTF-8 bytes of data request params and responses one execution may move, in total. */
   maxDataBytes: countOrZero,
@@ -73,7 +73,10 @@ export interface IsolateLimits {
  * allowed.
  */
 export interface BridgeLimits {
-  /** Most `dataProxy.request()` calls one execution may make. Default 20. */
+  /**
+   * Most `dataProxy.request()` and `tools.NAME()` calls one execution may make, counted
+   * together. Default 20.
+   */
   maxDataRequests: number;
   /**
    * Most UTF-8 bytes of data request params and responses one execution may move, in total.
