@@ -107,7 +107,12 @@ describe('a release published to a local registry', () => {
       if (dependency.startsWith('@coda/')) expect(range).toBe(`^${versions.get(dependency)}`);
     }
 
-    const project = await createUserProject(join(work, 'projects'), url, env);
+    const project = await createUserProject(
+      join(work, 'projects'),
+      url,
+      join(work, 'npm-cache'),
+      env,
+    );
     await project.install([name]);
     const installedDir = join(project.dir, 'node_modules', name);
     const installed = JSON.parse(await readFile(join(installedDir, 'package.json'), 'utf8')) as {
@@ -144,7 +149,12 @@ describe('a release published to a local registry', () => {
   });
 
   it("the root README's examples run", async () => {
-    const project = await createUserProject(join(work, 'projects'), registry?.url ?? '', env);
+    const project = await createUserProject(
+      join(work, 'projects'),
+      registry?.url ?? '',
+      join(work, 'npm-cache'),
+      env,
+    );
     const readme = await readFile(join(copy, 'README.md'), 'utf8');
     await followReadme('README.md', readme, project);
   });

@@ -33,9 +33,14 @@ export interface UserProject {
   node(file: string): Promise<{ stdout: string; stderr: string }>;
 }
 
+/**
+ * A project in a new directory under `parent`. npm's cache is `cache`, one per test run: every
+ * tarball comes from the registry as on a new machine, and the user's own cache stays clean.
+ */
 export async function createUserProject(
   parent: string,
   registryUrl: string,
+  cache: string,
   env: NodeJS.ProcessEnv,
 ): Promise<UserProject> {
   const dir = await mkdtemp(join(parent, 'project-'));
@@ -51,7 +56,16 @@ export async function createUserProject(
     install: async (names) => {
       await run(
         'npm',
-        ['install', '--registry', registryUrl, '--no-audit', '--no-fund', ...names],
+        [
+          'install',
+          '--registry',
+          registryUrl,
+          '--cache',
+          cache,
+          '--no-audit',
+          '--no-fund',
+          ...names,
+        ],
         { cwd: dir, env, timeout: 180_000 },
       );
     },
