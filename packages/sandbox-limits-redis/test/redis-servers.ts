@@ -74,7 +74,9 @@ async function waitForServer(port: number, child: ChildProcess, log: () => strin
  * Starts a redis-server with no persistence on a free port (another if that one is taken in the
  * meantime); `cluster` enables cluster mode.
  */
-export async function startRedis(options: { cluster?: boolean } = {}): Promise<RedisProcess> {
+export async function startRedis(
+  options: { cluster?: boolean; clusterNodeTimeoutMs?: number } = {},
+): Promise<RedisProcess> {
   const dir = await mkdtemp(join(tmpdir(), 'coda-limits-redis-'));
   let child: ChildProcess | undefined;
   const start = async (port: number) => {
@@ -91,6 +93,9 @@ export async function startRedis(options: { cluster?: boolean } = {}): Promise<R
     args.push('--dir', dir);
     if (options.cluster)
       args.push('--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf');
+    if (options.clusterNodeTimeoutMs !== undefined) {
+      args.push('--cluster-node-timeout', String(options.clusterNodeTimeoutMs));
+    }
     let output = '';
     const started = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child = started;
@@ -137,12 +142,34 @@ export async function startRedis(options: { cluster?: boolean } = {}): Promise<R
   };
 }
 
-/** A cluster of `size` primaries (no replicas), every slot assigned and the state `ok`. */
+/** A cluster this process started. */
+export interface RedisCluster {
+  /** Ports of every node, primaries first as created (replicas follow when there are any). */
+  readonly ports: number[];
+  /** Every node, in the order of `ports`. */
+  readonly nodes: RedisProcess[];
+  stop(): Promise<void>;
+}
+
+/**
+ * A cluster of `size` primaries, each with `replicas` replicas (default none), every slot
+ * assigned and the state `ok` on every node. `nodeTimeoutMs` is `cluster-node-timeout`: how long
+ * a primary may be unreachable before its replica takes over (Redis's default is 15 s).
+ */
 export async function startRedisCluster(
   size = 3,
-): Promise<{ ports: number[]; stop(): Promise<void> }> {
+  options: { replicas?: number; nodeTimeoutMs?: number } = {},
+): Promise<RedisCluster> {
+  const replicas = options.replicas ?? 0;
   const nodes = await Promise.all(
-    Array.from({ length: size }, () => startRedis({ cluster: true })),
+    Array.from({ length: size * (1 + replicas) }, () =>
+      startRedis({
+        cluster: true,
+        ...(options.nodeTimeoutMs === undefined
+          ? {}
+          : { clusterNodeTimeoutMs: options.nodeTimeoutMs }),
+      }),
+    ),
   );
   const stop = async () => {
     await Promise.all(nodes.map((node) => node.stop()));
@@ -154,7 +181,7 @@ export async function startRedisCluster(
       'create',
       ...addresses,
       '--cluster-replicas',
-      '0',
+      String(replicas),
       '--cluster-yes',
     ]);
     const deadline = Date.now() + 20_000;
@@ -166,7 +193,7 @@ export async function startRedisCluster(
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     }
-    return { ports: nodes.map((node) => node.port), stop };
+    return { ports: nodes.map((node) => node.port), nodes, stop };
   } catch (error) {
     await stop();
     throw error;
