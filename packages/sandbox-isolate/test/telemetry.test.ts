@@ -359,6 +359,28 @@ describe('spans and metrics of executions (process isolation, global providers)'
     });
   });
 
+  it('an invalid request: only the execution span, failed with VALIDATION', async () => {
+    const event = expectError(
+      await engine.run({
+        code: 'return 1',
+        limits: { timeoutMs: -1 },
+        context: { executionId: 'invalid-1' },
+      }),
+      'VALIDATION',
+    );
+    expect(executionTree(global.spans, 'invalid-1')).toEqual({
+      name: 'coda.sandbox.execution',
+      status: failed(event.message),
+      attributes: {
+        'coda.sandbox.execution.id': 'invalid-1',
+        'coda.sandbox.isolation': 'process',
+        'coda.sandbox.outcome': 'VALIDATION',
+        'error.type': 'VALIDATION',
+      },
+      children: [],
+    });
+  });
+
   it('the capacity ceiling refuses admission: CAPACITY on the admission span', async () => {
     const running = single.submit({
       code: 'await new Promise(() => {})',
