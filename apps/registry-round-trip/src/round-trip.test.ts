@@ -92,6 +92,9 @@ async function followReadme(label: string, readme: string, project: UserProject)
       expect(stdout, `the example at line ${block.line} prints`).toMatch(pattern);
     }
   }
+  // A reader pastes the TypeScript blocks into a strict project: they type-check against the
+  // published declarations too.
+  if (runnable.some((block) => block.language === 'ts')) await project.typecheck();
 }
 
 describe('a release published to a local registry', () => {

@@ -1,7 +1,7 @@
 // A new user's project: an empty directory with a package.json, where plain npm installs from
 // the local registry and plain node runs what a README says.
 import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
-import { delimiter, dirname, join } from 'node:path';
+import { delimiter, dirname, join, resolve } from 'node:path';
 import { run } from './release.ts';
 
 /**
@@ -31,7 +31,29 @@ export interface UserProject {
   save(file: string, code: string): Promise<void>;
   /** `node FILE`; rejects with the output unless it exits 0. */
   node(file: string): Promise<{ stdout: string; stderr: string }>;
+  /** `tsc --noEmit` over the project's .ts files, strict; rejects with the errors. */
+  typecheck(): Promise<void>;
 }
+
+/** The repository's TypeScript and Node types, standing in for the reader's dev dependencies. */
+const repositoryModules = resolve(import.meta.dirname, '../../../../node_modules');
+
+const strictProject = {
+  compilerOptions: {
+    strict: true,
+    exactOptionalPropertyTypes: true,
+    noUncheckedIndexedAccess: true,
+    module: 'nodenext',
+    moduleResolution: 'nodenext',
+    target: 'es2024',
+    lib: ['es2024', 'esnext.disposable'],
+    types: ['node'],
+    typeRoots: [join(repositoryModules, '@types')],
+    noEmit: true,
+    skipLibCheck: true,
+  },
+  include: ['*.ts'],
+};
 
 /**
  * A project in a new directory under `parent`. npm's cache is `cache`, one per test run: every
@@ -71,5 +93,10 @@ export async function createUserProject(
     },
     save: (file, code) => writeFile(join(dir, file), code),
     node: (file) => run(process.execPath, [file], { cwd: dir, env, timeout: 60_000 }),
+    typecheck: async () => {
+      await writeFile(join(dir, 'tsconfig.json'), JSON.stringify(strictProject));
+      const tsc = join(repositoryModules, 'typescript', 'bin', 'tsc');
+      await run(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: dir, env });
+    },
   };
 }
