@@ -12,15 +12,16 @@ import {
   fromNodeRedis,
   type LimitStore,
 } from '../src/index.ts';
+import { memoryEntries } from '../src/store/memory-store.ts';
 
 /** A store under test plus what the tests need to look behind it. */
 export interface Backend {
   readonly label: string;
   /** Makes a store; Redis backends give each store its own client (another "host"). */
   store(): LimitStore;
-  /** Every key this backend's stores wrote, with its PTTL (Redis only; memory has none to list). */
+  /** Every live key this backend's stores wrote, with its PTTL (memory: its live entries). */
   keys(): Promise<{ key: string; pttl: number }[]>;
-  /** Drops every cached script on every node (SCRIPT FLUSH). */
+  /** Drops every cached script on every node (SCRIPT FLUSH); memory has none. */
   flushScripts(): Promise<void>;
   close(): Promise<void>;
 }
@@ -31,7 +32,7 @@ export function memoryBackend(): Backend {
   return {
     label: 'memory',
     store: () => store,
-    keys: async () => [],
+    keys: async () => memoryEntries(store),
     flushScripts: async () => {},
     close: async () => {},
   };

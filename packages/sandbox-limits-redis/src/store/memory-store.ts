@@ -31,6 +31,22 @@ interface LeaseEntry extends Expiring {
 
 const sweepEveryMs = 1_000;
 
+/** A live entry of a memory store and its milliseconds to live, as Redis's KEYS and PTTL list. */
+export interface MemoryEntry {
+  key: string;
+  pttl: number;
+}
+
+// How the tests list a memory store's live entries (not exported from the package).
+const inspectors = new WeakMap<LimitStore, () => MemoryEntry[]>();
+
+/** The live entries of a store made by {@link createMemoryLimitStore}, for tests. */
+export function memoryEntries(store: LimitStore): MemoryEntry[] {
+  const inspect = inspectors.get(store);
+  if (inspect === undefined) throw new Error('not a memory limit store');
+  return inspect();
+}
+
 const MemoryLimitStoreOptionsSchema = z.strictObject({
   now: z
     .custom<() => number>((value) => typeof value === 'function', 'expected a function')
@@ -69,7 +85,7 @@ export function createMemoryLimitStore(options: MemoryLimitStoreOptions = {}): L
     return undefined;
   }
 
-  return {
+  const store: LimitStore = {
     kind: 'memory',
     async rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision> {
       const now = tick();
@@ -132,4 +148,13 @@ export function createMemoryLimitStore(options: MemoryLimitStoreOptions = {}): L
       if (entry.holders.size === 0) leases.delete(key);
     },
   };
+  inspectors.set(store, () => {
+    const now = clock();
+    return maps.flatMap((map) =>
+      [...map].flatMap(([key, entry]) =>
+        entry.expiresAt > now ? [{ key, pttl: entry.expiresAt - now }] : [],
+      ),
+    );
+  });
+  return store;
 }
