@@ -17,8 +17,8 @@ export default {
       'https://github.com/coda-sandbox/coda-sandbox/blob/{gitRevision}/{path}#L{line}',
     gitRevision: 'main',
   },
-  // A warning is a broken page or link: fail `pnpm docs` instead of printing it; the plugin
-  // fails it for a page without a name.
+  // A warning is a broken page or link, or (from the plugin) a page without a name or a field
+  // without a doc comment: fail `pnpm docs` instead of printing it.
   treatWarningsAsErrors: true,
-  plugin: [fileURLToPath(new URL('./scripts/typedoc-named-pages.mjs', import.meta.url))],
+  plugin: [fileURLToPath(new URL('./scripts/typedoc-checks.mjs', import.meta.url))],
 };

@@ -27,6 +27,7 @@ export class SandboxError extends Error {
   readonly code: SandboxErrorCode;
   /** Figures that explain the failure, safe to serialise (JSON only). */
   readonly details: JsonObject | undefined;
+  /** The cross-realm brand {@link isSandboxError} checks; not enumerable. */
   declare readonly [sandboxErrorBrand]: true;
 
   constructor(code: SandboxErrorCode, message: string, options: SandboxErrorOptions = {}) {

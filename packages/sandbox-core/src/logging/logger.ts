@@ -8,9 +8,13 @@ export type LogMethod = {
 
 /** What runners log through; pass a pino (or compatible) logger. Nothing is logged by default. */
 export interface Logger {
+  /** Detail for debugging, such as each child a parser host starts. */
   debug: LogMethod;
+  /** Normal events worth keeping, such as an applied config change. */
   info: LogMethod;
+  /** Something degraded but still safe, such as confinement by limits only. */
   warn: LogMethod;
+  /** Something failed, such as an invalid config change. */
   error: LogMethod;
 }
 

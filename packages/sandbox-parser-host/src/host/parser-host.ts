@@ -47,7 +47,12 @@ export interface ParserHost {
   /** The host's settings after defaults. */
   readonly settings: Readonly<Omit<ResolvedHostSettings, 'logger'>>;
   /** Calls running and waiting now. */
-  readonly load: { running: number; queued: number };
+  readonly load: {
+    /** Calls with a child running now. */
+    running: number;
+    /** Calls waiting in the queue for a free slot. */
+    queued: number;
+  };
   /**
    * Resolves once the warm spare is ready for a request, starting it if it is due (at once when
    * `warmSpare` is off or the host is closed).

@@ -49,10 +49,31 @@ export interface ParserRequest {
   /** Passed as the function's second argument. */
   kwargs: Record<string, unknown>;
   /** The call's limits; the runner uses `maxOutputBytes` to refuse an oversized result early. */
-  limits: { timeout: number; memoryBytes: number; cpuSecs: number; maxOutputBytes: number };
+  limits: {
+    /** Wall-clock limit in milliseconds (the host enforces it). */
+    timeout: number;
+    /** Memory limit in bytes (the host enforces it). */
+    memoryBytes: number;
+    /** CPU-time limit in whole seconds (RLIMIT_CPU, set before the runner starts). */
+    cpuSecs: number;
+    /** Largest response body in UTF-8 bytes; the runner refuses a larger result itself. */
+    maxOutputBytes: number;
+  };
 }
 
 /** What the runner writes in its response frame. */
 export type ParserResponse =
-  | { ok: true; data: unknown }
-  | { ok: false; error: string; kind: ResponseErrorKind };
+  | {
+      /** The parser returned. */
+      ok: true;
+      /** What it returned, as JSON. */
+      data: unknown;
+    }
+  | {
+      /** The parser threw, is unknown, or its result was refused. */
+      ok: false;
+      /** The error's message, or why the result was refused. */
+      error: string;
+      /** Which of those it was. */
+      kind: ResponseErrorKind;
+    };

@@ -18,6 +18,7 @@ export interface ConfigWatcherOptions {
 
 /** Emitted after a changed file was applied. */
 export interface ConfigAppliedEvent {
+  /** The policy now in force (a copy). */
   readonly policy: SubprocessPolicy;
   /** Fields that now allow more than before; also logged as a warning. */
   readonly loosened: readonly string[];
@@ -25,12 +26,15 @@ export interface ConfigAppliedEvent {
 
 /** Emitted when a changed file is invalid; the previous policy stays in force. */
 export interface ConfigInvalidEvent {
+  /** What is wrong with the file, naming each bad field. */
   readonly error: SandboxValidationError;
 }
 
 /** Events of a {@link SandboxConfigWatcher}. */
 export interface ConfigWatcherEvents {
+  /** A changed file was valid and is now the policy. */
   applied: [ConfigAppliedEvent];
+  /** A changed file was invalid; the previous policy stays. */
   invalid: [ConfigInvalidEvent];
 }
 

@@ -166,7 +166,15 @@ export interface SubprocessPolicy extends SandboxPolicy {
    * logged as a warning and reported as the `identity:host` control. Ignored when the host is
    * not root: commands then run as the host's own unprivileged user.
    */
-  runAs?: 'host' | { uid: number; gid: number } | undefined;
+  runAs?:
+    | 'host'
+    | {
+        /** The user id commands run as. */
+        uid: number;
+        /** The group id commands run as. */
+        gid: number;
+      }
+    | undefined;
 }
 
 /**
