@@ -342,6 +342,24 @@ describe('dispose', () => {
     expect(late.message).toBe('SandboxEngine disposed');
   });
 
+  it('happens when an `await using` block ends', async () => {
+    let outlived: SandboxEngine | undefined;
+    let running: ReturnType<SandboxEngine['submit']> | undefined;
+    let pid: number | undefined;
+    {
+      await using engine = new SandboxEngine({ workers: 1 });
+      outlived = engine;
+      await engine.ready();
+      [pid] = engine.stats().workerPids;
+      running = engine.submit({ code: 'while (true) {}' });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expectError(await running.result, 'CANCELLED');
+    expect(() => process.kill(pid!, 0)).toThrow();
+    const late = expectError(await outlived.run({ code: 'return 1' }), 'CANCELLED');
+    expect(late.message).toBe('SandboxEngine disposed');
+  });
+
   it('yields events to every reader, late or repeated', async () => {
     const engine = new SandboxEngine({ isolation: 'in-process', poolSize: 0 });
     try {

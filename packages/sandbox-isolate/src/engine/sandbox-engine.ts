@@ -64,7 +64,7 @@ export interface SandboxEngineStats {
  * ```ts
  * const engine = new SandboxEngine({ dataHandler: async (params) => db.lookup(params) });
  * const event = await engine.submit({ code: 'return 1 + 1' }).result; // { type: 'result', payload: 2, stats }
- * await engine.dispose();
+ * await engine.dispose(); // or create it with `await using` and let the block end
  * ```
  */
 export class SandboxEngine {
@@ -202,6 +202,11 @@ export class SandboxEngine {
         this.#onDrained = resolve;
       });
     }
+  }
+
+  /** {@link dispose}, for `await using engine = new SandboxEngine(...)`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.dispose();
   }
 
   // One promise per execution and no Set of them: the host allocates little per execution.
