@@ -4,7 +4,7 @@
 // with plain node. The root README's blocks run the same way. Nothing is copied into
 // node_modules: what the examples import is what the registry served.
 import { readdirSync, readFileSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -122,11 +122,19 @@ describe('a release published to a local registry', () => {
       version: string;
       license: string;
       exports: Record<string, unknown>;
+      bin?: Record<string, string>;
     };
     expect(installed.version).toBe(version);
     expect(installed.license).toBe('MIT');
     expect(await readFile(join(installedDir, 'LICENSE'), 'utf8')).toMatch(/^MIT License\n/);
     expect(await readFile(join(installedDir, 'CHANGELOG.md'), 'utf8')).toContain(`## ${version}\n`);
+
+    // Each command is linked where npm puts commands.
+    for (const [command, file] of Object.entries(installed.bin ?? {})) {
+      expect(await realpath(join(project.dir, 'node_modules', '.bin', command))).toBe(
+        await realpath(join(installedDir, file)),
+      );
+    }
 
     // Every entry imports without side effects: nothing printed, the process not ended.
     for (const subpath of Object.keys(installed.exports)) {
