@@ -35,7 +35,11 @@ function configuration(dir: string, upstream: string) {
   return {
     storage: join(dir, 'storage'),
     auth: { htpasswd: { file: join(dir, 'htpasswd'), max_users: 1 } },
-    uplinks: { upstream: { url: upstream, timeout: '60s', maxage: '30m' } },
+    // Verdaccio marks an uplink offline after max_fails failed requests (default 2, for 5 min):
+    // allow a few transient failures, and retry it soon.
+    uplinks: {
+      upstream: { url: upstream, timeout: '60s', maxage: '30m', max_fails: 5, fail_timeout: '5s' },
+    },
     packages: {
       // No proxy: an @coda name resolves only to what the test published.
       '@coda/*': { access: '$all', publish: '$authenticated' },
