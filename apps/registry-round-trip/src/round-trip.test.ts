@@ -151,7 +151,7 @@ describe('a release published to a local registry', () => {
     }
 
     // The README as published: the one in the tarball.
-    const readme = await readFile(join(project.dir, 'node_modules', name, 'README.md'), 'utf8');
+    const readme = await readFile(join(installedDir, 'README.md'), 'utf8');
     expect(readReadme(readme).install?.[0], 'the install line names the package first').toBe(name);
     expect(readReadme(readme).runnable.length, 'a package README has an example').toBeGreaterThan(
       0,
