@@ -43,8 +43,10 @@ function isDocumented(field) {
 
 /** @param {Application} app */
 export function load(app) {
-  const reported = new Set();
   app.on(Application.EVENT_VALIDATE_PROJECT, (project) => {
+    // In packages mode each package is converted and checked with its own options, then the
+    // merged project is checked under the root's (`packages`): check each reflection once.
+    if (app.options.getValue('entryPointStrategy') === 'packages') return;
     for (const reflection of Object.values(project.reflections)) {
       if (!reflection.kindOf(pageKinds) || reflection.name.trim() !== '') continue;
       const kind = ReflectionKind.singularString(reflection.kind);
@@ -55,11 +57,6 @@ export function load(app) {
     }
     for (const field of project.getReflectionsByKind(fieldKinds)) {
       if (isDerived(field) || isDocumented(field) || field.flags.isExternal) continue;
-      // In packages mode each package is checked, then all of them merged: say it once.
-      const source = field.sources?.[0];
-      const place = `${source?.fullFileName}:${source?.line}:${field.name}`;
-      if (reported.has(place)) continue;
-      reported.add(place);
       app.logger.warn(`${field.getFriendlyFullName()} has no doc comment`);
     }
   });

@@ -1,3 +1,10 @@
+// The tag names this entry's API page: typedoc names entries after their export keys, and `.`
+// would leave the page without a name.
+/**
+ * The engine, its options and the parts it is built from; tools from an MCP client are in
+ * `@coda/sandbox-isolate/mcp`.
+ * @module @coda/sandbox-isolate
+ */
 export type {
   DataHandler,
   DataRequestInfo,
@@ -26,6 +33,7 @@ export type {
   IsolateStats,
   JobHost,
   JobOutcome,
+  ParamsRefusal,
   SynchronousStart,
 } from './isolate/job.ts';
 export type { CodeLanguage } from './isolate/typescript-input.ts';

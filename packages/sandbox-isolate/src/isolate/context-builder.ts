@@ -21,7 +21,9 @@ export type IsolateSettledFunction = () => Promise<void>;
 
 /** An isolate with its context built, waiting for one execution. */
 export interface PreparedIsolate {
+  /** The isolate, used for one execution. */
   readonly isolate: ivm.Isolate;
+  /** Its context, with the bootstrap's globals installed. */
   readonly context: ivm.Context;
   /** The isolate's memoryLimit, in MiB. */
   readonly memoryMb: number;

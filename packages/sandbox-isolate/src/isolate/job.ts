@@ -5,8 +5,11 @@ import type { CodeLanguage } from './typescript-input.ts';
 
 /** One execution as the isolate side sees it. */
 export interface ExecutionJob {
+  /** The execution's id (`context.executionId`). */
   id: string;
+  /** The user code: the body of an async function. */
   code: string;
+  /** Every limit of the execution, defaults applied. */
   limits: ExecutionLimits;
   /** `typescript`: `code` is stripped of its types where the isolate runs. Default `javascript`. */
   language?: CodeLanguage;
@@ -14,8 +17,11 @@ export interface ExecutionJob {
 
 /** Figures measured on the isolate side of one execution. */
 export interface IsolateStats {
+  /** Wall-clock time of the run in the isolate, in milliseconds. */
   wallMs: number;
+  /** CPU time the isolate used, in milliseconds. */
   cpuMs: number;
+  /** Heap in use when the run ended, in bytes. */
   heapUsedBytes: number;
   /** Status events the isolate dropped before they crossed (count cap, byte cap). */
   statusDropped: number;
@@ -28,15 +34,37 @@ export function idleStats(started: number): IsolateStats {
 
 /** How one execution ended, as the isolate side reports it. */
 export type JobOutcome =
-  | { kind: 'result'; json: string; stats: IsolateStats }
-  | { kind: 'error'; error: SandboxErrorJSON; stats: IsolateStats };
+  | {
+      /** User code returned. */
+      kind: 'result';
+      /** What it returned, as JSON text. */
+      json: string;
+      /** What the run used. */
+      stats: IsolateStats;
+    }
+  | {
+      /** The run ended without a result. */
+      kind: 'error';
+      /** Why, in the wire form of a `SandboxError`. */
+      error: SandboxErrorJSON;
+      /** What the run used. */
+      stats: IsolateStats;
+    };
 
 /** The answer to a `dataProxy.request`: the response JSON, or a message to throw in the isolate. */
 export type DataAnswer =
-  | { ok: true; json: string }
   | {
+      /** The handler answered. */
+      ok: true;
+      /** Its answer, as JSON text. */
+      json: string;
+    }
+  | {
+      /** The request failed. */
       ok: false;
-      message: string /** Ends the execution with this error. */;
+      /** The message the request rejects with in user code. */
+      message: string;
+      /** Ends the execution with this error. */
       fatal?: SandboxErrorJSON;
     };
 

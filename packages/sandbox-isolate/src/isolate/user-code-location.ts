@@ -5,7 +5,9 @@ import { type JsonObject, SandboxErrorCode, type SandboxErrorJSON } from '@coda/
 
 /** A position in the user's code, both 1-based (columns in UTF-16 units, as V8 counts them). */
 export interface CodeLocation {
+  /** Line in the code as submitted, from 1. */
   line: number;
+  /** Column in that line, from 1. */
   column: number;
 }
 

@@ -18,8 +18,11 @@ export interface WasmModuleConfig {
 
 /** A WASM module read into memory: name, bytes and binding source. */
 export interface LoadedWasmModule {
+  /** The global name user code sees it under. */
   name: string;
+  /** The `.wasm` file's bytes. */
   bytes: Uint8Array;
+  /** The binding file's source, or null when there is none. */
   binding: string | null;
 }
 

@@ -7,7 +7,9 @@ import { maxToolNameLength, maxTools, type ToolDefinition } from '../tools/tool-
 
 /** One tool as an MCP server lists it. */
 export interface McpToolListing {
+  /** The tool's name on the server (`get-weather`). */
   name: string;
+  /** What the tool does; becomes the doc comment of its declaration. */
   description?: string | undefined;
   /** JSON Schema of the arguments (an object schema, as MCP requires). */
   inputSchema: { [keyword: string]: unknown };
@@ -15,8 +17,17 @@ export interface McpToolListing {
 
 /** What a tool call returns over MCP (the fields this adapter reads). */
 export interface McpToolResult {
-  content?: readonly { type: string; text?: string; [field: string]: unknown }[];
+  /** The result's content items; the adapter reads the text of `text` items. */
+  content?: readonly {
+    /** The item's kind: `text`, `image`, `resource`, ... */
+    type: string;
+    /** The text of a `text` item. */
+    text?: string;
+    [field: string]: unknown;
+  }[];
+  /** The result as a JSON object, when the tool declares an output schema. */
   structuredContent?: { [field: string]: unknown } | undefined;
+  /** The tool failed; the call rejects in user code with the content's text. */
   isError?: boolean | undefined;
 }
 
@@ -25,9 +36,16 @@ export interface McpToolResult {
  * `new Client(...)` from `@modelcontextprotocol/sdk/client/index.js` fits it.
  */
 export interface McpToolClient {
+  /** Lists one page of the server's tools; `nextCursor` asks for the next page. */
   listTools(params?: {
     cursor?: string;
-  }): Promise<{ tools: readonly McpToolListing[]; nextCursor?: string | undefined }>;
+  }): Promise<{
+    /** The tools of this page. */
+    tools: readonly McpToolListing[];
+    /** Where the next page starts; absent on the last page. */
+    nextCursor?: string | undefined;
+  }>;
+  /** Calls one tool with its arguments; resolves with an {@link McpToolResult}. */
   callTool(
     params: { name: string; arguments?: Record<string, unknown> },
     resultSchema?: undefined,
@@ -41,7 +59,7 @@ export interface McpToolsOptions {
    * Put before every tool name (`github_` makes `create-issue` `tools.github_create_issue`), to
    * keep the tools of several servers apart. A JavaScript identifier. Default none.
    */
-  prefix?: string;
+  prefix?: string | undefined;
 }
 
 const OptionsSchema = z.strictObject({
