@@ -37,9 +37,7 @@ export interface McpToolResult {
  */
 export interface McpToolClient {
   /** Lists one page of the server's tools; `nextCursor` asks for the next page. */
-  listTools(params?: {
-    cursor?: string;
-  }): Promise<{
+  listTools(params?: { cursor?: string }): Promise<{
     /** The tools of this page. */
     tools: readonly McpToolListing[];
     /** Where the next page starts; absent on the last page. */
