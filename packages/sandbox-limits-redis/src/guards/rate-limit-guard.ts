@@ -3,6 +3,7 @@ import {
   type ExecutionContext,
   type ExecutionGuard,
   type GuardLease,
+  type JsonObject,
   SandboxRateLimitedError,
   validate,
 } from '@coda/sandbox-core';
@@ -92,9 +93,9 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const callStore = createStoreCaller(settings, warn);
   const refusals =
     settings.refusalCache === 0 ? undefined : new RefusalCache(settings.refusalCache);
-  const refund = (key: string): Promise<void> => {
-    // The store may admit this key sooner now: stop refusing it here.
-    refusals?.forget(key);
+  const refund = (key: string, userId: string): Promise<void> => {
+    // The store may admit this user sooner now: stop refusing them here.
+    refusals?.forget(userId);
     return callStore('refundRate', (current) => current.refundRate(key, rule)).then(
       () => {},
       (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
@@ -106,38 +107,38 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
     callStore.insurance === undefined
       ? Promise.resolve()
       : callStore.insurance.refundRate(key, rule).catch(() => {});
-  const refused = (retryAfterMs: number, resetMs: number, cached: boolean, insured: boolean) =>
-    refusalWithoutStack(
-      () =>
-        new SandboxRateLimitedError(
-          `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in ${retryAfterMs} ms`,
-          {
-            retryAfterMs,
-            details: {
-              guard: name,
-              scope: 'user',
-              limit,
-              windowMs,
-              burst: rule.burst,
-              remaining: 0,
-              resetMs,
-              cached,
-              ...(insured ? { insured } : {}),
-            },
-          },
-        ),
+  const message = `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in `;
+  const refused = (retryAfterMs: number, resetMs: number, cached: boolean, insured: boolean) => {
+    const details: JsonObject = {
+      guard: name,
+      scope: 'user',
+      limit,
+      windowMs,
+      burst: rule.burst,
+      remaining: 0,
+      resetMs,
+      cached,
+    };
+    if (insured) details.insured = true;
+    return refusalWithoutStack(
+      () => new SandboxRateLimitedError(`${message}${retryAfterMs} ms`, { retryAfterMs, details }),
     );
-  const admit = (outcome: StoreOutcome<RateLimitDecision>, key: string): RateLimitLease => {
+  };
+  const admit = (
+    outcome: StoreOutcome<RateLimitDecision>,
+    key: string,
+    userId: string,
+  ): RateLimitLease => {
     if (!outcome.ok) return unlimited;
     const decision = outcome.value;
     if (outcome.insured) {
       if (decision.allowed) {
-        return new AdmittedRate({ ...decision, insured: true }, key, refundInsured);
+        return new AdmittedRate({ ...decision, insured: true }, key, userId, refundInsured);
       }
       throw refused(decision.retryAfterMs, decision.resetMs, false, true);
     }
-    if (decision.allowed) return new AdmittedRate(decision, key, refund);
-    refusals?.refuse(key, performance.now(), decision.retryAfterMs, decision.resetMs);
+    if (decision.allowed) return new AdmittedRate(decision, key, userId, refund);
+    refusals?.refuse(userId, performance.now(), decision.retryAfterMs, decision.resetMs);
     throw refused(decision.retryAfterMs, decision.resetMs, false, false);
   };
   const refuseLocally = (refusal: CachedRefusal, now: number) =>
@@ -153,21 +154,23 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
     name,
     // A promise chain rather than an async function: this runs on every admission.
     acquire(context, signal) {
-      let key: string;
+      let userId: string | undefined;
       try {
-        const userId = requiredId(checkContext(context, name), 'userId', settings.whenNoUser, name);
-        if (userId === undefined) return Promise.resolve(unlimited);
-        key = keyPrefix + hashTag(keyPart(userId));
+        userId = requiredId(checkContext(context, name), 'userId', settings.whenNoUser, name);
       } catch (error) {
         return Promise.reject(error);
       }
+      if (userId === undefined) return Promise.resolve(unlimited);
+      // Looked up by the user id itself: a cached refusal costs no key building or hashing.
       if (refusals !== undefined && signal?.aborted !== true) {
         const now = performance.now();
-        const refusal = refusals.lookup(key, now);
+        const refusal = refusals.lookup(userId, now);
         if (refusal !== undefined) return refuseLocally(refusal, now);
       }
+      const user = userId;
+      const key = keyPrefix + hashTag(keyPart(user));
       return callStore('rateLimit', (current) => current.rateLimit(key, rule), signal).then(
-        (outcome) => admit(outcome, key),
+        (outcome) => admit(outcome, key, user),
       );
     },
   };
@@ -180,6 +183,9 @@ const unlimited: RateLimitLease = Object.freeze({
   release: nothingToRelease,
 });
 
+/** Gives one unit of `key` (the rate key of `userId`) back to the store that granted it. */
+type Refund = (key: string, userId: string) => Promise<void>;
+
 /**
  * The lease of an admitted check. A class rather than closures: one object per admission on the
  * hot path. Releasing gives nothing back (the run spent its unit); `refund` does, once.
@@ -187,17 +193,19 @@ const unlimited: RateLimitLease = Object.freeze({
 class AdmittedRate implements RateLimitLease {
   readonly decision: RateLimitDecision;
   readonly #key: string;
-  readonly #refund: (key: string) => Promise<void>;
+  readonly #userId: string;
+  readonly #refund: Refund;
   #refunded: Promise<void> | undefined;
 
-  constructor(decision: RateLimitDecision, key: string, refund: (key: string) => Promise<void>) {
+  constructor(decision: RateLimitDecision, key: string, userId: string, refund: Refund) {
     this.decision = decision;
     this.#key = key;
+    this.#userId = userId;
     this.#refund = refund;
   }
 
   refund(): Promise<void> {
-    this.#refunded ??= this.#refund(this.#key);
+    this.#refunded ??= this.#refund(this.#key, this.#userId);
     return this.#refunded;
   }
 
