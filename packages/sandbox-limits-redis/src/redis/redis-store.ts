@@ -68,22 +68,29 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
 
   // Promise chains rather than async functions: this is the hot path, one layer less per check.
   function run(lua: LuaScript, key: string, args: readonly string[]): Promise<number[]> {
+    return runDecoded(lua, key, args, (reply) => toNumbers(reply, lua.name));
+  }
+
+  /** Runs `lua` and turns its reply into the answer in the same step (one promise layer less). */
+  function runDecoded<Answer>(
+    lua: LuaScript,
+    key: string,
+    args: readonly string[],
+    decode: (reply: unknown) => Answer,
+  ): Promise<Answer> {
     const keys = [keyPrefix + key];
-    return client.evalsha(lua.sha, keys, args).then(
-      (reply) => toNumbers(reply, lua.name),
-      (error: unknown) => {
-        if (!isNoScript(error)) throw error;
-        // This node lost (or never had) the script: EVAL runs it and caches it there.
-        return client.eval(lua.source, keys, args).then((reply) => toNumbers(reply, lua.name));
-      },
-    );
+    return client.evalsha(lua.sha, keys, args).then(decode, (error: unknown) => {
+      if (!isNoScript(error)) throw error;
+      // This node lost (or never had) the script: EVAL runs it and caches it there.
+      return client.eval(lua.source, keys, args).then(decode);
+    });
   }
 
   return {
     kind: 'redis',
     rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision> {
-      return run(script.rateLimit, key, timed(ruleArguments(rule))).then(([micros]) =>
-        decodeRate(micros ?? 0, rule),
+      return runDecoded(script.rateLimit, key, timed(ruleArguments(rule)), (reply) =>
+        decodeRate(toMicros(reply), rule),
       );
     },
     async refundRate(key: string, rule: RateRule): Promise<void> {
@@ -156,6 +163,13 @@ function ruleArguments(rule: RateRule): readonly string[] {
 function isNoScript(error: unknown): boolean {
   const message = error instanceof Error ? error.message : String(error);
   return message.startsWith('NOSCRIPT') || message.includes('NOSCRIPT');
+}
+
+/** The rate script's one integer (a number from ioredis, maybe a string from other clients). */
+function toMicros(reply: unknown): number {
+  const micros = typeof reply === 'number' ? reply : Number(reply);
+  if (!Number.isFinite(micros)) throw new Error('Script rate-limit returned a non-number');
+  return micros;
 }
 
 function toNumbers(reply: unknown, name: string): number[] {
