@@ -231,6 +231,8 @@ export function limitSuite(makeBackend: () => Promise<Backend>, scripts = true):
       await guard.acquire(context({ userId }));
       const first = await refusal(guard.acquire(context({ userId })));
       expect(first.details).toMatchObject({ cached: false, remaining: 0 });
+      // A refusal is an answer, not a bug: no stack trace is captured for it.
+      expect(first.stack).not.toContain('\n    at ');
       expect(checks).toBe(3);
       const firstRetry = first.details?.retryAfterMs as number;
       const cached = [];

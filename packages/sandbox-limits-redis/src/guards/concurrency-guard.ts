@@ -11,7 +11,7 @@ import {
 import { z } from 'zod';
 import { hashTag, keyPart } from '../keys/key-part.ts';
 import type { LeaseDecision, LimitStore } from '../store/limit-store.ts';
-import { checkContext, lease, requiredId } from './admission.ts';
+import { checkContext, lease, refusalWithoutStack, requiredId } from './admission.ts';
 import {
   count,
   type GuardOptions,
@@ -127,18 +127,19 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     );
     if (!outcome.ok) return undefined;
     if (outcome.value.allowed) return { slot, insured: outcome.insured };
-    throw new SandboxRateLimitedError(
-      `${name}: ${slot.limit} executions already in flight ${slot.scope === 'user' ? 'for this user' : 'in total'}`,
-      {
-        retryAfterMs: outcome.value.retryAfterMs,
-        details: {
-          guard: name,
-          scope: slot.scope,
-          limit: slot.limit,
-          held: outcome.value.held,
-          ...(outcome.insured ? { insured: true } : {}),
-        },
-      },
+    const message = `${name}: ${slot.limit} executions already in flight ${slot.scope === 'user' ? 'for this user' : 'in total'}`;
+    throw refusalWithoutStack(
+      () =>
+        new SandboxRateLimitedError(message, {
+          retryAfterMs: outcome.value.retryAfterMs,
+          details: {
+            guard: name,
+            scope: slot.scope,
+            limit: slot.limit,
+            held: outcome.value.held,
+            ...(outcome.insured ? { insured: true } : {}),
+          },
+        }),
     );
   }
 

@@ -9,7 +9,7 @@ import {
 import { z } from 'zod';
 import { hashTag, keyPart } from '../keys/key-part.ts';
 import type { BudgetDecision } from '../store/limit-store.ts';
-import { checkContext, lease, requiredId } from './admission.ts';
+import { checkContext, lease, refusalWithoutStack, requiredId } from './admission.ts';
 import {
   count,
   type GuardOptions,
@@ -81,17 +81,17 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
         ? { ...outcome.value, insured: true }
         : outcome.value;
       if (!decision.allowed) {
-        throw new SandboxBudgetExhaustedError(
-          `${name}: this turn has used its ${limit} executions`,
-          {
-            retryAfterMs: decision.resetMs,
-            details: {
-              guard: name,
-              limit,
-              used: decision.used,
-              ...(outcome.insured ? { insured: true } : {}),
-            },
-          },
+        throw refusalWithoutStack(
+          () =>
+            new SandboxBudgetExhaustedError(`${name}: this turn has used its ${limit} executions`, {
+              retryAfterMs: decision.resetMs,
+              details: {
+                guard: name,
+                limit,
+                used: decision.used,
+                ...(outcome.insured ? { insured: true } : {}),
+              },
+            }),
         );
       }
       return lease({ decision });
