@@ -38,49 +38,49 @@ export type IsolationMode = 'process' | 'in-process';
 /** Configuration of a {@link SandboxEngine}. Every field is optional. */
 export interface SandboxEngineConfig {
   /** Default limits of every execution, over core's `defaultExecutionLimits`. */
-  limits?: Partial<ExecutionLimits>;
+  limits?: Partial<ExecutionLimits> | undefined;
   /** Tier 5: most executions running at once; more are refused with `CAPACITY`. Default 8. */
-  maxConcurrent?: number;
+  maxConcurrent?: number | undefined;
   /** Warm isolates kept ready (per worker in `process` mode), about 1.5 MiB each. Default 4. */
-  poolSize?: number;
+  poolSize?: number | undefined;
   /**
    * `process` (default): isolates run in supervised worker processes, so a V8 failure or a
    * memory blow-up kills a worker, not the host. `in-process`: isolates run in the host process
    * (lower latency; one catastrophic isolate failure can crash or deadlock the host).
    */
-  isolation?: IsolationMode;
+  isolation?: IsolationMode | undefined;
   /** Worker processes in `process` mode. Default 2. */
-  workers?: number;
+  workers?: number | undefined;
   /**
    * Resident memory a worker may use beyond what its running executions are allowed
    * (3 × memoryMb each), in MiB. A worker above that is killed and its executions end with
    * `OOM`. Default 256.
    */
-  workerBaseMemoryMb?: number;
+  workerBaseMemoryMb?: number | undefined;
   /** Answers `dataProxy.request`. Without it every request rejects in user code. */
-  dataHandler?: DataHandler;
+  dataHandler?: DataHandler | undefined;
   /**
    * Named tools user code calls as `await tools.NAME(input)`; each call counts as a data
    * request. `engine.toolDeclarations()` renders their TypeScript declarations for a prompt.
    */
-  tools?: ToolSet;
+  tools?: ToolSet | undefined;
   /** Admission rules run before each execution (rate limits, budgets); see core. */
-  guards?: readonly ExecutionGuard[];
+  guards?: readonly ExecutionGuard[] | undefined;
   /** Receives the engine's logs (pino-compatible). Silent by default. */
-  logger?: Logger;
+  logger?: Logger | undefined;
   /**
    * Where the OpenTelemetry spans and metrics go (a span per execution, its phases and calls;
    * executions by outcome, their durations). Default: the global providers of
    * `@opentelemetry/api` when it is installed (an optional peer); nothing is recorded without it.
    */
-  telemetry?: TelemetryConfig;
+  telemetry?: TelemetryConfig | undefined;
   /** WASM modules made available to user code as globals. */
-  wasmModules?: readonly WasmModuleConfig[];
+  wasmModules?: readonly WasmModuleConfig[] | undefined;
   /**
    * The language of a request that does not say: `javascript` (default) or `typescript`
    * (stripped of its types before it runs, see {@link SubmitRequest.language}).
    */
-  language?: CodeLanguage;
+  language?: CodeLanguage | undefined;
 }
 
 /** One execution request. */
@@ -88,18 +88,18 @@ export interface SubmitRequest {
   /** The body of an async function; its `return` value is the result payload. */
   code: string;
   /** Limits of this execution, over the engine's defaults. */
-  limits?: Partial<ExecutionLimits>;
+  limits?: Partial<ExecutionLimits> | undefined;
   /** Who runs it; `executionId` is generated when missing. */
-  context?: Partial<ExecutionContext>;
+  context?: Partial<ExecutionContext> | undefined;
   /** Aborting it cancels the execution (`CANCELLED`). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /**
    * `typescript`: `code` is TypeScript, stripped of its types with Node's
    * `module.stripTypeScriptTypes` before it runs (types are not checked; `enum`, `namespace` with
    * values and parameter properties are refused as a `SyntaxError`). Error positions are those of
    * the TypeScript. `maxCodeBytes` counts the code as given. Default: the engine's `language`.
    */
-  language?: CodeLanguage;
+  language?: CodeLanguage | undefined;
 }
 
 const reservedGlobals = new Set([
@@ -117,7 +117,8 @@ const fn = (what: string) =>
     `expected ${what}`,
   );
 
-const WasmModuleSchema = z.strictObject({
+/** Validates a {@link WasmModuleConfig}. */
+export const WasmModuleSchema = z.strictObject({
   name: z
     .string()
     .regex(/^[A-Za-z_$][\w$]*$/, 'expected a JavaScript identifier')
@@ -134,7 +135,8 @@ const LoggerSchema = z.looseObject({
   error: fn('a function'),
 });
 
-const EngineConfigSchema = z.strictObject({
+/** Validates a {@link SandboxEngineConfig}. */
+export const EngineConfigSchema = z.strictObject({
   limits: ExecutionLimitsSchema.partial().optional(),
   maxConcurrent: z.number().int().positive().max(10_000).optional(),
   poolSize: z.number().int().nonnegative().max(1_000).optional(),
@@ -201,7 +203,8 @@ export function resolveEngineConfig(config: SandboxEngineConfig = {}): ResolvedE
   };
 }
 
-const SubmitRequestSchema = z.strictObject({
+/** Validates the shape of a {@link SubmitRequest}. */
+export const SubmitRequestSchema = z.strictObject({
   code: z.string(),
   limits: z.unknown().optional(),
   context: z

@@ -13,7 +13,7 @@ export interface WasmModuleConfig {
    * parameters `wasmModule` (the compiled `WebAssembly.Module`) and `WebAssembly`; its return value
    * becomes the global. Without it the global is the module instance's `exports`.
    */
-  jsBindingPath?: string;
+  jsBindingPath?: string | undefined;
 }
 
 /** A WASM module read into memory: name, bytes and binding source. */

@@ -60,7 +60,8 @@ export interface McpToolsOptions {
   prefix?: string | undefined;
 }
 
-const OptionsSchema = z.strictObject({
+/** Validates {@link McpToolsOptions}. */
+export const McpToolsOptionsSchema = z.strictObject({
   prefix: z
     .string()
     .max(32)
@@ -92,7 +93,7 @@ export async function toolsFromMcpClient(
   client: McpToolClient,
   options: McpToolsOptions = {},
 ): Promise<Record<string, ToolDefinition>> {
-  const { prefix = '' } = validate(OptionsSchema, options, 'toolsFromMcpClient options');
+  const { prefix = '' } = validate(McpToolsOptionsSchema, options, 'toolsFromMcpClient options');
   const tools: Record<string, ToolDefinition> = {};
   const origins = new Map<string, string>();
   let cursor: string | undefined;

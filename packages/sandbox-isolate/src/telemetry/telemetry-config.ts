@@ -9,13 +9,13 @@ import { z } from 'zod';
  */
 export interface TelemetryConfig {
   /** Makes the engine's tracer. Default: `trace.getTracerProvider()`. */
-  tracerProvider?: TracerProvider;
+  tracerProvider?: TracerProvider | undefined;
   /** Makes the engine's meter. Default: `metrics.getMeterProvider()`. */
-  meterProvider?: MeterProvider;
+  meterProvider?: MeterProvider | undefined;
 }
 
-const provider = (method: string, what: string) =>
-  z.custom<never>(
+const provider = <Provider>(method: string, what: string) =>
+  z.custom<Provider>(
     (value) =>
       typeof value === 'object' &&
       value !== null &&
@@ -25,6 +25,6 @@ const provider = (method: string, what: string) =>
 
 /** The zod schema of `SandboxEngineConfig.telemetry`. */
 export const TelemetryConfigSchema = z.strictObject({
-  tracerProvider: provider('getTracer', 'TracerProvider').optional(),
-  meterProvider: provider('getMeter', 'MeterProvider').optional(),
+  tracerProvider: provider<TracerProvider>('getTracer', 'TracerProvider').optional(),
+  meterProvider: provider<MeterProvider>('getMeter', 'MeterProvider').optional(),
 });
