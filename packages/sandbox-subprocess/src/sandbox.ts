@@ -4,7 +4,6 @@ import { closeSync } from 'node:fs';
 import {
   isSandboxError,
   type Logger,
-  type SandboxPolicy,
   SandboxUnavailableError,
   silentLogger,
   validate,
@@ -57,7 +56,7 @@ export class SubprocessSandbox {
   #closed = false;
 
   constructor(
-    policy?: SubprocessPolicyInput | Partial<SandboxPolicy>,
+    policy?: SubprocessPolicyInput,
     options: SubprocessSandboxOptions = {},
   ) {
     this.#policy = resolveSubprocessPolicy(policy);
@@ -227,12 +226,12 @@ export class SubprocessSandbox {
    * fields (`restrictToDirectory`, `allowedSyscalls`) cannot be removed this way: use
    * {@link replacePolicy}.
    */
-  updatePolicy(policy: SubprocessPolicyInput | Partial<SandboxPolicy>): void {
+  updatePolicy(policy: SubprocessPolicyInput): void {
     this.#policy = resolveSubprocessPolicy(policy, this.#policy);
   }
 
   /** Replaces the whole policy: fields not given take their defaults (used by the config watcher). */
-  replacePolicy(policy: SubprocessPolicyInput | Partial<SandboxPolicy>): void {
+  replacePolicy(policy: SubprocessPolicyInput): void {
     this.#policy = resolveSubprocessPolicy(policy);
   }
 
@@ -312,7 +311,7 @@ function toText(value: string | Buffer | null | undefined): string {
 
 /** Creates a {@link SubprocessSandbox}. */
 export function createSandbox(
-  policy?: SubprocessPolicyInput | Partial<SandboxPolicy>,
+  policy?: SubprocessPolicyInput,
   options?: SubprocessSandboxOptions,
 ): SubprocessSandbox {
   return new SubprocessSandbox(policy, options);

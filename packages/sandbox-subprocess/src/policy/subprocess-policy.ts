@@ -221,7 +221,7 @@ export const PartialPolicySchema = PolicyFields.extend({
  * `SandboxValidationError` naming every bad or unknown field.
  */
 export function resolveSubprocessPolicy(
-  partial?: SubprocessPolicyInput | Partial<SandboxPolicy>,
+  partial?: SubprocessPolicyInput,
   base: Readonly<SubprocessPolicy> = defaultSubprocessPolicy,
 ): SubprocessPolicy {
   const parsed = validate(PartialPolicySchema, partial ?? {}, 'sandbox policy');
