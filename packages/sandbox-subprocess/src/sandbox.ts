@@ -55,10 +55,7 @@ export class SubprocessSandbox {
   readonly #running = new Set<SandboxedProcess>();
   #closed = false;
 
-  constructor(
-    policy?: SubprocessPolicyInput,
-    options: SubprocessSandboxOptions = {},
-  ) {
+  constructor(policy?: SubprocessPolicyInput, options: SubprocessSandboxOptions = {}) {
     this.#policy = resolveSubprocessPolicy(policy);
     this.#logger = options.logger ?? silentLogger;
     this.#platform = currentPlatform();
