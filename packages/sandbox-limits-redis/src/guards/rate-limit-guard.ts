@@ -93,9 +93,9 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const callStore = createStoreCaller(settings, warn);
   const refusals =
     settings.refusalCache === 0 ? undefined : new RefusalCache(settings.refusalCache);
-  const refund = (key: string, userId: string): Promise<void> => {
+  const refund = (key: string, refusalKey: string): Promise<void> => {
     // The store may admit this user sooner now: stop refusing them here.
-    refusals?.forget(userId);
+    refusals?.forget(refusalKey);
     return callStore('refundRate', (current) => current.refundRate(key, rule)).then(
       () => {},
       (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
@@ -127,18 +127,18 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const admit = (
     outcome: StoreOutcome<RateLimitDecision>,
     key: string,
-    userId: string,
+    refusalKey: string,
   ): RateLimitLease => {
     if (!outcome.ok) return unlimited;
     const decision = outcome.value;
     if (outcome.insured) {
       if (decision.allowed) {
-        return new AdmittedRate({ ...decision, insured: true }, key, userId, refundInsured);
+        return new AdmittedRate({ ...decision, insured: true }, key, refusalKey, refundInsured);
       }
       throw refused(decision.retryAfterMs, decision.resetMs, false, true);
     }
-    if (decision.allowed) return new AdmittedRate(decision, key, userId, refund);
-    refusals?.refuse(userId, performance.now(), decision.retryAfterMs, decision.resetMs);
+    if (decision.allowed) return new AdmittedRate(decision, key, refusalKey, refund);
+    refusals?.refuse(refusalKey, performance.now(), decision.retryAfterMs, decision.resetMs);
     throw refused(decision.retryAfterMs, decision.resetMs, false, false);
   };
   const refuseLocally = (refusal: CachedRefusal, now: number) =>
@@ -161,19 +161,27 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
         return Promise.reject(error);
       }
       if (userId === undefined) return Promise.resolve(unlimited);
-      // Looked up by the user id itself: a cached refusal costs no key building or hashing.
+      const refusalKey = refusals === undefined ? userId : cacheKey(userId);
       if (refusals !== undefined && signal?.aborted !== true) {
         const now = performance.now();
-        const refusal = refusals.lookup(userId, now);
+        const refusal = refusals.lookup(refusalKey, now);
         if (refusal !== undefined) return refuseLocally(refusal, now);
       }
-      const user = userId;
-      const key = keyPrefix + hashTag(keyPart(user));
+      const key = keyPrefix + hashTag(keyPart(userId));
       return callStore('rateLimit', (current) => current.rateLimit(key, rule), signal).then(
-        (outcome) => admit(outcome, key, user),
+        (outcome) => admit(outcome, key, refusalKey),
       );
     },
   };
+}
+
+/**
+ * The refusal cache's key for `userId`: the id itself when short (no hashing on the hot path), its
+ * hashed key part when long, so an entry stays small (at most 64 characters) whatever the id. A
+ * hashed part starts with `#`, and so does every id sent through it: the two forms cannot collide.
+ */
+function cacheKey(userId: string): string {
+  return userId.length <= 64 && userId.charCodeAt(0) !== 0x23 ? userId : keyPart(userId);
 }
 
 /** The lease of a check that was not limited (no user and `whenNoUser: 'allow'`, or failed open). */
@@ -183,8 +191,8 @@ const unlimited: RateLimitLease = Object.freeze({
   release: nothingToRelease,
 });
 
-/** Gives one unit of `key` (the rate key of `userId`) back to the store that granted it. */
-type Refund = (key: string, userId: string) => Promise<void>;
+/** Gives one unit of `key` back to the store that granted it (`refusalKey`: the user's in the cache). */
+type Refund = (key: string, refusalKey: string) => Promise<void>;
 
 /**
  * The lease of an admitted check. A class rather than closures: one object per admission on the
@@ -193,19 +201,19 @@ type Refund = (key: string, userId: string) => Promise<void>;
 class AdmittedRate implements RateLimitLease {
   readonly decision: RateLimitDecision;
   readonly #key: string;
-  readonly #userId: string;
+  readonly #refusalKey: string;
   readonly #refund: Refund;
   #refunded: Promise<void> | undefined;
 
-  constructor(decision: RateLimitDecision, key: string, userId: string, refund: Refund) {
+  constructor(decision: RateLimitDecision, key: string, refusalKey: string, refund: Refund) {
     this.decision = decision;
     this.#key = key;
-    this.#userId = userId;
+    this.#refusalKey = refusalKey;
     this.#refund = refund;
   }
 
   refund(): Promise<void> {
-    this.#refunded ??= this.#refund(this.#key, this.#userId);
+    this.#refunded ??= this.#refund(this.#key, this.#refusalKey);
     return this.#refunded;
   }
 
