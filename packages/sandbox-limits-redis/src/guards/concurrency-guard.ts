@@ -27,16 +27,16 @@ export interface ConcurrencyGuardOptions extends GuardOptions {
   /** Executions one user may have in flight at once (1 to 100 000). */
   maxPerUser: number;
   /** Executions in flight at once over all users and hosts; default no global cap. */
-  maxGlobal?: number;
+  maxGlobal?: number | undefined;
   /**
    * Milliseconds a lease lives without renewal: how long a crashed holder's slot stays taken.
    * Default 15 000; 100 ms to 1 hour.
    */
-  leaseTtlMs?: number;
+  leaseTtlMs?: number | undefined;
   /** Milliseconds between renewals while an execution runs; default a third of `leaseTtlMs`. */
-  renewEveryMs?: number;
+  renewEveryMs?: number | undefined;
   /** An execution without `userId`: `refuse` (default, `VALIDATION`) or `allow` (global cap only). */
-  whenNoUser?: 'refuse' | 'allow';
+  whenNoUser?: 'refuse' | 'allow' | undefined;
 }
 
 /** The lease of an admitted execution; release it when the execution ends. */
@@ -55,7 +55,8 @@ export interface ConcurrencyGuard extends ExecutionGuard {
   acquire(context: ExecutionContext, signal?: AbortSignal): Promise<ConcurrencyLease>;
 }
 
-const ConcurrencyGuardOptionsSchema = z
+/** Validates {@link ConcurrencyGuardOptions}. */
+export const ConcurrencyGuardOptionsSchema = z
   .strictObject({
     ...guardOptionsShape('concurrency'),
     maxPerUser: count(100_000),

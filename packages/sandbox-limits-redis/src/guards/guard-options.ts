@@ -18,18 +18,18 @@ export interface GuardOptions {
    * Names the guard in errors and logs, and namespaces its keys: two guards with different names
    * count separately. Letters, digits, `.`, `_`, `-`; at most 64 characters.
    */
-  name?: string;
+  name?: string | undefined;
   /**
    * When the store fails or does not answer within `timeoutMs`: `closed` (default) refuses with
    * `UNAVAILABLE`; `open` admits the execution without the limit and logs a warning; `insurance`
    * logs a warning and applies the limit with this guard's own in-memory store instead, so each
    * host enforces the limit alone while the store is down (the decision says `insured: true`).
    */
-  failMode?: FailMode;
+  failMode?: FailMode | undefined;
   /** Milliseconds to wait for the store before applying `failMode`. Default 1 000. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /** Where warnings go (a pino logger fits). Default: nothing is logged. */
-  logger?: Logger;
+  logger?: Logger | undefined;
 }
 
 /** An object that has every one of `methods` (a store, a logger, a client): checked, not cloned. */

@@ -43,7 +43,7 @@ export interface LimitGuardsOptions extends Omit<GuardOptions, 'name'> {
 const section = z.record(z.string(), z.unknown()).optional();
 // The shared options are checked again by each limit's own schema; the store is checked here too
 // so that a call with no limits still refuses a bad one.
-const LimitGuardsShape = z.looseObject({
+export const LimitGuardsShape = z.looseObject({
   store: storeSchema,
   concurrency: section,
   rateLimit: section,

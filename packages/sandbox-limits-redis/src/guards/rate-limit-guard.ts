@@ -32,20 +32,21 @@ export interface RateLimitGuardOptions extends GuardOptions {
    * Executions a user may start at once after being idle; default `limit`. Lower it to smooth
    * traffic (at most `burst + t × limit / windowMs` executions in any interval of length t).
    */
-  burst?: number;
+  burst?: number | undefined;
   /** An execution without `userId`: `refuse` (default, `VALIDATION`) or `allow` unlimited. */
-  whenNoUser?: 'refuse' | 'allow';
+  whenNoUser?: 'refuse' | 'allow' | undefined;
   /**
    * How many refused users this guard remembers (default 10 000; 0 turns the cache off; at most
    * 1 000 000). A user the store refused with `retryAfterMs` is refused here, without a round
    * trip, until that time has passed since the answer arrived: hammering costs no Redis call.
    * The cache only ever refuses; every admission comes from the store. See docs/limits.md.
    */
-  refusalCache?: number;
+  refusalCache?: number | undefined;
 }
 
 /** The lease of an admitted execution: what the rate limit answered (undefined if failed open). */
 export interface RateLimitLease extends GuardLease {
+  /** What the store answered; undefined when the store failed and the guard failed open. */
   readonly decision: RateLimitDecision | undefined;
   /**
    * Gives the unit back, for an execution that was admitted here but never ran (another limit
@@ -61,7 +62,8 @@ export interface RateLimitGuard extends ExecutionGuard {
 
 const day = 86_400_000;
 
-const RateLimitGuardOptionsSchema = z
+/** Validates {@link RateLimitGuardOptions}. */
+export const RateLimitGuardOptionsSchema = z
   .strictObject({
     ...guardOptionsShape('rate-limit'),
     limit: count(1_000_000),

@@ -28,13 +28,14 @@ export interface TurnBudgetGuardOptions extends GuardOptions {
    * How long a turn's count lives after its first admitted execution, in milliseconds; the budget
    * resets after it. Default 3 600 000 (one hour); at most 7 days.
    */
-  turnTtlMs?: number;
+  turnTtlMs?: number | undefined;
   /** An execution without `turnId`: `refuse` (default, `VALIDATION`) or `allow` uncounted. */
-  whenNoTurn?: 'refuse' | 'allow';
+  whenNoTurn?: 'refuse' | 'allow' | undefined;
 }
 
 /** The lease of an admitted execution: what the budget answered (undefined if failed open). */
 export interface TurnBudgetLease extends GuardLease {
+  /** What the store answered; undefined when the store failed and the guard failed open. */
   readonly decision: BudgetDecision | undefined;
 }
 
@@ -43,7 +44,8 @@ export interface TurnBudgetGuard extends ExecutionGuard {
   acquire(context: ExecutionContext, signal?: AbortSignal): Promise<TurnBudgetLease>;
 }
 
-const TurnBudgetGuardOptionsSchema = z.strictObject({
+/** Validates {@link TurnBudgetGuardOptions}. */
+export const TurnBudgetGuardOptionsSchema = z.strictObject({
   ...guardOptionsShape('turn-budget'),
   maxExecutionsPerTurn: count(100_000),
   turnTtlMs: millis(7 * 86_400_000).default(3_600_000),

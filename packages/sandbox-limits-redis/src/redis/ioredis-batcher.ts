@@ -5,7 +5,9 @@
 
 /** The part of an ioredis pipeline the batcher calls. */
 export interface IoredisPipelineLike {
+  /** Queues an `EVALSHA` on the pipeline. */
   evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): unknown;
+  /** Sends the queued commands; resolves with each one's error or result, in order. */
   exec(): Promise<[error: Error | null, result: unknown][] | null>;
 }
 

@@ -20,17 +20,18 @@ export interface RedisLimitStoreOptions {
    * Prefix of every key, default `coda:limits:`. No braces (the hash tag must be the entity's),
    * at most 256 characters.
    */
-  keyPrefix?: string;
+  keyPrefix?: string | undefined;
   /**
    * Whose clock times the limits: `redis` (default) reads `TIME` inside each script, so every
    * host agrees whatever its own clock says; `host` sends this host's `Date.now()` with each call,
    * for services that refuse `TIME` in scripts. With `host`, a host whose clock runs ahead or
    * behind shifts the rate limits and leases it checks by that much (see docs/limits.md).
    */
-  clock?: Clock;
+  clock?: Clock | undefined;
 }
 
-const RedisLimitStoreOptionsSchema = z.strictObject({
+/** Validates {@link RedisLimitStoreOptions}. */
+export const RedisLimitStoreOptionsSchema = z.strictObject({
   client: z.custom<RedisScriptClient>(
     (value) =>
       typeof value === 'object' &&

@@ -15,19 +15,26 @@ export interface RedisScriptClient {
 
 /** The part of an ioredis `Redis` or `Cluster` the adapter calls. */
 export interface IoredisLike {
+  /** ioredis's `evalsha(sha, numKeys, ...keys, ...args)`. */
   evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** ioredis's `eval(script, numKeys, ...keys, ...args)`. */
   eval(script: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   /** A pipeline (one write for many commands); used on a standalone client. */
   pipeline?(): IoredisPipelineLike;
   /** True on an ioredis `Cluster`: its pipelines must stay on one node, so none is used. */
   readonly isCluster?: boolean | undefined;
   /** The client's options: with `enableAutoPipelining` the client batches by itself. */
-  readonly options?: { readonly enableAutoPipelining?: boolean | undefined };
+  readonly options?: {
+    /** Whether the client already batches the commands of one tick. */
+    readonly enableAutoPipelining?: boolean | undefined;
+  };
 }
 
 /** The part of a node-redis client (`createClient` or `createCluster`, v5 or v6) the adapter calls. */
 export interface NodeRedisLike {
+  /** node-redis's `evalSha(sha, { keys, arguments })`. */
   evalSha(sha: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  /** node-redis's `eval(script, { keys, arguments })`. */
   eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
 }
 

@@ -20,8 +20,11 @@ export interface RateLimitDecision {
 
 /** The figures of a rate rule: `limit` per `windowMs` sustained, bursts up to `burst`. */
 export interface RateRule {
+  /** Checks admitted per `windowMs`, sustained. */
   limit: number;
+  /** The window `limit` applies to, in milliseconds. */
   windowMs: number;
+  /** Checks admitted at once after an idle period. */
   burst: number;
 }
 

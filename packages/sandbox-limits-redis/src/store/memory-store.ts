@@ -13,7 +13,7 @@ import type {
 /** Options of {@link createMemoryLimitStore}. */
 export interface MemoryLimitStoreOptions {
   /** Milliseconds since the epoch; default a monotonic clock. Tests may pass a fake one. */
-  now?: () => number;
+  now?: (() => number) | undefined;
 }
 
 interface Expiring {
@@ -47,7 +47,8 @@ export function memoryEntries(store: LimitStore): MemoryEntry[] {
   return inspect();
 }
 
-const MemoryLimitStoreOptionsSchema = z.strictObject({
+/** Validates {@link MemoryLimitStoreOptions}. */
+export const MemoryLimitStoreOptionsSchema = z.strictObject({
   now: z
     .custom<() => number>((value) => typeof value === 'function', 'expected a function')
     .optional(),
