@@ -24,7 +24,7 @@ export {
   type TurnBudgetGuardOptions,
   type TurnBudgetLease,
 } from './guards/turn-budget-guard.ts';
-export type { IoredisPipelineLike } from './redis/ioredis-batcher.ts';
+export type { CorkableStream } from './redis/coalesced-writes.ts';
 export { createRedisLimitStore, type RedisLimitStoreOptions } from './redis/redis-store.ts';
 export {
   fromIoredis,

@@ -3,7 +3,7 @@
 // loads without either, and the caller keeps owning the client's lifecycle.
 import { validate } from '@coda/sandbox-core';
 import { withMethods } from '../guards/guard-options.ts';
-import { batchedEvalsha, type IoredisPipelineLike } from './ioredis-batcher.ts';
+import { type CorkableStream, coalescedWrites } from './coalesced-writes.ts';
 
 /** Runs Lua scripts on the node that owns the first key. Implement it to use any client. */
 export interface RedisScriptClient {
@@ -19,9 +19,9 @@ export interface IoredisLike {
   evalsha(sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   /** ioredis's `eval(script, numKeys, ...keys, ...args)`. */
   eval(script: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>;
-  /** A pipeline (one write for many commands); used on a standalone client. */
-  pipeline?(): IoredisPipelineLike;
-  /** True on an ioredis `Cluster`: its pipelines must stay on one node, so none is used. */
+  /** The client's socket (standalone `Redis`): corked for the rest of a tick to batch writes. */
+  readonly stream?: CorkableStream | undefined;
+  /** True on an ioredis `Cluster`: it has a socket per node, none of which is corked. */
   readonly isCluster?: boolean | undefined;
   /** The client's options: with `enableAutoPipelining` the client batches by itself. */
   readonly options?: {
@@ -41,8 +41,10 @@ export interface NodeRedisLike {
 /**
  * Adapts an ioredis client — `new Redis(...)` or `new Redis.Cluster(...)` — that you created and
  * will close. A `Cluster` routes each script by its key's slot. On a standalone client the checks
- * started in the same tick go out as one pipeline (one socket write), unless the client already
- * auto-pipelines (`enableAutoPipelining`); each check still gets its own reply or error.
+ * started in the same tick go out in a few socket writes rather than one each (the socket is
+ * corked, and sent every 16 commands and at the end of the tick), unless the client
+ * auto-pipelines (`enableAutoPipelining`); each check still settles with its own reply or error
+ * as soon as it arrives.
  */
 export function fromIoredis(client: IoredisLike): RedisScriptClient {
   validate(
@@ -53,19 +55,15 @@ export function fromIoredis(client: IoredisLike): RedisScriptClient {
     client,
     'ioredis client',
   );
-  const batches =
-    typeof client.pipeline === 'function' &&
-    client.isCluster !== true &&
-    client.options?.enableAutoPipelining !== true;
-  const evalsha = batches
-    ? batchedEvalsha(
-        (sha, numKeys, ...keysAndArgs) => client.evalsha(sha, numKeys, ...keysAndArgs),
-        () => (client.pipeline as () => IoredisPipelineLike).call(client),
-      )
-    : (sha: string, numKeys: number, keysAndArgs: string[]) =>
-        client.evalsha(sha, numKeys, ...keysAndArgs);
+  const beforeWrite =
+    client.isCluster === true || client.options?.enableAutoPipelining === true
+      ? undefined
+      : coalescedWrites(() => client.stream);
   return {
-    evalsha: (sha, keys, args) => evalsha(sha, keys.length, [...keys, ...args]),
+    evalsha: (sha, keys, args) => {
+      beforeWrite?.();
+      return client.evalsha(sha, keys.length, ...keys, ...args);
+    },
     eval: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
   };
 }
