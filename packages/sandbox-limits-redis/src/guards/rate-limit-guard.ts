@@ -18,7 +18,7 @@ import {
   millis,
   whenMissingSchema,
 } from './guard-options.ts';
-import { type CachedRefusal, RefusalCache } from './refusal-cache.ts';
+import { RefusalCache, type RefusalLeft } from './refusal-cache.ts';
 import { createStoreCaller, type StoreOutcome } from './store-call.ts';
 import { createWarner } from './warnings.ts';
 
@@ -140,18 +140,11 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       throw refused(decision.retryAfterMs, decision.resetMs, false, true);
     }
     if (decision.allowed) return new AdmittedRate(decision, key, refusalKey, refund);
-    refusals?.refuse(refusalKey, performance.now(), decision.retryAfterMs, decision.resetMs);
+    refusals?.refuse(refusalKey, decision.retryAfterMs, decision.resetMs);
     throw refused(decision.retryAfterMs, decision.resetMs, false, false);
   };
-  const refuseLocally = (refusal: CachedRefusal, now: number) =>
-    Promise.reject(
-      refused(
-        Math.max(1, Math.ceil(refusal.until - now)),
-        Math.max(1, Math.ceil(refusal.resetAt - now)),
-        true,
-        false,
-      ),
-    );
+  const refuseLocally = (left: RefusalLeft) =>
+    Promise.reject(refused(left.retryAfterMs, left.resetMs, true, false));
   return {
     name,
     // A promise chain rather than an async function: this runs on every admission.
@@ -165,9 +158,8 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       if (userId === undefined) return Promise.resolve(unlimited);
       const refusalKey = refusals === undefined ? userId : cacheKey(userId);
       if (refusals !== undefined && signal?.aborted !== true) {
-        const now = performance.now();
-        const refusal = refusals.lookup(refusalKey, now);
-        if (refusal !== undefined) return refuseLocally(refusal, now);
+        const left = refusals.lookup(refusalKey);
+        if (left !== undefined) return refuseLocally(left);
       }
       const key = keyPrefix + hashTag(keyPart(userId));
       return callStore('rateLimit', (current) => current.rateLimit(key, rule), signal).then(

@@ -3,38 +3,59 @@
 // does not know, or knows no longer, goes to the store.
 
 /** What a cached refusal remembers: when it ends and when the bucket is full, on the host clock. */
-export interface CachedRefusal {
-  /** `performance.now()` at which the store may admit again. */
+interface CachedRefusal {
+  /** The clock's time at which the store may admit again. */
   readonly until: number;
-  /** `performance.now()` at which the bucket is full again. */
+  /** The clock's time at which the bucket is full again. */
   readonly resetAt: number;
+}
+
+/** A refusal still in force, counted from now: what the guard's refusal reports. */
+export interface RefusalLeft {
+  /** Milliseconds until the store may admit again (at least 1). */
+  readonly retryAfterMs: number;
+  /** Milliseconds until the bucket is full again (at least 1). */
+  readonly resetMs: number;
 }
 
 /**
  * A bounded map of refused keys. `refuse` records that the store refused `key` for `retryAfterMs`
  * from now (measured on arrival of the answer, so a cached refusal ends at most `retryAfterMs`
- * after the store's answer reached this host); `lookup` returns the refusal while it lasts and
- * forgets it once it has ended. When full, the least recently refused key is dropped first.
+ * after the store's answer reached this host); `lookup` returns what is left of the refusal while
+ * it lasts and forgets it once it has ended. When full, the least recently refused key is dropped
+ * first. `now` is a monotonic clock in milliseconds (tests pass a fake one).
  */
 export class RefusalCache {
   readonly #entries = new Map<string, CachedRefusal>();
   readonly #size: number;
+  readonly #now: () => number;
 
-  constructor(size: number) {
+  constructor(size: number, now: () => number = () => performance.now()) {
     this.#size = size;
+    this.#now = now;
   }
 
-  /** The refusal of `key` still in force at `now`, if any. */
-  lookup(key: string, now: number): CachedRefusal | undefined {
+  /**
+   * What is left of the refusal of `key`, if one is still in force. The clock is read only for a
+   * key it holds: an admission (a key it does not hold) costs one Map lookup.
+   */
+  lookup(key: string): RefusalLeft | undefined {
     const entry = this.#entries.get(key);
     if (entry === undefined) return undefined;
-    if (entry.until > now) return entry;
+    const now = this.#now();
+    if (entry.until > now) {
+      return {
+        retryAfterMs: Math.max(1, Math.ceil(entry.until - now)),
+        resetMs: Math.max(1, Math.ceil(entry.resetAt - now)),
+      };
+    }
     this.#entries.delete(key);
     return undefined;
   }
 
   /** Records a refusal of `key` by the store, for `retryAfterMs` (and a reset in `resetMs`). */
-  refuse(key: string, now: number, retryAfterMs: number, resetMs: number): void {
+  refuse(key: string, retryAfterMs: number, resetMs: number): void {
+    const now = this.#now();
     // Re-inserted, so the Map's order is the order of the latest refusals: the first is the oldest.
     this.#entries.delete(key);
     this.#entries.set(key, { until: now + retryAfterMs, resetAt: now + resetMs });
