@@ -1,8 +1,10 @@
 // What a parser (or a payload that took over one) can reach: no writes, no processes, no
 // workers, no reads outside its module's directory, no host environment, no state between calls.
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { createParserHost } from '../src/index.ts';
 import { makeHost } from './helpers.ts';
 
 describe('least privilege', () => {
@@ -20,6 +22,18 @@ describe('least privilege', () => {
     expect(spawn.error).toMatch(/Access to this API has been restricted.*--allow-child-process/);
     expect(worker.error).toMatch(/Access to this API has been restricted.*--allow-worker/);
     expect(read.error).toMatch(/Access to this API has been restricted.*--allow-fs-read/);
+  });
+
+  it('refuses, naming the directory, a module the unprivileged child could not read', async () => {
+    const dir = mkdtempSync('/var/tmp/coda-parser-0700-'); // mode 0700, owned by the root host
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'parsers.mjs'), 'export function echo(payload) { return payload; }\n');
+    await using host = createParserHost({ module: join(dir, 'parsers.mjs') });
+    const result = await host.runParser('echo', { a: 1 });
+    expect(result).toMatchObject({ ok: false, code: 'VALIDATION', exitCode: null });
+    expect(result.ok === false && result.error).toBe(
+      `cannot start a parser child: Invalid spawn options: readOnlyPaths.3: not readable by the sandbox identity 65534:65534 (make it readable by others, or set runAs) (got ${JSON.stringify(dir)})`,
+    );
   });
 
   it('sees no host variable and an empty private working directory', async () => {

@@ -1,5 +1,13 @@
 // Real bubblewrap, real seccomp, real cgroups: what a confined command can and cannot do.
-import { chmodSync, existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -156,6 +164,39 @@ describe('runAs', () => {
     const other = createSandbox({ restrictToDirectory: dir, runAs: { uid: 4242, gid: 4242 } });
     const as4242 = await other.run('/bin/sh', ['-c', 'id -u; id -g']);
     expect(as4242.stdout).toBe('4242\n4242\n');
+  });
+
+  it('refuses, naming the field, a path the unprivileged identity could not use', async () => {
+    const dir = tempDir('/var/tmp');
+    chownSync(dir, 0, 0); // mkdtemp's mode 0700, and the host's root as owner
+    writeFileSync(join(dir, 'data.txt'), 'data\n');
+    const refusal = (field: string, what: string) => ({
+      code: 'VALIDATION',
+      details: {
+        issues: [
+          {
+            path: field,
+            message: `not ${what} by the sandbox identity 65534:65534 (${what === 'readable' ? 'make it readable by others' : 'chown it'}, or set runAs)`,
+            received: JSON.stringify(dir),
+          },
+        ],
+      },
+    });
+    const reader = createSandbox({ readOnlyPaths: [dir] });
+    await expect(reader.run('/bin/ls', [dir])).rejects.toMatchObject(
+      refusal('policy.readOnlyPaths.0', 'readable'),
+    );
+    const writer = createSandbox({ allowFileWrites: true, writablePaths: [dir] });
+    await expect(writer.run('/bin/ls', [dir])).rejects.toMatchObject(
+      refusal('policy.writablePaths.0', 'writable'),
+    );
+    // The host's identity may use it; so may nobody once the mode lets others in.
+    const asHost = await createSandbox({ readOnlyPaths: [dir], runAs: 'host' }).run('/bin/ls', [
+      dir,
+    ]);
+    expect(asHost.stdout).toBe('data.txt\n');
+    chmodSync(dir, 0o755);
+    expect((await reader.run('/bin/ls', [dir])).stdout).toBe('data.txt\n');
   });
 });
 

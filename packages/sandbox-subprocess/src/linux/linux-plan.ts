@@ -289,6 +289,15 @@ export function bwrapArguments(
     ...request.readOnlyPaths,
   ]) {
     if (path === '/') throw pathError(field, 'binding / would show the whole host', '/');
+    // bwrap (root) can bind what the dropped identity cannot open; say so now rather than let the
+    // command fail inside with EACCES or, for a Node child, a MODULE_NOT_FOUND.
+    if (identity.kind === 'drop' && !readableBy(path, identity)) {
+      throw pathError(
+        field,
+        `not readable by the sandbox identity ${identity.uid}:${identity.gid} (make it readable by others, or set runAs)`,
+        path,
+      );
+    }
   }
   const wanted: WantedPath[] = [
     ...writableFields.map(([field, path]) => ({ field, path, writable: true, implicit: false })),
@@ -382,7 +391,19 @@ function systemRowOf(path: string): string | undefined {
 
 /** Whether `identity` may create files in `dir` (write and search permission). */
 function writableBy(dir: string, identity: { uid: number; gid: number }): boolean {
-  const { uid, gid, mode } = statSync(dir);
+  return hasPermission(dir, identity, 0o3);
+}
+
+/** Whether `identity` may read `path` (and search it, for a directory). Its parents do not
+ * matter: inside the view they are bwrap's own directories. */
+function readableBy(path: string, identity: { uid: number; gid: number }): boolean {
+  return hasPermission(path, identity, statSync(path).isDirectory() ? 0o5 : 0o4);
+}
+
+/** Whether the owner, group or other bits that apply to `identity` (no supplementary groups:
+ * setpriv clears them) hold every bit of `wanted`. */
+function hasPermission(path: string, identity: { uid: number; gid: number }, wanted: number) {
+  const { uid, gid, mode } = statSync(path);
   const bits = uid === identity.uid ? mode >> 6 : gid === identity.gid ? mode >> 3 : mode;
-  return (bits & 0o3) === 0o3;
+  return (bits & wanted) === wanted;
 }
