@@ -6,7 +6,9 @@
 
 /** The part of a socket (`net.Socket`, `tls.TLSSocket`) that corking needs. */
 export interface CorkableStream {
+  /** Holds the writes that follow in memory (Node's `writable.cork()`). */
   cork(): void;
+  /** Writes what was held, at once (Node's `writable.uncork()`). */
   uncork(): void;
 }
 
