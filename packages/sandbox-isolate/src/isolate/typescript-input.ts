@@ -1,7 +1,7 @@
 // TypeScript input: Node's own type stripper turns it into the JavaScript the isolate runs, with
 // every character where it was, so lines and columns of errors are those of the TypeScript.
-import { stripTypeScriptTypes } from 'node:module';
 import type { SandboxErrorJSON } from '@coda/sandbox-core';
+import { stripInThread } from './type-stripper-thread.ts';
 import { type CodeLocation, codeLines, endOfCode, syntaxError } from './user-code-location.ts';
 
 /** The language of a snippet: `typescript` is stripped of its types before it runs. */
@@ -17,17 +17,17 @@ const suffix = '\n})';
  * parse or uses syntax that needs more than removal (`enum`, `namespace` with values, parameter
  * properties: Node's strip mode, the same as `--experimental-strip-types` and TypeScript's
  * `erasableSyntaxOnly`). Types are removed, never checked. Strip mode puts whitespace where the
- * types were, so the JavaScript has the same length, lines and columns.
+ * types were, so the JavaScript has the same length, lines and columns. The stripper runs in a
+ * thread of its own (see type-stripper-thread.ts).
  */
-export function stripTypes(code: string): { code: string } | { error: SandboxErrorJSON } {
-  let stripped: string;
-  try {
-    stripped = stripTypeScriptTypes(prefix + code + suffix, { mode: 'strip' });
-  } catch (error) {
-    const message = error instanceof Error ? error.message : 'TypeScript could not be parsed';
-    const stack = error instanceof Error && typeof error.stack === 'string' ? error.stack : '';
-    return { error: syntaxError(message, stripperLocation(stack, code)) };
+export async function stripTypes(
+  code: string,
+): Promise<{ code: string } | { error: SandboxErrorJSON }> {
+  const answer = await stripInThread(prefix + code + suffix);
+  if (!answer.ok) {
+    return { error: syntaxError(answer.message, stripperLocation(answer.stack, code)) };
   }
+  const stripped = answer.code;
   if (
     stripped.length !== prefix.length + code.length + suffix.length ||
     !stripped.startsWith(prefix) ||
