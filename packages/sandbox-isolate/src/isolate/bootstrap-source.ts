@@ -59,6 +59,8 @@ const AsyncFunction = (async function () {}).constructor;
 const PromiseCtor = Promise;
 const PromiseThen = Promise.prototype.then;
 const PromiseReject = Promise.reject;
+const PromiseResolve = Promise.resolve;
+const DateNow = Date.now;
 const ObjectKeys = Object.keys;
 const ObjectGetPrototypeOf = Object.getPrototypeOf;
 const ObjectDefineProperty = Object.defineProperty;
@@ -360,9 +362,16 @@ for (let index = 0; index < toolNames.length; index++) {
   ObjectDefineProperty(tools, tool, { __proto__: null, value: call, enumerable: true });
 }
 
-// Timers of the current run: id -> { callback, args }, on an object with no prototype. The host
-// keeps its own count and deadline; a timer fires only while the run's execution lasts.
+// Timers of the current run: id -> { callback, args, ms, setAt, crossed, cleared }, on an object
+// with no prototype. The host keeps its own count and deadline; a timer fires only while the
+// run's execution lasts. Every timer the host knows of holds its place until the host answers
+// for it, and the host hears of a timer only once the code that set it yields (a microtask): a
+// crossing is a task on the host's thread, and clearTimeout(setTimeout(f, 0)) in a loop, or
+// with an await null between, queued millions of them, which stalled that thread for a second
+// (found by our attack review). A timer cleared before it crossed never crosses.
 let timers = { __proto__: null };
+let unsent = { __proto__: null };
+let flushScheduled = false;
 let timersPending = 0;
 let lastTimerId = 0;
 // Ends the current run with an outcome text (once), whoever reaches one first.
@@ -383,28 +392,53 @@ function setTimeout(callback, delay, ...args) {
     );
   }
   const id = ++lastTimerId;
-  timers[id] = { __proto__: null, callback, args };
+  timers[id] = { __proto__: null, callback, args, ms, setAt: DateNow(), crossed: false, cleared: false };
   timersPending++;
-  observe(
-    ReflectApply(timerApply, timerRef, [undefined, [id, ms], applyOptions]),
-    (text) => fire(id, text),
-    (error) => {
-      // isolated-vm settles the call with Promise.prototype.then: user code that replaced it
-      // with one that throws gets that error, as a data request would, not a timer that
-      // never fires.
-      fire(id, '0');
-      if (finish !== null) finish(errorOutcome(error));
-    },
-  );
+  unsent[id] = true;
+  if (!flushScheduled) {
+    flushScheduled = true;
+    observe(ReflectApply(PromiseResolve, PromiseCtor, [undefined]), flushTimers, undefined);
+  }
   return id;
+}
+
+// Tells the host of the timers set since the last flush and still pending, due when they were
+// asked to be (the time since they were set is taken off).
+function flushTimers() {
+  flushScheduled = false;
+  const ids = ObjectKeys(unsent);
+  unsent = { __proto__: null };
+  for (let index = 0; index < ids.length; index++) {
+    const id = +ids[index];
+    const timer = timers[id];
+    if (timer === undefined || timer.crossed) continue;
+    timer.crossed = true;
+    const left = timer.ms - (DateNow() - timer.setAt);
+    observe(
+      ReflectApply(timerApply, timerRef, [undefined, [id, left > 0 ? left : 0], applyOptions]),
+      (text) => fire(id, text),
+      (error) => {
+        // isolated-vm settles the call with Promise.prototype.then: user code that replaced it
+        // with one that throws gets that error, as a data request would, not a timer that
+        // never fires.
+        fire(id, '0');
+        if (finish !== null) finish(errorOutcome(error));
+      },
+    );
+  }
 }
 
 function clearTimeout(id) {
   if (typeof id !== 'number') return;
   const timer = timers[id];
-  if (timer === undefined) return;
-  delete timers[id];
-  timersPending--;
+  if (timer === undefined || timer.cleared) return;
+  if (!timer.crossed) {
+    delete timers[id];
+    timersPending--;
+    return;
+  }
+  // Its place is free once the host answers '0' for it.
+  timer.cleared = true;
   clearTimer(id);
 }
 
@@ -416,7 +450,7 @@ function fire(id, text) {
   if (timer === undefined) return;
   delete timers[id];
   timersPending--;
-  if (text !== '1') return;
+  if (text !== '1' || timer.cleared) return;
   try {
     ReflectApply(timer.callback, undefined, timer.args);
   } catch (error) {
@@ -507,6 +541,7 @@ return [
   function run(code, limitsJson, synchronous) {
     limits = parse(limitsJson);
     timers = { __proto__: null };
+    unsent = { __proto__: null };
     timersPending = 0;
     const report = synchronous ? deliverNow : deliver;
     let fn;
