@@ -1,0 +1,320 @@
+// Attacks on the agent-facing surface (named tools, TypeScript input, timers, error locations),
+// from published escape and crash catalogues (vm2's advisories, isolated-vm's crash issues,
+// secure-exec's attack vectors) and from what the new parts invite. Real isolates, in worker
+// processes and in-process; each row of docs/security.md's table of published escapes that names
+// this file is one of these tests.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { type DataRequestInfo, SandboxEngine } from '../src/index.ts';
+import { expectError, expectResult } from './helpers.ts';
+
+const tooDeepForTheStripper = [
+  `return ${'('.repeat(5_000)}1${')'.repeat(5_000)}`,
+  `return ${'!'.repeat(20_000)}1`,
+  `${'a: '.repeat(20_000)};`,
+  `return ${'typeof '.repeat(20_000)}1`,
+];
+const stripperRefusal =
+  "SyntaxError: TypeScript could not be stripped: it is nested too deeply for Node's type stripper";
+
+describe.each(['process', 'in-process'] as const)('TypeScript input, %s mode', (isolation) => {
+  const engine = new SandboxEngine({ isolation, workers: 1, poolSize: 1 });
+  afterAll(() => engine.dispose());
+
+  it('refuses nesting that overflows the stripper, and the next TypeScript still runs', async () => {
+    // Before the fix, each of these broke Node's type stripper for good in its process (every
+    // later TypeScript execution failed with "memory access out of bounds").
+    for (const code of tooDeepForTheStripper) {
+      const event = expectError(await engine.run({ code, language: 'typescript' }), 'RUNTIME');
+      expect(event.message).toBe(stripperRefusal);
+      const next = await engine.run({
+        code: 'const a: number = 2; return a',
+        language: 'typescript',
+      });
+      expect(expectResult(next).payload).toBe(2);
+    }
+  });
+
+  it('serves TypeScript submitted alongside the snippet that breaks the stripper', async () => {
+    const runs = await Promise.all([
+      engine.run({ code: tooDeepForTheStripper[0] ?? '', language: 'typescript' }),
+      engine.run({ code: 'const a: string = "x"; return a', language: 'typescript' }),
+    ]);
+    expect(expectError(runs[0]!, 'RUNTIME').message).toBe(stripperRefusal);
+    expect(expectResult(runs[1]!).payload).toBe('x');
+  });
+
+  it('never runs TypeScript that closes the function it is the body of', async () => {
+    const event = expectError(
+      await engine.run({
+        code: 'return 1 as number\n}); globalThis.escaped = 1; (async function () {\nreturn 2',
+        language: 'typescript',
+      }),
+      'RUNTIME',
+    );
+    expect(event.message).toBe('SyntaxError: Single function literal required');
+    expect(expectResult(await engine.run({ code: 'return typeof escaped' })).payload).toBe(
+      'undefined',
+    );
+  });
+});
+
+describe('timers cannot flood the thread that serves the isolate', () => {
+  it('keeps the host event loop free during a synchronous set/clear storm (in-process)', async () => {
+    const engine = new SandboxEngine({ isolation: 'in-process', poolSize: 1 });
+    try {
+      await engine.ready();
+      const delay = monitorEventLoopDelay({ resolution: 5 });
+      delay.enable();
+      const event = await engine.run({
+        code: 'for (;;) clearTimeout(setTimeout(() => {}, 0))',
+        limits: { timeoutMs: 1_000 },
+      });
+      delay.disable();
+      expectError(event, 'TIMEOUT');
+      // Before the fix: every pair crossed to the host thread; the queue held it about 1 s.
+      expect(delay.max / 1e6).toBeLessThan(250);
+    } finally {
+      await engine.dispose();
+    }
+  });
+
+  it('serves a co-tenant on the same worker during the storm (process mode)', async () => {
+    const engine = new SandboxEngine({ workers: 1, maxConcurrent: 2 });
+    try {
+      await engine.ready();
+      const storm = engine.run({
+        code: 'for (;;) clearTimeout(setTimeout(() => {}, 0))',
+        limits: { timeoutMs: 1_000 },
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const started = performance.now();
+      const coTenant = await engine.run({ code: 'return 1' });
+      const waitedMs = performance.now() - started;
+      expect(expectResult(coTenant).payload).toBe(1);
+      expectError(await storm, 'TIMEOUT');
+      // Before the fix the co-tenant waited out the whole storm (1.2 s measured).
+      expect(waitedMs).toBeLessThan(500);
+    } finally {
+      await engine.dispose();
+    }
+  });
+
+  const engine = new SandboxEngine({ workers: 1 });
+  afterAll(() => engine.dispose());
+  const payloadOf = async (code: string) => expectResult(await engine.run({ code })).payload;
+
+  it('lets a timer cleared before the code yields go without crossing (a debounce of 5 000)', async () => {
+    const code = `let t; let fired = 0;
+      for (let i = 0; i < 5000; i++) { clearTimeout(t); t = setTimeout(() => { fired++; }, 5); }
+      await new Promise((r) => setTimeout(r, 30));
+      return fired`;
+    expect(await payloadOf(code)).toBe(1);
+  });
+
+  it('holds a crossed timer’s place until the host confirms its clear: an await-null storm is refused', async () => {
+    const code = `try {
+        for (;;) { const id = setTimeout(() => {}, 1e6); await null; clearTimeout(id); }
+      } catch (error) { return error.message; }`;
+    expect(await payloadOf(code)).toBe(
+      'setTimeout: 100 timers are pending, the most maxTimers (100) allows: clear one or wait for one before setting another',
+    );
+  });
+
+  it('reads NaN, negative, string and valueOf delays as numbers; Infinity and 2 ** 53 are past the deadline and never fire', async () => {
+    const code = `const o = [];
+      setTimeout(() => o.push('nan'), NaN); setTimeout(() => o.push('neg'), -5);
+      setTimeout(() => o.push('inf'), Infinity); setTimeout(() => o.push('big'), 2 ** 53);
+      setTimeout(() => o.push('str'), '3'); setTimeout(() => o.push('obj'), { valueOf() { return 1; } });
+      await new Promise((r) => setTimeout(r, 30));
+      return o.sort()`;
+    expect(await payloadOf(code)).toEqual(['nan', 'neg', 'obj', 'str']);
+  });
+
+  it('bounds timers a delay’s valueOf sets while setTimeout is still deciding', async () => {
+    const code = `let n = 0;
+      const d = { valueOf() { if (n++ < 1000) setTimeout(() => {}, d); return 1; } };
+      try { setTimeout(() => {}, d); } catch (error) { return [n, error.message]; }`;
+    expect(await payloadOf(code)).toEqual([
+      1001,
+      'setTimeout: 100 timers are pending, the most maxTimers (100) allows: clear one or wait for one before setting another',
+    ]);
+  });
+});
+
+describe('tools', () => {
+  const received: unknown[] = [];
+  let signalOfNever: AbortSignal | undefined;
+  const engine = new SandboxEngine({
+    workers: 1,
+    tools: {
+      echo: {
+        handler: (input: unknown) => {
+          received.push(input);
+          return input;
+        },
+      },
+      constructor: { handler: () => 'ctor' },
+      hasOwnProperty: { handler: () => 'own' },
+      toString: { handler: () => 'text' },
+      never: {
+        handler: (_input: unknown, info: DataRequestInfo) => {
+          signalOfNever = info.signal;
+          return new Promise(() => {});
+        },
+      },
+      leaky: {
+        handler: () => {
+          throw new Error(`/srv/app/secrets/config.ts: ${'x'.repeat(1_000_000)}`);
+        },
+      },
+    },
+  });
+  afterAll(() => engine.dispose());
+
+  it('answers exactly after user code tampered with every prototype the bridge could consult', async () => {
+    received.length = 0;
+    const code = `
+      const fail = (what) => ({ get() { throw new Error(what); }, set() { throw new Error(what); }, configurable: true });
+      Object.defineProperty(Object.prototype, 'constructor', fail('constructor'));
+      Object.defineProperty(Array.prototype, '0', fail('index 0'));
+      Object.defineProperty(Array.prototype, 'length', { value: 0, writable: true });
+      Object.defineProperty(Object.prototype, 'input', fail('input'));
+      JSON.parse = () => { throw new Error('parse'); };
+      JSON.stringify = () => { throw new Error('stringify'); };
+      Reflect.apply = () => { throw new Error('apply'); };
+      Object.keys = () => { throw new Error('keys'); };
+      const answer = await tools.echo({ list: ['a'], n: 1 });
+      delete Object.prototype.constructor; delete Object.prototype.input;
+      return { list: answer.list.length, n: answer.n };`;
+    expect(expectResult(await engine.run({ code })).payload).toEqual({ list: 1, n: 1 });
+    expect(received).toEqual([{ list: ['a'], n: 1 }]);
+  });
+
+  it('gives a species constructor planted on Promise nothing of a tool’s answer', async () => {
+    // isolated-vm resolves the promise of a call with a promise of its own, whose then looks up
+    // Promise[Symbol.species]: user code runs there, but sees only undefined go by.
+    const code = `const seen = [];
+      class Spy extends Promise {
+        constructor(executor) {
+          seen.push('construct');
+          super((resolve, reject) => executor((v) => { seen.push('resolve ' + typeof v); resolve(v); }, reject));
+        }
+      }
+      Object.defineProperty(Promise, Symbol.species, { get() { seen.push('species'); return Spy; } });
+      const answer = await tools.echo({ secret: 'host-answer' });
+      return [answer, seen]`;
+    expect(expectResult(await engine.run({ code })).payload).toEqual([
+      { secret: 'host-answer' },
+      ['species', 'construct', 'species', 'construct', 'resolve undefined'],
+    ]);
+  });
+
+  it('dispatches tools named like Object.prototype members, and no other name', async () => {
+    const code = `return [await tools.constructor(), await tools.hasOwnProperty(), await tools.toString(),
+      Object.getPrototypeOf(tools), typeof tools.valueOf, typeof tools.__proto__]`;
+    expect(expectResult(await engine.run({ code })).payload).toEqual([
+      'ctor',
+      'own',
+      'text',
+      null,
+      'undefined',
+      'undefined',
+    ]);
+    const event = expectError(await engine.run({ code: 'await tools.nope()' }), 'RUNTIME');
+    expect(event.message).toBe('TypeError: tools.nope is not a function');
+  });
+
+  it('refuses input nested past the depth limit before the host parses it', async () => {
+    received.length = 0;
+    const event = expectError(
+      await engine.run({
+        code: 'let v = 1; for (let i = 0; i < 3000; i++) v = [v]; return await tools.echo(v)',
+      }),
+      'VALIDATION',
+    );
+    expect(event.message).toBe('tools.echo input are nested deeper than 2000 levels');
+    expect(received).toEqual([]);
+  });
+
+  it('cuts a handler’s huge error message and masks its host paths', async () => {
+    const code = `try { await tools.leaky(); } catch (error) { return [error.message.length, error.message.slice(0, 14)]; }`;
+    expect(expectResult(await engine.run({ code })).payload).toEqual([1_001, '<host>: xxxxxx']);
+  });
+
+  it('ends a run whose tool never answers when it is cancelled, and aborts the handler', async () => {
+    const handle = engine.submit({ code: 'await tools.never()' });
+    setTimeout(() => handle.cancel('stop'), 100);
+    const events = [];
+    for await (const event of handle) events.push(event);
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'CANCELLED', message: 'stop' });
+    // The terminal event may go out a moment before the worker reports the run over.
+    await vi.waitFor(() => expect(signalOfNever?.aborted).toBe(true));
+  });
+
+  it('never reaches a handler from a timer due after the execution timed out', async () => {
+    received.length = 0;
+    const event = await engine.run({
+      code: "setTimeout(() => tools.echo('late'), 150); await new Promise(() => {})",
+      limits: { timeoutMs: 100 },
+    });
+    expectError(event, 'TIMEOUT');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(received).toEqual([]);
+  });
+});
+
+describe('error locations and stacks', () => {
+  const engine = new SandboxEngine({ workers: 1, tools: { echo: { handler: (input) => input } } });
+  afterAll(() => engine.dispose());
+
+  it('gives Error.prepareStackTrace no function or receiver of a bootstrap frame', async () => {
+    const code = `const seen = new Set();
+      Error.prepareStackTrace = (error, frames) => {
+        for (const f of frames) if (f.getFileName() === 'sandbox:bootstrap')
+          seen.add(typeof f.getFunction() + ' ' + typeof f.getThis());
+        return 'x';
+      };
+      const probe = { get a() { new Error().stack; return 1; } };
+      await tools.echo(probe);
+      await new Promise((r) => setTimeout(() => { new Error().stack; r(); }, 1));
+      return [...seen]`;
+    expect(expectResult(await engine.run({ code })).payload).toEqual(['undefined undefined']);
+  });
+
+  it('reads a thrown object whose getters throw as unprintable', async () => {
+    const event = expectError(
+      await engine.run({ code: "throw { get name() { throw new Error('n'); }, message: 'm' }" }),
+      'RUNTIME',
+    );
+    expect(event.message).toBe('Error: [unprintable]');
+    expect(event.details).toEqual({ name: 'Error', stack: '' });
+  });
+
+  it('caps a thrown value’s huge name, message and stack, host paths masked', async () => {
+    const event = expectError(
+      await engine.run({
+        code: "throw { name: 'N'.repeat(1e5), message: '/home/user/secret/file.ts ' + 'm'.repeat(1e5), stack: 'S'.repeat(1e6) }",
+      }),
+      'RUNTIME',
+    );
+    expect(event.message).toBe(`${'N'.repeat(200)}: <host> ${'m'.repeat(4_096 - 26)}`);
+    expect(event.details).toEqual({ name: 'N'.repeat(200), stack: 'S'.repeat(8_192) });
+  });
+
+  it('keeps a forged host frame out of the stack and a forged path out of the message', async () => {
+    const code = [
+      "const e = new Error('boom /opt/app/x.js');",
+      "e.stack = 'Error: boom\\n    at f (/opt/app/secret.js:1:1)\\n    at eval (eval at run (sandbox:bootstrap:1:1), <anonymous>:3:1)';",
+      'throw e;',
+    ].join('\n');
+    const event = expectError(await engine.run({ code }), 'RUNTIME');
+    expect(event.message).toBe('Error: boom <host>');
+    expect(event.details).toEqual({
+      name: 'Error',
+      stack: 'Error: boom\n    at <anonymous>:1:1',
+      location: { line: 1, column: 1 },
+      sourceLine: "const e = new Error('boom /opt/app/x.js');",
+    });
+  });
+});
