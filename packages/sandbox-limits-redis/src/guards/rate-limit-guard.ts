@@ -169,7 +169,11 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
         if (left !== undefined) return refuseLocally(left);
       }
       const key = keyPrefix + hashTag(keyPart(userId));
-      return callStore('rateLimit', (current) => current.rateLimit(key, rule), signal).then(
+      return callStore(
+        'rateLimit',
+        (current) => current.rateLimit(key, rule),
+        signal,
+        undefined,
         (outcome) => admit(outcome, key, refusalKey),
       );
     },

@@ -21,19 +21,20 @@ export interface StoreCallSettings {
 export type StoreOutcome<T> = { ok: true; value: T; insured: boolean } | { ok: false };
 
 /** Calls a store operation under a guard's settings; see {@link createStoreCaller}. */
-export type StoreCaller = (<T>(
+export type StoreCaller = (<T, R = StoreOutcome<T>>(
   what: string,
   operation: (store: LimitStore) => Promise<T>,
   signal?: AbortSignal,
   undo?: (value: T) => void,
-) => Promise<StoreOutcome<T>>) & {
+  settle?: (outcome: StoreOutcome<T>) => R,
+) => Promise<R>) & {
   /** The insurance store (failMode insurance): what it granted is given back there, directly. */
   readonly insurance: LimitStore | undefined;
 };
 
 /**
- * Makes the function a guard calls its store through. Each call settles with the store's answer,
- * or when `timeoutMs` passes or `signal` aborts. A failure or timeout rejects with `UNAVAILABLE`
+ * Makes the function a guard calls its store through. Each call settles with the store's answer
+ * (passed through `settle` when given), or when `timeoutMs` passes or `signal` aborts. A failure or timeout rejects with `UNAVAILABLE`
  * (fail closed), resolves `{ ok: false }` after a warning (fail open), or runs the operation on
  * this guard's in-memory insurance store after a warning and resolves with its answer, `insured`
  * (insurance); an abort rejects with `CANCELLED`. If the operation succeeds after the call gave up, `undo` receives its answer (to
@@ -101,17 +102,29 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
       }),
   };
 
-  const call = <T>(
+  const call = <T, R = StoreOutcome<T>>(
     what: string,
     operation: (store: LimitStore) => Promise<T>,
     signal?: AbortSignal,
     undo?: (value: T) => void,
-  ): Promise<StoreOutcome<T>> => {
+    settle?: (outcome: StoreOutcome<T>) => R,
+  ): Promise<R> => {
     if (signal?.aborted) return Promise.reject(context.cancelled('before admission'));
-    const { promise, resolve, reject } = Promise.withResolvers<StoreOutcome<T>>();
+    const { promise, resolve, reject } = Promise.withResolvers<R>();
     // The tick in progress counts as one: expiry comes between `timeoutMs` and one tick later.
     const started = new PendingCall<T>(context, what, ticks + ticksToExpire + 1);
-    started.resolve = resolve;
+    // `settle` turns the outcome into the caller's answer in the same step (one promise less on
+    // the hot path); if it throws, the call rejects with what it threw.
+    started.resolve =
+      settle === undefined
+        ? (resolve as (outcome: StoreOutcome<T>) => void)
+        : (outcome) => {
+            try {
+              resolve(settle(outcome));
+            } catch (error) {
+              reject(error);
+            }
+          };
     started.reject = reject;
     started.undo = undo;
     if (insurance !== undefined) started.operation = operation;
