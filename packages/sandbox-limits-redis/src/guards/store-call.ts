@@ -37,8 +37,8 @@ export type StoreCaller = (<T, R = StoreOutcome<T>>(
  * (passed through `settle` when given), or when `timeoutMs` passes or `signal` aborts. A failure or timeout rejects with `UNAVAILABLE`
  * (fail closed), resolves `{ ok: false }` after a warning (fail open), or runs the operation on
  * this guard's in-memory insurance store after a warning and resolves with its answer, `insured`
- * (insurance); an abort rejects with `CANCELLED`. If the operation succeeds after the call gave up, `undo` receives its answer (to
- * give back a lease nobody will release).
+ * (insurance); an abort rejects with `CANCELLED`. If the operation succeeds after the call gave
+ * up, `undo` receives its answer (to give back a lease nobody will release).
  *
  * Deadlines are watched by one interval per guard that runs only while calls are pending, rather
  * than a timer per call: a timer costs about as much as the rest of an admission. A timeout
@@ -46,7 +46,7 @@ export type StoreCaller = (<T, R = StoreOutcome<T>>(
  * call began (later only if the event loop itself is late).
  */
 export function createStoreCaller(settings: StoreCallSettings, warn: Warn): StoreCaller {
-  const pending = new Set<Pending>();
+  const pending = new PendingList();
   const { store } = settings;
   // One per guard: while the store is down, this host enforces the limits alone with it.
   const insurance = settings.failMode === 'insurance' ? createMemoryLimitStore() : undefined;
@@ -59,12 +59,13 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
 
   const watch = () => {
     ticks++;
-    for (const call of pending) {
-      if (ticks >= call.deadline) {
-        call.fail(new Error(`no answer within ${settings.timeoutMs} ms`));
-      }
+    // Calls are listed in the order they began and share one timeout: the expired ones are first.
+    for (let call = pending.first; call !== undefined && ticks >= call.deadline; ) {
+      pending.remove(call);
+      call.fail(new Error(`no answer within ${settings.timeoutMs} ms`));
+      call = pending.first;
     }
-    if (pending.size === 0) {
+    if (pending.first === undefined) {
       clearInterval(watcher);
       watcher = undefined;
     }
@@ -146,16 +147,48 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
   return Object.assign(call, { insurance });
 }
 
-/** What the deadline watcher needs of a call in flight. */
+/** What the deadline watcher needs of a call in flight: it is a node of the {@link PendingList}. */
 interface Pending {
   /** The watcher tick at which the call gives up. */
   readonly deadline: number;
+  prev: Pending | undefined;
+  next: Pending | undefined;
   fail(cause: unknown): void;
+}
+
+/**
+ * The calls in flight, in the order they began, as a doubly linked list through the calls
+ * themselves: adding and removing cost a few pointer writes, and the watcher stops at the first
+ * call not yet due. (With a Set, a store call cost ~1.3 µs of client CPU over the bare store
+ * with 50 callers; with this list ~0.3 µs.)
+ */
+class PendingList {
+  first: Pending | undefined;
+  #last: Pending | undefined;
+
+  add(call: Pending): void {
+    call.prev = this.#last;
+    call.next = undefined;
+    if (this.#last === undefined) this.first = call;
+    else this.#last.next = call;
+    this.#last = call;
+  }
+
+  /** Unlinks `call`; a call not in the list (already removed) is left alone. */
+  remove(call: Pending): void {
+    if (call.prev === undefined && this.first !== call) return;
+    if (call.prev === undefined) this.first = call.next;
+    else call.prev.next = call.next;
+    if (call.next === undefined) this.#last = call.prev;
+    else call.next.prev = call.prev;
+    call.prev = undefined;
+    call.next = undefined;
+  }
 }
 
 /** What every call of one caller shares. */
 interface CallContext {
-  pending: Set<Pending>;
+  pending: PendingList;
   /** The in-memory store a call falls back to (failMode insurance). */
   insurance: LimitStore | undefined;
   /**
@@ -173,6 +206,8 @@ interface CallContext {
 class PendingCall<T> implements Pending {
   /** The watcher tick at which the call gives up. */
   readonly deadline: number;
+  prev: Pending | undefined;
+  next: Pending | undefined;
   resolve: (outcome: StoreOutcome<T>) => void = () => {};
   reject: (error: unknown) => void = () => {};
   undo: ((value: T) => void) | undefined;
@@ -229,7 +264,7 @@ class PendingCall<T> implements Pending {
   #finish(): boolean {
     if (this.#settled) return false;
     this.#settled = true;
-    this.#context.pending.delete(this);
+    this.#context.pending.remove(this);
     this.#signal?.removeEventListener('abort', this);
     return true;
   }
