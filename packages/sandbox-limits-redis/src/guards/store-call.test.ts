@@ -105,4 +105,26 @@ describe('createStoreCaller', () => {
       insured: false,
     });
   });
+
+  it('expires the calls in flight in the order they began, skipping those that settled', async () => {
+    const call = createStoreCaller(settings('closed'), createWarner(silentLogger, 'g'));
+    const order: string[] = [];
+    const record = (name: string) => (error: unknown) => {
+      order.push(`${name}:${(error as { code?: string }).code}`);
+    };
+    const first = call('op', never).catch(record('first'));
+    const quick = call('op', async () => 1);
+    const cancelled = new AbortController();
+    const aborted = call('op', never, cancelled.signal).catch(record('aborted'));
+    cancelled.abort();
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const second = call('op', never).catch(record('second'));
+    expect(await quick).toEqual({ ok: true, value: 1, insured: false });
+    await Promise.all([first, aborted, second]);
+    expect(order).toEqual(['aborted:CANCELLED', 'first:UNAVAILABLE', 'second:UNAVAILABLE']);
+    // The list is empty again: a new call after all that still times out.
+    expect(await call('op', never).catch((error: unknown) => error)).toMatchObject({
+      code: 'UNAVAILABLE',
+    });
+  });
 });
