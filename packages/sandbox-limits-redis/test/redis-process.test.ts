@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isSandboxError, type Logger } from '@coda/sandbox-core';
+import { isSandboxError } from '@coda/sandbox-core';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -18,6 +18,7 @@ import {
 } from '../src/index.ts';
 import { failFast, type RedisProcess, startRedis } from './redis-servers.ts';
 import { refusal } from './refusal.ts';
+import { warningRecorder } from './warning-recorder.ts';
 
 /**
  * Records the commands clients send to the server (MONITOR), leaving out those a script runs
@@ -176,15 +177,7 @@ describe('when Redis stops mid-test and comes back', () => {
     const fast = connect(failFast);
     const queueing = connect({ retryStrategy: () => 100 });
     await Promise.all([once(fast, 'ready'), once(queueing, 'ready')]);
-    const warnings: string[] = [];
-    const logger: Logger = {
-      debug() {},
-      info() {},
-      error() {},
-      warn: (fields: object | string, message?: string) => {
-        warnings.push(typeof fields === 'string' ? fields : (message ?? ''));
-      },
-    };
+    const { warnings, logger } = warningRecorder();
     const guardsOn = (client: Redis) => {
       const store = createRedisLimitStore({ client: fromIoredis(client) });
       const common = { store, timeoutMs: 300 };
@@ -248,15 +241,7 @@ describe('when Redis stops mid-test and comes back', () => {
   it('insurance: enforces each limit on this host alone while Redis is down, then uses Redis again', async () => {
     const client = connect(failFast);
     await once(client, 'ready');
-    const warnings: string[] = [];
-    const logger: Logger = {
-      debug() {},
-      info() {},
-      error() {},
-      warn: (fields: object | string, message?: string) => {
-        warnings.push(typeof fields === 'string' ? fields : (message ?? ''));
-      },
-    };
+    const { warnings, logger } = warningRecorder();
     const store = createRedisLimitStore({
       client: fromIoredis(client),
       keyPrefix: `ins:${randomUUID()}:`,

@@ -1,5 +1,6 @@
-import { type Logger, silentLogger } from '@coda/sandbox-core';
+import { silentLogger } from '@coda/sandbox-core';
 import { describe, expect, it } from 'vitest';
+import { warningRecorder } from '../../test/warning-recorder.ts';
 import { createMemoryLimitStore } from '../store/memory-store.ts';
 import { createStoreCaller } from './store-call.ts';
 import { createWarner } from './warnings.ts';
@@ -28,13 +29,7 @@ describe('createStoreCaller', () => {
   });
 
   it('answers { ok: false } and warns once per burst when open', async () => {
-    const warnings: string[] = [];
-    const logger: Logger = {
-      ...silentLogger,
-      warn: (fields: object | string, message?: string) => {
-        warnings.push(typeof fields === 'string' ? fields : (message ?? ''));
-      },
-    };
+    const { warnings, logger } = warningRecorder();
     const call = createStoreCaller(settings('open'), createWarner(logger, 'g'));
     const outcomes = await Promise.all([
       call('op', never),
@@ -71,13 +66,7 @@ describe('createStoreCaller', () => {
   });
 
   it('runs the operation on its own memory store when insured, after a warning', async () => {
-    const warnings: string[] = [];
-    const logger: Logger = {
-      ...silentLogger,
-      warn: (fields: object | string, message?: string) => {
-        warnings.push(typeof fields === 'string' ? fields : (message ?? ''));
-      },
-    };
+    const { warnings, logger } = warningRecorder();
     const call = createStoreCaller(settings('insurance'), createWarner(logger, 'g'));
     const rule = { limit: 1, windowMs: 60_000, burst: 1 };
     const failing = (store: Parameters<Parameters<typeof call>[1]>[0]) =>
