@@ -65,14 +65,22 @@ class StripperThread {
   #send(request: Pending): void {
     const id = this.#nextId++;
     this.#pending.set(id, request);
-    this.#thread().postMessage({ id, source: request.source });
+    const worker = this.#thread();
+    // Only a stripper with work keeps its process alive.
+    worker.ref();
+    worker.postMessage({ id, source: request.source });
+  }
+
+  #done(id: number, worker: Worker): Pending | undefined {
+    const request = this.#pending.get(id);
+    this.#pending.delete(id);
+    if (this.#pending.size === 0) worker.unref();
+    return request;
   }
 
   #thread(): Worker {
     if (this.#worker !== undefined) return this.#worker;
     const worker = new Worker(threadSource, { eval: true });
-    // An idle stripper must not keep a process alive.
-    worker.unref();
     worker.on('message', (answer: StripAnswer & { id: number }) => this.#answer(worker, answer));
     // A thread that died without answering (not expected): each request owed gets one more try.
     worker.on('error', () => this.#broken(worker, true));
@@ -86,12 +94,12 @@ class StripperThread {
     const request = this.#pending.get(answer.id);
     if (request === undefined) return;
     if (answer.ok || typeScriptErrorCodes.has(answer.code ?? '')) {
-      this.#pending.delete(answer.id);
+      this.#done(answer.id, worker);
       request.resolve(answer.ok ? { ok: true, code: answer.code } : { ...answer });
       return;
     }
     if (request.retried) {
-      this.#pending.delete(answer.id);
+      this.#done(answer.id, worker);
       request.resolve(stripperFailed);
     }
     // A failure that may have broken the stripper: this request goes again, once, to a fresh
