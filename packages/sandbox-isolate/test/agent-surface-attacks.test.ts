@@ -4,8 +4,13 @@
 // processes and in-process; each row of docs/security.md's table of published escapes that names
 // this file is one of these tests.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { SandboxValidationError } from '@coda/sandbox-core';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { type DataRequestInfo, SandboxEngine } from '../src/index.ts';
+import { toolsFromMcpClient } from '../src/mcp/index.ts';
 import { expectError, expectResult } from './helpers.ts';
 
 const tooDeepForTheStripper = [
@@ -316,5 +321,40 @@ describe('error locations and stacks', () => {
       location: { line: 1, column: 1 },
       sourceLine: "const e = new Error('boom /opt/app/x.js');",
     });
+  });
+});
+
+describe('an MCP server’s hostile tool listing', () => {
+  const hostileServer = fileURLToPath(new URL('./support/mcp-hostile-server.ts', import.meta.url));
+  const listed = async (names: string[]) => {
+    const client = new Client({ name: 'attacks', version: '1.0.0' });
+    await client.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [hostileServer],
+        env: { HOSTILE_TOOL_NAMES: names.join(',') },
+      }),
+    );
+    try {
+      return await toolsFromMcpClient(client);
+    } catch (error) {
+      return error;
+    } finally {
+      await client.close();
+    }
+  };
+
+  it('refuses a tool named __proto__ (it set the prototype of the result, the tool vanished)', async () => {
+    const error = await listed(['ok', '__proto__']);
+    expect(error).toBeInstanceOf(SandboxValidationError);
+    expect((error as SandboxValidationError).message).toBe(
+      'toolsFromMcpClient: tools.__proto__: is reserved',
+    );
+  });
+
+  it('keeps tools named like Object.prototype members as own entries', async () => {
+    const tools = (await listed(['constructor', 'hasOwnProperty'])) as Record<string, unknown>;
+    expect(Object.keys(tools)).toEqual(['constructor', 'hasOwnProperty']);
+    expect(Object.getPrototypeOf(tools)).toBe(Object.prototype);
   });
 });

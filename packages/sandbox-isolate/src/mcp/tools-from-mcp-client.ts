@@ -104,6 +104,9 @@ export async function toolsFromMcpClient(
       const clash = origins.get(name);
       if (clash !== undefined) throw nameError(name, `both ${clash} and ${listing.name}`);
       if (name.length > maxToolNameLength) throw nameError(name, 'is too long');
+      // Assigned below, `__proto__` would set the prototype of the result, and the tool would
+      // vanish without a word (found by our attack review).
+      if (name === '__proto__') throw nameError(name, 'is reserved');
       origins.set(name, listing.name);
       if (origins.size > maxTools)
         throw nameError('', `the server lists more than ${maxTools} tools`);
