@@ -8,6 +8,11 @@ import { fileURLToPath } from 'node:url';
 import { SandboxValidationError } from '@coda/sandbox-core';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { type DataRequestInfo, SandboxEngine } from '../src/index.ts';
 import { toolsFromMcpClient } from '../src/mcp/index.ts';
@@ -356,5 +361,51 @@ describe('an MCP server’s hostile tool listing', () => {
     const tools = (await listed(['constructor', 'hasOwnProperty'])) as Record<string, unknown>;
     expect(Object.keys(tools)).toEqual(['constructor', 'hasOwnProperty']);
     expect(Object.getPrototypeOf(tools)).toBe(Object.prototype);
+  });
+});
+
+describe('telemetry cannot be inflated by user code', () => {
+  it('keeps span attributes and status messages bounded, whatever user code throws or sends', async () => {
+    const spans = new InMemorySpanExporter();
+    const tracerProvider = new BasicTracerProvider({
+      spanProcessors: [new SimpleSpanProcessor(spans)],
+    });
+    const engine = new SandboxEngine({
+      isolation: 'in-process',
+      poolSize: 1,
+      telemetry: { tracerProvider },
+      tools: {
+        leaky: {
+          handler: () => {
+            throw new Error(`/srv/app/x.ts ${'e'.repeat(1_000_000)}`);
+          },
+        },
+      },
+    });
+    try {
+      const event = expectError(
+        await engine.run({
+          code: `try { await tools.leaky('i'.repeat(500000)); } catch {}
+            const error = new Error('m'.repeat(1e6)); error.name = 'N'.repeat(1e6); throw error;`,
+        }),
+        'RUNTIME',
+      );
+      const finished = spans.getFinishedSpans();
+      const texts = finished.flatMap((span) => [
+        span.name,
+        span.status.message ?? '',
+        ...Object.values(span.attributes).map(String),
+      ]);
+      // The longest is the execution's status: the error message, name cut to 200 and message to 4 096.
+      expect(Math.max(...texts.map((text) => text.length))).toBe(200 + 2 + 4_096);
+      expect(finished.find((span) => span.status.message === event.message)).toBeDefined();
+      expect(texts.some((text) => text.includes('iiii') || text.includes('/srv/'))).toBe(false);
+      expect(Math.max(...finished.map((span) => Object.keys(span.attributes).length))).toBeLessThan(
+        40,
+      );
+    } finally {
+      await engine.dispose();
+      await tracerProvider.shutdown();
+    }
   });
 });
