@@ -22,7 +22,8 @@ const typeScriptErrorCodes = new Set([
 /** The answer of TypeScript that broke the stripper twice (Node's own words say "a bug in Node"). */
 const stripperFailed: StripAnswer = {
   ok: false,
-  message: "TypeScript could not be stripped: it is nested too deeply for Node's type stripper",
+  message:
+    "TypeScript could not be stripped: Node's type stripper failed on it (code nested too deeply, or a syntax error on a very long line)",
   stack: '',
   code: undefined,
 };
