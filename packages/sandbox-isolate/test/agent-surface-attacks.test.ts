@@ -133,6 +133,18 @@ describe('timers cannot flood the thread that serves the isolate', () => {
     );
   });
 
+  it('cannot clear the timers of another execution on the same worker', async () => {
+    const waiting = engine.run({
+      code: `let fired = 0; setTimeout(() => { fired++; }, 100);
+        await new Promise((r) => setTimeout(r, 150)); return fired`,
+    });
+    const clearing = await engine.run({
+      code: 'for (let id = 0; id < 1000; id++) clearTimeout(id); return "cleared"',
+    });
+    expect(expectResult(clearing).payload).toBe('cleared');
+    expect(expectResult(await waiting).payload).toBe(1);
+  });
+
   it('reads NaN, negative, string and valueOf delays as numbers; Infinity and 2 ** 53 are past the deadline and never fire', async () => {
     const code = `const o = [];
       setTimeout(() => o.push('nan'), NaN); setTimeout(() => o.push('neg'), -5);
