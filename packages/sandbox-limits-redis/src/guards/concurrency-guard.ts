@@ -92,7 +92,7 @@ interface HeldSlot {
  */
 export function createConcurrencyGuard(options: ConcurrencyGuardOptions): ConcurrencyGuard {
   const settings = validate(ConcurrencyGuardOptionsSchema, options, 'concurrency guard options');
-  const { name, store, leaseTtlMs, logger } = settings;
+  const { name, leaseTtlMs, logger } = settings;
   const warn = createWarner(logger, name);
   const callStore = createStoreCaller(settings, warn);
   const renewEveryMs = settings.renewEveryMs ?? Math.max(1, Math.floor(leaseTtlMs / 3));

@@ -89,7 +89,7 @@ export const RateLimitGuardOptionsSchema = z
  */
 export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitGuard {
   const settings = validate(RateLimitGuardOptionsSchema, options, 'rate limit guard options');
-  const { name, store, limit, windowMs } = settings;
+  const { name, limit, windowMs } = settings;
   const rule = { limit, windowMs, burst: settings.burst ?? limit };
   const warn = createWarner(settings.logger, name);
   const callStore = createStoreCaller(settings, warn);

@@ -60,7 +60,7 @@ export const TurnBudgetGuardOptionsSchema = z.strictObject({
  */
 export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudgetGuard {
   const settings = validate(TurnBudgetGuardOptionsSchema, options, 'turn budget guard options');
-  const { name, store, maxExecutionsPerTurn: limit, turnTtlMs } = settings;
+  const { name, maxExecutionsPerTurn: limit, turnTtlMs } = settings;
   const callStore = createStoreCaller(settings, createWarner(settings.logger, name));
   return {
     name,
