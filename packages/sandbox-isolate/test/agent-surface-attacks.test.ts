@@ -276,6 +276,29 @@ describe('tools', () => {
     await vi.waitFor(() => expect(signalOfNever?.aborted).toBe(true));
   });
 
+  it('ends a tool flood at maxDataRequests while a co-tenant on the same worker is served', async () => {
+    const flood = engine.run({
+      code: 'for (;;) { tools.echo(1).catch(() => {}); await null; }',
+      limits: { maxDataRequests: 1_000 },
+    });
+    const coTenant = await engine.run({ code: 'return "served"' });
+    expect(expectResult(coTenant).payload).toBe('served');
+    const event = expectError(await flood, 'LIMIT_EXCEEDED');
+    expect(event.details).toEqual({ field: 'maxDataRequests', limit: 1_000, size: 1_001 });
+    // Before the fix the calls past the limit crossed too: the worker passed its 1 GiB bound
+    // (OOM, and its co-tenants lost with it) while the host's answer waited behind them.
+    expect(event.stats?.dataRequests).toBe(1_001);
+  });
+
+  it('lets no call past maxDataRequests + 1 cross, even from a synchronous loop', async () => {
+    const event = expectError(
+      await engine.run({ code: 'for (;;) dataProxy.request(1).catch(() => {})' }),
+      'LIMIT_EXCEEDED',
+    );
+    expect(event.details).toEqual({ field: 'maxDataRequests', limit: 20, size: 21 });
+    expect(event.stats?.dataRequests).toBe(21);
+  });
+
   it('never reaches a handler from a timer due after the execution timed out', async () => {
     received.length = 0;
     const event = await engine.run({

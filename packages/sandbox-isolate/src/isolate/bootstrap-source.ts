@@ -103,6 +103,7 @@ let statusEvents = 0;
 let statusUnits = 0;
 let consoleCalls = 0;
 let dropped = 0;
+let dataCalls = 0;
 
 function cap(text, max) {
   return text.length > max ? ReflectApply(stringSlice, text, [0, max]) : text;
@@ -319,6 +320,17 @@ function answerOf(text) {
 // One call across the data Reference: dataProxy.request (tool undefined) or tools.NAME.
 // label names the call in errors, name the value in paths (params.x, input.x).
 function bridgeCall(value, label, name, tool) {
+  // The host ends the execution at call maxDataRequests + 1; later calls, made before that end
+  // arrives, never cross: a loop of calls queued millions on the worker's thread, whose memory
+  // passed its bound while the host's answer waited behind them (found by our attack review).
+  const maxCalls = limits === null ? 0 : limits.maxDataRequests;
+  if (dataCalls > maxCalls) {
+    const error = new ErrorCtor(
+      label + ': more than maxDataRequests (' + maxCalls + ') data requests and tool calls',
+    );
+    return ReflectApply(PromiseReject, PromiseCtor, [error]);
+  }
+  dataCalls++;
   const max = limits === null ? 0 : limits.maxRequestBytes;
   let args;
   if (tool !== undefined && value === undefined) args = ['', 0, '', tool];
@@ -540,6 +552,7 @@ let pending = null;
 return [
   function run(code, limitsJson, synchronous) {
     limits = parse(limitsJson);
+    dataCalls = 0;
     timers = { __proto__: null };
     unsent = { __proto__: null };
     timersPending = 0;
