@@ -164,6 +164,10 @@ describe('what the host thread keeps', () => {
     );
   const nodeTimers = () =>
     process.getActiveResourcesInfo().filter((name) => name === 'Timeout').length;
+  // The engine's own short timers (an isolate's release, 1 ms) come and go around a run: a leak
+  // is a count that stays above the one before, not one that is above it for a moment.
+  const noTimerLeftAbove = (before: number) =>
+    expect.poll(nodeTimers, { timeout: 2_000, interval: 20 }).toBeLessThanOrEqual(before);
 
   it('clears every timer when the execution returns, with 50 still pending', async () => {
     await run('return 0');
@@ -172,7 +176,7 @@ describe('what the host thread keeps', () => {
       'for (let i = 0; i < 50; i++) setTimeout(() => {}, 60_000); return 1',
     );
     expect(outcome).toMatchObject({ kind: 'result', json: '1' });
-    expect(nodeTimers()).toBeLessThanOrEqual(before);
+    await noTimerLeftAbove(before);
   });
 
   it('clears every timer when the execution is cancelled while waiting for one', async () => {
@@ -186,7 +190,7 @@ describe('what the host thread keeps', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     controller.abort();
     expect(await pending).toMatchObject({ kind: 'error', error: { code: 'CANCELLED' } });
-    expect(nodeTimers()).toBeLessThanOrEqual(before);
+    await noTimerLeftAbove(before);
   });
 });
 
