@@ -113,21 +113,15 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
     if (signal?.aborted) return Promise.reject(context.cancelled('before admission'));
     const { promise, resolve, reject } = Promise.withResolvers<R>();
     // The tick in progress counts as one: expiry comes between `timeoutMs` and one tick later.
-    const started = new PendingCall<T>(context, what, ticks + ticksToExpire + 1);
-    // `settle` turns the outcome into the caller's answer in the same step (one promise less on
-    // the hot path); if it throws, the call rejects with what it threw.
-    started.resolve =
-      settle === undefined
-        ? (resolve as (outcome: StoreOutcome<T>) => void)
-        : (outcome) => {
-            try {
-              resolve(settle(outcome));
-            } catch (error) {
-              reject(error);
-            }
-          };
-    started.reject = reject;
-    started.undo = undo;
+    const started = new PendingCall<T, R>(
+      context,
+      what,
+      ticks + ticksToExpire + 1,
+      resolve,
+      reject,
+      settle,
+      undo,
+    );
     if (insurance !== undefined) started.operation = operation;
     pending.add(started);
     watcher ??= setInterval(watch, everyMs);
@@ -203,25 +197,40 @@ interface CallContext {
  * One store call in flight. A class, so that a call costs one object and two callbacks rather
  * than a closure per outcome: this runs on every admission.
  */
-class PendingCall<T> implements Pending {
+class PendingCall<T, R> implements Pending {
   /** The watcher tick at which the call gives up. */
   readonly deadline: number;
   prev: Pending | undefined;
   next: Pending | undefined;
-  resolve: (outcome: StoreOutcome<T>) => void = () => {};
-  reject: (error: unknown) => void = () => {};
-  undo: ((value: T) => void) | undefined;
   /** The operation, to run again on the insurance store. */
   operation: ((store: LimitStore) => Promise<T>) | undefined;
   #settled = false;
   #signal: AbortSignal | undefined;
   readonly #context: CallContext;
   readonly #what: string;
+  readonly #resolve: (answer: R) => void;
+  readonly #reject: (error: unknown) => void;
+  /** Turns the outcome into the caller's answer in the same step (one promise less on the hot
+   * path); without it the outcome is the answer. If it throws, the call rejects with that. */
+  readonly #settle: ((outcome: StoreOutcome<T>) => R) | undefined;
+  readonly #undo: ((value: T) => void) | undefined;
 
-  constructor(context: CallContext, what: string, deadline: number) {
+  constructor(
+    context: CallContext,
+    what: string,
+    deadline: number,
+    resolve: (answer: R) => void,
+    reject: (error: unknown) => void,
+    settle: ((outcome: StoreOutcome<T>) => R) | undefined,
+    undo: ((value: T) => void) | undefined,
+  ) {
     this.#context = context;
     this.#what = what;
     this.deadline = deadline;
+    this.#resolve = resolve;
+    this.#reject = reject;
+    this.#settle = settle;
+    this.#undo = undo;
   }
 
   watchSignal(signal: AbortSignal): void {
@@ -232,31 +241,42 @@ class PendingCall<T> implements Pending {
   /** The signal aborted (`this` is the listener object). */
   handleEvent(): void {
     if (!this.#finish()) return;
-    this.reject(this.#context.cancelled('while waiting for the store'));
+    this.#reject(this.#context.cancelled('while waiting for the store'));
   }
 
   succeed(value: T): void {
     if (!this.#finish()) {
       // Answered after the caller stopped waiting: hand the answer to whoever undoes it.
-      this.undo?.(value);
+      this.#undo?.(value);
       return;
     }
-    this.resolve({ ok: true, value, insured: false });
+    this.#deliver({ ok: true, value, insured: false });
   }
 
   fail(cause: unknown): void {
     if (!this.#finish()) return;
     const error = this.#context.failure(this.#what, cause);
-    if (error !== undefined) this.reject(error);
+    if (error !== undefined) this.#reject(error);
     else if (this.#context.insurance === undefined || this.operation === undefined) {
-      this.resolve({ ok: false });
+      this.#deliver({ ok: false });
     } else {
       // The memory store answers at once and never fails; a throw would still reject, not crash.
-      const { resolve, reject } = this;
       this.operation(this.#context.insurance).then(
-        (value) => resolve({ ok: true, value, insured: true }),
-        reject,
+        (value) => this.#deliver({ ok: true, value, insured: true }),
+        this.#reject,
       );
+    }
+  }
+
+  #deliver(outcome: StoreOutcome<T>): void {
+    if (this.#settle === undefined) {
+      this.#resolve(outcome as R);
+      return;
+    }
+    try {
+      this.#resolve(this.#settle(outcome));
+    } catch (error) {
+      this.#reject(error);
     }
   }
 
