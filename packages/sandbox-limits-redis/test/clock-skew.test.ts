@@ -1,0 +1,66 @@
+// Two hosts whose clocks disagree by 30 s share one Redis: what docs/limits.md ("Clock skew with
+// clock: 'host'") says they do to a rate limit, measured, and that the default clock is immune.
+// The skew is one host's Date.now() moved forward while it sends a check: `clock: 'host'` reads
+// it synchronously, when the check is sent.
+import { randomUUID } from 'node:crypto';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import type { Clock, LimitStore } from '../src/index.ts';
+import { type Backend, ioredisBackend } from './backends.ts';
+
+const skewMs = 30_000;
+// 10 per minute: one unit every 6 s; the 30 s skew is worth 5 units.
+const rule = { limit: 10, windowMs: 60_000, burst: 10 };
+
+const backends: Backend[] = [];
+afterAll(() => Promise.all(backends.map((backend) => backend.close())));
+
+async function twoHosts(clock: Clock) {
+  const backend = await ioredisBackend(undefined, clock);
+  backends.push(backend);
+  const behind = backend.store();
+  const ahead = backend.store();
+  const realNow = Date.now.bind(Date);
+  // Only the ahead host's calls see the moved clock; the spy is undone before anything awaits.
+  const checkAhead = (key: string) => {
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + skewMs);
+    try {
+      return ahead.rateLimit(key, rule);
+    } finally {
+      spy.mockRestore();
+    }
+  };
+  return { behind, checkAhead };
+}
+
+async function admitted(check: () => ReturnType<LimitStore['rateLimit']>, tries: number) {
+  let count = 0;
+  for (let i = 0; i < tries; i++) if ((await check()).allowed) count++;
+  return count;
+}
+
+describe('clock skew between hosts', () => {
+  it("clock 'host': a host 30 s ahead sees 5 units refilled; the one behind then waits 30 s longer", async () => {
+    const { behind, checkAhead } = await twoHosts('host');
+    const key = `rate:{=${randomUUID()}}`;
+    expect(await admitted(() => behind.rateLimit(key, rule), 12)).toBe(10);
+    // d × limit / windowMs = 30 s × 10 / 60 s = 5 more units, never more than burst.
+    expect(await admitted(() => checkAhead(key), 12)).toBe(5);
+    // The stored TAT is now in the ahead host's time: the host behind waits the skew plus one
+    // interval (6 s) instead of one interval.
+    const refused = await behind.rateLimit(key, rule);
+    expect(refused.allowed).toBe(false);
+    expect(refused.retryAfterMs).toBeGreaterThan(skewMs + 6_000 - 2_000);
+    expect(refused.retryAfterMs).toBeLessThanOrEqual(skewMs + 6_000);
+  });
+
+  it("clock 'redis' (the default): the same skew changes nothing", async () => {
+    const { behind, checkAhead } = await twoHosts('redis');
+    const key = `rate:{=${randomUUID()}}`;
+    expect(await admitted(() => behind.rateLimit(key, rule), 12)).toBe(10);
+    expect(await admitted(() => checkAhead(key), 12)).toBe(0);
+    const refused = await behind.rateLimit(key, rule);
+    expect(refused.allowed).toBe(false);
+    expect(refused.retryAfterMs).toBeGreaterThan(6_000 - 2_000);
+    expect(refused.retryAfterMs).toBeLessThanOrEqual(6_000);
+  });
+});
