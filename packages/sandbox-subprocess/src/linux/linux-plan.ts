@@ -5,7 +5,7 @@
 // pipe, so none of them is on a host command line. Inside, a root host's command drops to an
 // unprivileged identity before anything of the caller's runs. Without a usable bwrap the same
 // wrapper runs the command directly: rlimits, cgroups, a process group, and no isolation.
-import { statSync } from 'node:fs';
+import { type Stats, statSync } from 'node:fs';
 import { SandboxUnavailableError } from '@coda/sandbox-core';
 import { SandboxControl } from '../process/controls.ts';
 import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
@@ -391,19 +391,23 @@ function systemRowOf(path: string): string | undefined {
 
 /** Whether `identity` may create files in `dir` (write and search permission). */
 function writableBy(dir: string, identity: { uid: number; gid: number }): boolean {
-  return hasPermission(dir, identity, 0o3);
+  return hasPermission(statSync(dir), identity, 0o3);
 }
 
 /** Whether `identity` may read `path` (and search it, for a directory). Its parents do not
  * matter: inside the view they are bwrap's own directories. */
 function readableBy(path: string, identity: { uid: number; gid: number }): boolean {
-  return hasPermission(path, identity, statSync(path).isDirectory() ? 0o5 : 0o4);
+  const stats = statSync(path);
+  return hasPermission(stats, identity, stats.isDirectory() ? 0o5 : 0o4);
 }
 
 /** Whether the owner, group or other bits that apply to `identity` (no supplementary groups:
  * setpriv clears them) hold every bit of `wanted`. */
-function hasPermission(path: string, identity: { uid: number; gid: number }, wanted: number) {
-  const { uid, gid, mode } = statSync(path);
+function hasPermission(
+  { uid, gid, mode }: Stats,
+  identity: { uid: number; gid: number },
+  wanted: number,
+): boolean {
   const bits = uid === identity.uid ? mode >> 6 : gid === identity.gid ? mode >> 3 : mode;
   return (bits & wanted) === wanted;
 }
