@@ -309,6 +309,61 @@ describe('tools', () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(received).toEqual([]);
   });
+
+  // Variants of the maxDataRequests + 1 fix: one count for both kinds of call, whichever
+  // callback makes them, and nothing crossing once the code has returned.
+  it('counts tools and dataProxy.request interleaved in one loop against one limit', async () => {
+    received.length = 0;
+    const event = expectError(
+      await engine.run({
+        code: 'for (;;) { tools.echo(1).catch(() => {}); dataProxy.request(1).catch(() => {}) }',
+      }),
+      'LIMIT_EXCEEDED',
+    );
+    expect(event.details).toEqual({ field: 'maxDataRequests', limit: 20, size: 21 });
+    expect(event.stats?.dataRequests).toBe(21);
+    expect(received).toHaveLength(10); // calls 1, 3, … 19; the 21st ended the run
+  });
+
+  it('lets no call past the limit cross from fifty timer callbacks that each loop', async () => {
+    received.length = 0;
+    const event = expectError(
+      await engine.run({
+        code: 'for (let i = 0; i < 50; i++) setTimeout(() => { for (;;) tools.echo(1).catch(() => {}) }, 0); await new Promise(() => {})',
+      }),
+      'LIMIT_EXCEEDED',
+    );
+    expect(event.details).toEqual({ field: 'maxDataRequests', limit: 20, size: 21 });
+    expect(event.stats?.dataRequests).toBe(21);
+    expect(received).toHaveLength(20);
+  });
+
+  it('lets no call past the limit cross from a then planted on a tool call’s promise', async () => {
+    const event = expectError(
+      await engine.run({
+        code: 'const p = tools.echo(1); p.then = () => { for (;;) dataProxy.request(2).catch(() => {}) }; return await p',
+      }),
+      'LIMIT_EXCEEDED',
+    );
+    expect(event.stats?.dataRequests).toBe(21);
+  });
+
+  it('never reaches a handler from a timer set before the code returned', async () => {
+    received.length = 0;
+    const event = await engine.run({ code: "setTimeout(() => tools.echo('after'), 0); return 1" });
+    expect(expectResult(event).payload).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(received).toEqual([]);
+  });
+
+  it('ends a microtask loop queued before the return at the time limit; a co-tenant is served', async () => {
+    const spinning = engine.run({
+      code: 'Promise.resolve().then(() => { for (;;) {} }); return 1',
+      limits: { timeoutMs: 300 },
+    });
+    expect(expectError(await spinning, 'TIMEOUT').details).toEqual({ timeoutMs: 300 });
+    expect(expectResult(await engine.run({ code: 'return "served"' })).payload).toBe('served');
+  });
 });
 
 describe('error locations and stacks', () => {
