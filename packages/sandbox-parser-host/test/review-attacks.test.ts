@@ -63,6 +63,21 @@ describe('hostile results through a real runner child', () => {
     });
   });
 
+  it('a parser that ignores SIGXCPU is killed at the hard CPU limit, one second later', async () => {
+    // The wall clock (20 s) is far off: the end is the rlimit's. SIGKILL names no limit, so the
+    // result reads as a crash, not as the TIMEOUT a SIGXCPU gives.
+    const result = await makeHost({ module }).runParser('ignoreCpuLimit', null, {
+      cpuSecs: 1,
+      timeout: 20_000,
+    });
+    expect(result).toMatchObject({
+      ok: false,
+      code: 'CRASH',
+      error: 'child was killed by SIGKILL without a response',
+      timedOut: false,
+    });
+  });
+
   it('a million-key result over maxOutputBytes is refused with both sizes', async () => {
     const result = await makeHost({ module }).runParser('wide', { keys: 1_000_000 });
     expect(result).toMatchObject({
