@@ -34,29 +34,20 @@ const killedAtHardLimit = {
 };
 
 describe('the CPU limit against a command that fights SIGXCPU', () => {
-  it('ends a command that ignores SIGXCPU at the hard limit, one second later', async () => {
-    const result = await cpuLimited().run(python, [
-      '-c',
-      'import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass',
-    ]);
-    expect(outcome(result)).toEqual(killedAtHardLimit);
-  });
-
-  it('ends a command that blocks SIGXCPU at the hard limit', async () => {
-    const result = await cpuLimited().run(python, [
-      '-c',
-      'import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGXCPU])\nwhile True: pass',
-    ]);
-    expect(outcome(result)).toEqual(killedAtHardLimit);
-  });
-
-  it('ends a command that handles SIGXCPU and keeps computing', async () => {
-    const result = await cpuLimited().run(python, [
-      '-c',
-      'import signal\nsignal.signal(signal.SIGXCPU, lambda *_: None)\nwhile True: pass',
-    ]);
-    expect(outcome(result)).toEqual(killedAtHardLimit);
-  });
+  it.each([
+    ['ignores', 'signal.signal(signal.SIGXCPU, signal.SIG_IGN)'],
+    ['blocks', 'signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGXCPU])'],
+    ['handles', 'signal.signal(signal.SIGXCPU, lambda *_: None)'],
+  ])(
+    'ends a command that %s SIGXCPU and keeps computing at the hard limit, one second later',
+    async (_, fight) => {
+      const result = await cpuLimited().run(python, [
+        '-c',
+        `import signal\n${fight}\nwhile True: pass`,
+      ]);
+      expect(outcome(result)).toEqual(killedAtHardLimit);
+    },
+  );
 
   it('refuses to raise the hard CPU limit; raising the soft one to it changes nothing', async () => {
     const script = [
