@@ -65,6 +65,31 @@ describe('the CPU limit against a command that fights SIGXCPU', () => {
   });
 });
 
+describe('the CPU limit is per process', () => {
+  it('lets forked children pass cpuSecs together; the wall clock ends the command', async () => {
+    // RLIMIT_CPU counts each process alone: children of 0.7 s each never reach a 1 s limit.
+    const script = [
+      'import os, resource, sys, time',
+      'while True:',
+      '    pid = os.fork()',
+      '    if pid == 0:',
+      '        end = time.process_time() + 0.7',
+      '        while time.process_time() < end: pass',
+      '        os._exit(0)',
+      '    os.waitpid(pid, 0)',
+      '    u = resource.getrusage(resource.RUSAGE_CHILDREN)',
+      '    print(u.ru_utime + u.ru_stime); sys.stdout.flush()',
+    ].join('\n');
+    const result = await createSandbox({ timeoutMs: 5_000, rlimits: { cpuSecs: 1 } }).run(python, [
+      '-c',
+      script,
+    ]);
+    expect(result).toMatchObject({ success: false, code: 'TIMEOUT', timedOut: true });
+    const childCpu = Number(result.stdout.trim().split('\n').at(-1));
+    expect(childCpu).toBeGreaterThan(1);
+  });
+});
+
 describe('close() leaves nothing running', () => {
   it('kills a TERM-ignoring setsid daemon and a double-forked grandchild of a spawned command', async () => {
     const tag = token();
