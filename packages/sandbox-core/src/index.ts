@@ -44,6 +44,7 @@ export {
   type ExecutionGuard,
   type GuardLease,
 } from './guards/execution-guard.ts';
+export { type JsonMeasureRefusal, measureJson } from './json/json-measure.ts';
 export type { JsonObject, JsonValue } from './json-value.ts';
 export {
   type BridgeLimits,

@@ -5,6 +5,7 @@ import {
   type ExecutionLimits,
   type ExecutionStats,
   type JsonValue,
+  measureJson,
   SandboxErrorCode,
   type SandboxErrorJSON,
   type StatusEvent,
@@ -12,7 +13,6 @@ import {
   utf8ByteLength,
   validate,
 } from '@coda/sandbox-core';
-import { measureJson } from '../bridge/json-measure.ts';
 import { capText, maxJsonDepth, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
 import type { DataHandler } from '../config/engine-config.ts';
 import type { DataAnswer, IsolateStats, JobHost, ParamsRefusal } from '../isolate/job.ts';

@@ -1,8 +1,12 @@
 // Entry point of a worker process: hosts isolates for the engine in the parent and relays their
 // bridge calls over IPC. Any isolated-vm failure here kills this process, never the host.
 import { writeSync } from 'node:fs';
-import { type ExecutionLimits, sandboxErrorFromJSON, silentLogger } from '@coda/sandbox-core';
-import { measureJson } from '../bridge/json-measure.ts';
+import {
+  type ExecutionLimits,
+  measureJson,
+  sandboxErrorFromJSON,
+  silentLogger,
+} from '@coda/sandbox-core';
 import { maxJsonDepth } from '../bridge/safe-json.ts';
 import { resultTooBig, resultTooDeep } from '../isolate/code-executor.ts';
 import { IsolateRuntime } from '../isolate/isolate-runtime.ts';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ResponseReader } from './response-reader.ts';
+import { maxResponseDepth, ResponseReader } from './response-reader.ts';
 
 const nonce = randomBytes(32);
 
@@ -48,6 +48,25 @@ describe('ResponseReader', () => {
     expect(reader.ready).toBe(false);
     reader.push(readyNotice);
     expect(reader.ready).toBe(true);
+  });
+
+  it('refuses a response nested deeper than maxResponseDepth before parsing it', () => {
+    const nested = (depth: number) =>
+      `{"ok":true,"data":${'['.repeat(depth - 1)}${']'.repeat(depth - 1)}}`;
+    // The envelope is one level: data arrays to maxResponseDepth in all are still parsed.
+    const atLimit = new ResponseReader(nonce, 16 * 1024 * 1024);
+    expect(
+      atLimit.push(Buffer.concat([readyNotice, frame(nested(maxResponseDepth))])),
+    ).toMatchObject({ kind: 'complete' });
+    // 4 000 000 levels in 8 MB: JSON.parse alone held the host about 1.4 s.
+    const deep = new ResponseReader(nonce, 16 * 1024 * 1024);
+    const started = performance.now();
+    expect(deep.push(Buffer.concat([readyNotice, frame(nested(4_000_000))]))).toEqual({
+      kind: 'refused',
+      reason: 'malformed',
+      message: `the response is nested deeper than ${maxResponseDepth} levels`,
+    });
+    expect(performance.now() - started).toBeLessThan(1_000);
   });
 
   it('refuses a second ready notice', () => {

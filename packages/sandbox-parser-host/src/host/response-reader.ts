@@ -2,12 +2,20 @@
 // nonce, then a length and a body. An empty body is the runner's ready notice; the next frame
 // is the response. Memory stays flat whatever arrives: bytes before a nonce are scanned and
 // dropped, and a body over the cap is never buffered.
+import { measureJson } from '@coda/sandbox-core';
 import { ParserResponseSchema } from '../protocol/schemas.ts';
 import type { ParserResponse } from '../protocol/wire.ts';
 import { lengthBytes, nonceBytes, readyLength } from '../protocol/wire.ts';
 
 /** Room beyond `maxOutputBytes` for the response envelope and an error message (16 Ki chars). */
 export const envelopeAllowance = 128 * 1024;
+
+/**
+ * The deepest response the host parses. The runner's `JSON.stringify` overflows its stack near
+ * 5 000 levels, so no honest response comes close; a deeper body (only a child that stole the
+ * nonce could send one) is refused before `JSON.parse`, which would block the host for seconds.
+ */
+export const maxResponseDepth = 10_000;
 
 /** What the reader concluded so far. */
 export type ReaderState =
@@ -123,6 +131,10 @@ export class ResponseReader {
   #finish(): void {
     const text = Buffer.concat(this.#body).toString('utf8');
     this.#body = [];
+    if (measureJson(text, maxResponseDepth, Number.POSITIVE_INFINITY) === 'depth') {
+      this.#refuse('malformed', `the response is nested deeper than ${maxResponseDepth} levels`);
+      return;
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);

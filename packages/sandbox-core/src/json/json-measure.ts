@@ -1,7 +1,8 @@
-// Measures JSON text that an isolate produced, without parsing it: nesting depth and the number
-// of values, in one pass over the characters. The worker runs it on what it relays (the isolate
-// already refused larger values; a worker is the host's trust boundary, so it checks again), and
-// the host on what arrives from a worker, before anything is parsed.
+// Measures JSON text from the other side of a trust boundary without parsing it: nesting depth
+// and the number of values, in one pass over the characters. JSON.parse of deep or huge text blocks
+// the thread that calls it (seconds for millions of levels) and a deep result then breaks whoever
+// stringifies it, so a receiver measures first: the isolate engine's worker on what an isolate
+// sends and the host on what a worker relays, the parser host on a child's response.
 
 /** Why a text is refused: '' when it is within both bounds. */
 export type JsonMeasureRefusal = '' | 'depth' | 'values';
