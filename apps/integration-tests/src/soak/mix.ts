@@ -175,8 +175,11 @@ export function drawCases(count: number, seed: number): SoakCase[] {
  */
 export function isCollateral(event: SandboxEvent | undefined): boolean {
   if (event?.type !== 'error') return false;
-  if (event.code === 'CRASH')
+  if (event.code === 'CRASH') {
+    // Lost with a worker another execution killed, after it had reached the host (not rerun).
+    if (event.details?.collateral === true) return true;
     return event.message.startsWith("The execution's worker process died:");
+  }
   return (
     event.code === 'OOM' && /^The worker process used \d+ MiB, over its bound/.test(event.message)
   );
