@@ -72,3 +72,29 @@ export {
 } from './limits/sandbox-policy.ts';
 export { describeValue, validate } from './limits/validate.ts';
 export { type Logger, type LogMethod, silentLogger } from './logging/logger.ts';
+export {
+  type AddressClass,
+  classifyAddress,
+  neverClasses,
+  privateClasses,
+} from './network/address-class.ts';
+export { formatHostPattern, type HostPattern, parseHostPattern } from './network/host-pattern.ts';
+export {
+  formatIpAddress,
+  type IpAddress,
+  type IpRange,
+  inRange,
+  parseIpAddress,
+  parseIpRange,
+  unmapIpv4,
+} from './network/ip-address.ts';
+export {
+  type NetworkAllowedEntry,
+  type NetworkDenialReason,
+  type NetworkDeniedEntry,
+  type NetworkEvent,
+  type NetworkPolicy,
+  NetworkPolicySchema,
+  type NetworkReport,
+} from './network/network-policy.ts';
+export { type Destination, NetworkRules, type NetworkVerdict } from './network/network-rules.ts';

@@ -28,6 +28,7 @@ import type {
 } from './limits/execution-limits.ts';
 import type { ParserLimits, ParserLimitsSchema } from './limits/parser-limits.ts';
 import type { SandboxPolicy, SandboxPolicySchema } from './limits/sandbox-policy.ts';
+import type { NetworkPolicy, NetworkPolicySchema } from './network/network-policy.ts';
 
 describe('option types and their schemas', () => {
   it('agree on input and output, field for field', () => {
@@ -41,6 +42,8 @@ describe('option types and their schemas', () => {
     expectTypeOf<ParserLimits>().toEqualTypeOf<z.output<typeof ParserLimitsSchema>>();
     expectTypeOf<SandboxPolicy>().toEqualTypeOf<z.input<typeof SandboxPolicySchema>>();
     expectTypeOf<SandboxPolicy>().toEqualTypeOf<z.output<typeof SandboxPolicySchema>>();
+    expectTypeOf<NetworkPolicy>().toEqualTypeOf<z.input<typeof NetworkPolicySchema>>();
+    expectTypeOf<NetworkPolicy>().toEqualTypeOf<z.output<typeof NetworkPolicySchema>>();
     expectTypeOf<ExecutionContext>().toEqualTypeOf<z.input<typeof ExecutionContextSchema>>();
     expectTypeOf<ExecutionContext>().toEqualTypeOf<z.output<typeof ExecutionContextSchema>>();
   });

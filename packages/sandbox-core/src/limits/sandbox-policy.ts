@@ -1,5 +1,6 @@
 // The subprocess sandbox policy, with its defaults.
 import { z } from 'zod';
+import { type NetworkPolicy, NetworkPolicySchema } from '../network/network-policy.ts';
 import { resolveOver } from './resolve.ts';
 
 /** The policy a `SubprocessSandbox` runs commands under. */
@@ -20,6 +21,8 @@ export const SandboxPolicySchema = z.strictObject({
   allowedSyscalls: z
     .array(z.string().regex(/^[a-z0-9_]+$/, 'expected a syscall name such as "read"'))
     .optional(),
+  /** Egress allowlist: the network only through the host's proxy, whatever `allowNetwork` says. */
+  network: NetworkPolicySchema.optional(),
 });
 
 /**
@@ -47,6 +50,12 @@ export interface SandboxPolicy {
    * tables, such as `read`. Default: a denylist of dangerous syscalls instead.
    */
   allowedSyscalls?: string[] | undefined;
+  /**
+   * Egress allowlist, the third network mode: when set, commands reach the network only through
+   * a proxy the host runs, which lets through the hosts the policy allows and reports the rest,
+   * whatever `allowNetwork` says. Default: unset (`allowNetwork` decides).
+   */
+  network?: NetworkPolicy | undefined;
 }
 
 /** The defaults: enabled, 30 s, 512 MiB, network and file writes allowed. */

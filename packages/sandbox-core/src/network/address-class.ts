@@ -1,0 +1,99 @@
+// Which kind of destination an IP address is: the table of special-purpose ranges (RFC 6890 and
+// the IANA registries) an egress policy refuses unless told otherwise. Data, not code.
+import { type IpAddress, type IpRange, inRange, parseIpRange, unmapIpv4 } from './ip-address.ts';
+
+/**
+ * The kind of destination an address is. `public` is everything not in the table;
+ * `host` is one of the host's own interface addresses (given by the caller).
+ */
+export type AddressClass =
+  | 'public'
+  | 'loopback'
+  | 'private'
+  | 'cgnat'
+  | 'link-local'
+  | 'metadata'
+  | 'multicast'
+  | 'unspecified'
+  | 'reserved'
+  | 'host';
+
+/** Classes a policy's `allowPrivate: true` lets through; the rest need an explicit CIDR. */
+export const privateClasses: ReadonlySet<AddressClass> = new Set([
+  'loopback',
+  'private',
+  'cgnat',
+  'host',
+]);
+
+/** Classes no policy entry can let through: nothing sensible is reached there. */
+export const neverClasses: ReadonlySet<AddressClass> = new Set(['multicast', 'unspecified']);
+
+/** The table, most specific first: the first range holding an address gives its class. */
+const specialRanges: readonly (readonly [string, AddressClass])[] = [
+  ['169.254.169.254/32', 'metadata'], // AWS, GCP, Azure, OpenStack
+  ['100.100.100.200/32', 'metadata'], // Alibaba Cloud
+  ['fd00:ec2::254/128', 'metadata'], // AWS over IPv6
+  ['0.0.0.0/8', 'unspecified'], // "this network": connect() to it reaches the host
+  ['10.0.0.0/8', 'private'],
+  ['100.64.0.0/10', 'cgnat'],
+  ['127.0.0.0/8', 'loopback'],
+  ['169.254.0.0/16', 'link-local'],
+  ['172.16.0.0/12', 'private'],
+  ['192.0.0.0/24', 'reserved'], // IETF protocol assignments
+  ['192.0.2.0/24', 'reserved'], // documentation
+  ['192.88.99.0/24', 'reserved'], // 6to4 relay anycast
+  ['192.168.0.0/16', 'private'],
+  ['198.18.0.0/15', 'reserved'], // benchmarking
+  ['198.51.100.0/24', 'reserved'], // documentation
+  ['203.0.113.0/24', 'reserved'], // documentation
+  ['224.0.0.0/4', 'multicast'],
+  ['240.0.0.0/4', 'reserved'], // includes 255.255.255.255
+  ['::/128', 'unspecified'],
+  ['::1/128', 'loopback'],
+  ['::/96', 'reserved'], // IPv4-compatible, deprecated
+  ['100::/64', 'reserved'], // discard
+  ['2001::/32', 'reserved'], // Teredo: the IPv4 inside is obfuscated
+  ['2001:db8::/32', 'reserved'], // documentation
+  ['fc00::/7', 'private'], // unique local
+  ['fe80::/10', 'link-local'],
+  ['fec0::/10', 'private'], // site-local, deprecated
+  ['ff00::/8', 'multicast'],
+];
+
+const compiled: readonly (readonly [IpRange, AddressClass])[] = specialRanges.map(
+  ([text, kind]) => [parseIpRange(text)!, kind] as const,
+);
+
+/** IPv6 ranges that carry an IPv4 address a gateway may forward to: [range, offset of the IPv4]. */
+const embeddedIpv4: readonly (readonly [IpRange, number])[] = [
+  [parseIpRange('64:ff9b::/96')!, 12], // NAT64
+  [parseIpRange('64:ff9b:1::/48')!, 12], // local-use NAT64
+  [parseIpRange('2002::/16')!, 2], // 6to4
+];
+
+/**
+ * The class of `address`. IPv4-mapped, NAT64 and 6to4 IPv6 addresses take the class of the IPv4
+ * address inside (`::ffff:127.0.0.1` is loopback). `hostAddresses` are the host's own interface
+ * addresses: one of them is `host` unless the table already names it.
+ */
+export function classifyAddress(
+  address: IpAddress,
+  hostAddresses: readonly IpAddress[] = [],
+): AddressClass {
+  const plain = unmapIpv4(address);
+  for (const [range, offset] of embeddedIpv4) {
+    if (inRange(plain, range)) {
+      return classifyAddress(
+        { family: 4, bytes: plain.bytes.slice(offset, offset + 4) },
+        hostAddresses,
+      );
+    }
+  }
+  for (const [range, kind] of compiled) if (inRange(plain, range)) return kind;
+  const own = hostAddresses.some((host) => {
+    const other = unmapIpv4(host);
+    return other.family === plain.family && other.bytes.every((byte, i) => byte === plain.bytes[i]);
+  });
+  return own ? 'host' : 'public';
+}

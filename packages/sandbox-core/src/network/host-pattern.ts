@@ -1,0 +1,112 @@
+// One entry of an egress allow or deny list: an exact host, a `*.` suffix, an IP literal or a
+// CIDR range, with an optional port. Parsing refuses anything else with a reason.
+import {
+  formatIpAddress,
+  type IpAddress,
+  type IpRange,
+  parseIpAddress,
+  parseIpRange,
+} from './ip-address.ts';
+
+/** A parsed allow/deny entry. */
+export type HostPattern =
+  | { readonly kind: 'host'; readonly host: string; readonly port: number | undefined }
+  | { readonly kind: 'suffix'; readonly suffix: string; readonly port: number | undefined }
+  | { readonly kind: 'ip'; readonly address: IpAddress; readonly port: number | undefined }
+  | { readonly kind: 'cidr'; readonly range: IpRange; readonly port: undefined };
+
+const label = /^(?!-)[a-z0-9_-]{1,63}(?<!-)$/;
+
+/**
+ * A host name as the policy compares it (lowercase, no trailing dot), or the reason it is not
+ * one. A last label that is all digits or `0x…` is refused: resolvers read such a "name"
+ * (`2130706433`, `0x7f.1`) as an IPv4 address.
+ */
+export function normalizeHostName(text: string): { host: string } | { error: string } {
+  const host = text.toLowerCase().replace(/\.$/, '');
+  if (host.length === 0 || host.length > 253)
+    return { error: 'expected a host name of 1 to 253 characters' };
+  const labels = host.split('.');
+  if (!labels.every((part) => label.test(part))) {
+    return { error: 'expected a host name of letters, digits, "-" and "_" between dots' };
+  }
+  const last = labels.at(-1) ?? '';
+  if (/^(\d+|0x[0-9a-f]*)$/.test(last)) {
+    return { error: 'a numeric last label reads as an IP address; write the address itself' };
+  }
+  return { host };
+}
+
+function parsePort(text: string): number | undefined {
+  if (!/^\d{1,5}$/.test(text)) return undefined;
+  const port = Number(text);
+  return port >= 1 && port <= 65_535 ? port : undefined;
+}
+
+/** Parses one allow/deny entry, or returns why it is refused. */
+export function parseHostPattern(entry: string): HostPattern | { error: string } {
+  const text = entry.trim();
+  if (text === '*' || text === '*.*') {
+    return { error: 'a pattern for every host is not an allowlist; use allowNetwork: true' };
+  }
+  if (text.includes('/')) {
+    const range = parseIpRange(text);
+    return range === undefined
+      ? { error: 'expected a CIDR range such as 10.0.0.0/8 (no host bits set, no port)' }
+      : { kind: 'cidr', range, port: undefined };
+  }
+  let hostPart = text;
+  let port: number | undefined;
+  const bracketed = /^\[([^\]]+)\](?::(.*))?$/.exec(text);
+  if (bracketed !== null) {
+    hostPart = bracketed[1] ?? '';
+    if (bracketed[2] !== undefined) {
+      port = parsePort(bracketed[2]);
+      if (port === undefined) return { error: 'expected a port from 1 to 65535 after ":"' };
+    }
+    const address = parseIpAddress(hostPart);
+    return address?.family === 6
+      ? { kind: 'ip', address, port }
+      : { error: 'expected an IPv6 address inside [ ]' };
+  }
+  if (text.split(':').length > 2) {
+    const address = parseIpAddress(text);
+    return address === undefined
+      ? { error: 'expected an IPv6 address (write [address]:port for a port)' }
+      : { kind: 'ip', address, port: undefined };
+  }
+  const colon = text.lastIndexOf(':');
+  if (colon >= 0) {
+    hostPart = text.slice(0, colon);
+    port = parsePort(text.slice(colon + 1));
+    if (port === undefined) return { error: 'expected a port from 1 to 65535 after ":"' };
+  }
+  const address = parseIpAddress(hostPart);
+  if (address !== undefined) return { kind: 'ip', address, port };
+  if (hostPart.startsWith('*.')) {
+    const name = normalizeHostName(hostPart.slice(2));
+    if ('error' in name) return { error: `after "*.": ${name.error}` };
+    return { kind: 'suffix', suffix: name.host, port };
+  }
+  if (hostPart.includes('*')) return { error: '"*" is only allowed as a leading "*." label' };
+  const name = normalizeHostName(hostPart);
+  if ('error' in name) return name;
+  return { kind: 'host', host: name.host, port };
+}
+
+/** The pattern as text, for reports. */
+export function formatHostPattern(pattern: HostPattern): string {
+  const port = pattern.port === undefined ? '' : `:${pattern.port}`;
+  switch (pattern.kind) {
+    case 'host':
+      return `${pattern.host}${port}`;
+    case 'suffix':
+      return `*.${pattern.suffix}${port}`;
+    case 'ip':
+      return pattern.address.family === 6 && port !== ''
+        ? `[${formatIpAddress(pattern.address)}]${port}`
+        : `${formatIpAddress(pattern.address)}${port}`;
+    case 'cidr':
+      return `${formatIpAddress(pattern.range.address)}/${pattern.range.prefix}`;
+  }
+}

@@ -1,0 +1,199 @@
+import { describe, expect, it } from 'vitest';
+import { SandboxValidationError } from '../errors/error-classes.ts';
+import { type AddressClass, classifyAddress } from './address-class.ts';
+import { parseHostPattern } from './host-pattern.ts';
+import { formatIpAddress, parseIpAddress, parseIpRange } from './ip-address.ts';
+import { NetworkRules } from './network-rules.ts';
+
+const ip = (text: string) => {
+  const parsed = parseIpAddress(text);
+  if (parsed === undefined) throw new Error(`test table: ${text} is not an address`);
+  return parsed;
+};
+
+describe('IP literals', () => {
+  it.each([
+    ['127.0.0.1', '127.0.0.1'],
+    ['::1', '::1'],
+    ['[::1]', '::1'],
+    ['::ffff:127.0.0.1', '::ffff:7f00:1'],
+    ['2001:DB8:0:0:0:0:0:1', '2001:db8::1'],
+    ['fe80::1:2', 'fe80::1:2'],
+  ])('%s reads as %s', (text, canonical) => {
+    expect(formatIpAddress(ip(text))).toBe(canonical);
+  });
+
+  it.each([
+    '0x7f.0.0.1',
+    '2130706433',
+    '127.1',
+    '127.000.0.1',
+    '1.2.3.256',
+    ':::1',
+    '1::2::3',
+    'fe80::1%eth0',
+  ])('%s is not a strict literal', (text) => {
+    expect(parseIpAddress(text)).toBeUndefined();
+  });
+
+  it('refuses a CIDR with host bits set', () => {
+    expect(parseIpRange('10.0.0.1/8')).toBeUndefined();
+    expect(parseIpRange('10.0.0.0/8')).toBeDefined();
+    expect(parseIpRange('10.0.0.0/33')).toBeUndefined();
+  });
+});
+
+describe('address classes', () => {
+  const table: [string, AddressClass][] = [
+    ['8.8.8.8', 'public'],
+    ['127.0.0.1', 'loopback'],
+    ['127.45.6.7', 'loopback'],
+    ['::1', 'loopback'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['::ffff:169.254.169.254', 'metadata'],
+    ['169.254.169.254', 'metadata'],
+    ['fd00:ec2::254', 'metadata'],
+    ['100.100.100.200', 'metadata'],
+    ['169.254.1.1', 'link-local'],
+    ['fe80::1', 'link-local'],
+    ['10.1.2.3', 'private'],
+    ['172.31.255.255', 'private'],
+    ['172.32.0.1', 'public'],
+    ['192.168.0.1', 'private'],
+    ['fd12:3456::1', 'private'],
+    ['100.64.0.1', 'cgnat'],
+    ['100.128.0.1', 'public'],
+    ['224.0.0.1', 'multicast'],
+    ['ff02::1', 'multicast'],
+    ['0.0.0.0', 'unspecified'],
+    ['::', 'unspecified'],
+    ['255.255.255.255', 'reserved'],
+    ['64:ff9b::7f00:1', 'loopback'], // NAT64 of 127.0.0.1
+    ['2002:a9fe:a9fe::1', 'metadata'], // 6to4 of 169.254.169.254
+    ['2001:db8::1', 'reserved'],
+    ['2606:4700::1111', 'public'],
+  ];
+  it.each(table)('%s is %s', (text, kind) => {
+    expect(classifyAddress(ip(text))).toBe(kind);
+  });
+
+  it('names the host’s own addresses', () => {
+    expect(classifyAddress(ip('203.0.114.7'), [ip('203.0.114.7')])).toBe('host');
+    expect(classifyAddress(ip('::ffff:203.0.114.7'), [ip('203.0.114.7')])).toBe('host');
+  });
+});
+
+describe('allow and deny patterns', () => {
+  it.each([
+    ['*', 'a pattern for every host'],
+    ['*.', 'after "*."'],
+    ['api.*.com', '"*" is only allowed'],
+    ['example.com:0', 'expected a port'],
+    ['example.com:70000', 'expected a port'],
+    ['bad host', 'expected a host name'],
+    ['10.0.0.1/8', 'expected a CIDR range'],
+    ['[127.0.0.1]:80', 'expected an IPv6 address inside'],
+    ['1.2.3', 'numeric last label'],
+  ])('refuses %j', (entry, message) => {
+    const parsed = parseHostPattern(entry);
+    expect('error' in parsed && parsed.error).toContain(message);
+  });
+
+  it('names each bad entry in the validation error', () => {
+    expect(() => new NetworkRules({ allow: ['ok.example', '*'], deny: ['x:99999'] })).toThrow(
+      SandboxValidationError,
+    );
+    try {
+      new NetworkRules({ allow: ['ok.example', '*'], deny: ['x:99999'] });
+    } catch (error) {
+      const issues = (error as SandboxValidationError).issues.map((issue) => [
+        issue.path,
+        issue.received,
+      ]);
+      expect(issues).toEqual([
+        ['allow.1', '"*"'],
+        ['deny.0', '"x:99999"'],
+      ]);
+    }
+  });
+
+  const rules = new NetworkRules({
+    allow: [
+      'registry.npmjs.org',
+      '*.githubusercontent.com',
+      'api.example.com:443',
+      '10.0.0.5',
+      '192.168.7.0/24',
+      '[fd00::1]:8443',
+    ],
+    deny: ['evil.githubusercontent.com'],
+  });
+  const check = (host: string, port: number) => {
+    const destination = NetworkRules.destination(host);
+    if ('ok' in destination) return destination.ok ? 'ok' : destination.reason;
+    const verdict = rules.checkDestination(destination, port);
+    return verdict.ok ? 'ok' : verdict.reason;
+  };
+  it.each([
+    ['registry.npmjs.org', 443, 'ok'],
+    ['REGISTRY.npmjs.org.', 80, 'ok'],
+    ['npmjs.org', 443, 'not-allowed'],
+    ['raw.githubusercontent.com', 443, 'ok'],
+    ['a.b.githubusercontent.com', 443, 'ok'],
+    ['githubusercontent.com', 443, 'not-allowed'],
+    ['evil.githubusercontent.com', 443, 'denied'],
+    ['api.example.com', 443, 'ok'],
+    ['api.example.com', 80, 'not-allowed'],
+    ['10.0.0.5', 22, 'ok'],
+    ['10.0.0.6', 22, 'ip-literal'],
+    ['192.168.7.9', 80, 'ok'],
+    ['::ffff:10.0.0.5', 80, 'ok'],
+    ['fd00::1', 8443, 'ok'],
+    ['fd00::1', 443, 'ip-literal'],
+    ['127.0.0.1', 80, 'ip-literal'],
+    ['2130706433', 80, 'invalid-host'],
+    ['0x7f.1', 80, 'invalid-host'],
+    ['224.0.0.1', 80, 'private-address'],
+  ])('%s:%d → %s', (host, port, expected) => {
+    expect(check(host, port)).toBe(expected);
+  });
+});
+
+describe('resolved addresses', () => {
+  const strict = new NetworkRules({ allow: ['api.test'] });
+  const open = new NetworkRules({ allow: ['api.test'], allowPrivate: true });
+  const cidr = new NetworkRules({
+    allow: ['api.test', '169.254.0.0/16'],
+    deny: ['10.9.0.0/16'],
+    allowPrivate: true,
+  });
+  const verdict = (rules: NetworkRules, address: string) => {
+    const result = rules.checkResolved(ip(address), 443, [ip('198.51.100.9')]);
+    return result.ok ? 'ok' : result.reason;
+  };
+  it.each([
+    ['8.8.8.8', 'ok', 'ok', 'ok'],
+    ['127.0.0.1', 'private-address', 'ok', 'ok'],
+    ['::ffff:127.0.0.1', 'private-address', 'ok', 'ok'],
+    ['10.1.1.1', 'private-address', 'ok', 'ok'],
+    ['10.9.1.1', 'private-address', 'ok', 'denied'],
+    ['100.64.1.1', 'private-address', 'ok', 'ok'],
+    ['169.254.169.254', 'private-address', 'private-address', 'ok'],
+    ['fe80::1', 'private-address', 'private-address', 'private-address'],
+    ['224.0.0.1', 'private-address', 'private-address', 'private-address'],
+    ['0.0.0.0', 'private-address', 'private-address', 'private-address'],
+  ])('%s: strict %s, allowPrivate %s, with a CIDR %s', (address, a, b, c) => {
+    expect([verdict(strict, address), verdict(open, address), verdict(cidr, address)]).toEqual([
+      a,
+      b,
+      c,
+    ]);
+  });
+  it('says which class refused the address', () => {
+    expect(strict.checkResolved(ip('169.254.169.254'), 80)).toEqual({
+      ok: false,
+      reason: 'private-address',
+      detail: 'resolved to 169.254.169.254 (metadata)',
+    });
+  });
+});

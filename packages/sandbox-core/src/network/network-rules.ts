@@ -1,0 +1,136 @@
+// A NetworkPolicy compiled for checking: names against the patterns, then every address the
+// name resolved to against the address classes and the CIDR entries.
+
+import { validate } from '../limits/validate.ts';
+import {
+  type AddressClass,
+  classifyAddress,
+  neverClasses,
+  privateClasses,
+} from './address-class.ts';
+import { type HostPattern, normalizeHostName, parseHostPattern } from './host-pattern.ts';
+import {
+  formatIpAddress,
+  type IpAddress,
+  inRange,
+  parseIpAddress,
+  unmapIpv4,
+} from './ip-address.ts';
+import type { NetworkDenialReason, NetworkPolicy } from './network-policy.ts';
+import { NetworkPolicySchema } from './network-policy.ts';
+
+/** The outcome of a check: allowed, or refused with a reason. */
+export type NetworkVerdict =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly reason: NetworkDenialReason; readonly detail: string };
+
+/** A destination named by a program: an IP literal or a host name (normalized). */
+export type Destination =
+  | { readonly kind: 'ip'; readonly address: IpAddress; readonly text: string }
+  | { readonly kind: 'name'; readonly host: string };
+
+const allowed: NetworkVerdict = Object.freeze({ ok: true });
+
+function refuse(reason: NetworkDenialReason, detail: string): NetworkVerdict {
+  return { ok: false, reason, detail };
+}
+
+/** Checks destinations against one validated {@link NetworkPolicy}. */
+export class NetworkRules {
+  readonly #allow: readonly HostPattern[];
+  readonly #deny: readonly HostPattern[];
+  readonly #allowPrivate: boolean;
+  /** The policy as validated. */
+  readonly policy: Readonly<NetworkPolicy>;
+
+  /** Validates `policy` (throws `SandboxValidationError` naming each bad entry). */
+  constructor(policy: NetworkPolicy) {
+    this.policy = Object.freeze(validate(NetworkPolicySchema, policy, 'network policy'));
+    const parse = (entries: readonly string[]): HostPattern[] =>
+      entries.map((entry) => parseHostPattern(entry) as HostPattern);
+    this.#allow = parse(this.policy.allow);
+    this.#deny = parse(this.policy.deny ?? []);
+    this.#allowPrivate = this.policy.allowPrivate ?? false;
+  }
+
+  /** Reads a host as a program named it: an IP literal, a host name, or a refusal. */
+  static destination(host: string): Destination | NetworkVerdict {
+    const address = parseIpAddress(host);
+    if (address !== undefined)
+      return { kind: 'ip', address: unmapIpv4(address), text: formatIpAddress(address) };
+    const name = normalizeHostName(host);
+    if ('error' in name) return refuse('invalid-host', name.error);
+    return { kind: 'name', host: name.host };
+  }
+
+  /** Whether the policy lets a program ask for `host:port`, before any name is resolved. */
+  checkDestination(destination: Destination, port: number): NetworkVerdict {
+    if (destination.kind === 'ip') {
+      if (this.#deny.some((pattern) => matchesAddress(pattern, destination.address, port))) {
+        return refuse('denied', `${destination.text} matches a deny entry`);
+      }
+      if (neverClasses.has(classifyAddress(destination.address))) {
+        return refuse(
+          'private-address',
+          `${destination.text} (${classifyAddress(destination.address)}) is never reached`,
+        );
+      }
+      return this.#allow.some((pattern) => matchesAddress(pattern, destination.address, port))
+        ? allowed
+        : refuse('ip-literal', `${destination.text} is an IP address no allow entry names`);
+    }
+    if (this.#deny.some((pattern) => matchesName(pattern, destination.host, port))) {
+      return refuse('denied', `${destination.host}:${port} matches a deny entry`);
+    }
+    return this.#allow.some((pattern) => matchesName(pattern, destination.host, port))
+      ? allowed
+      : refuse('not-allowed', `${destination.host}:${port} matches no allow entry`);
+  }
+
+  /**
+   * Whether a connection to `address` (one the name resolved to) may be made. `hostAddresses`
+   * are the host's own interface addresses (class `host`).
+   */
+  checkResolved(
+    address: IpAddress,
+    port: number,
+    hostAddresses: readonly IpAddress[] = [],
+  ): NetworkVerdict {
+    const plain = unmapIpv4(address);
+    const text = formatIpAddress(plain);
+    if (this.#deny.some((pattern) => matchesAddress(pattern, plain, port))) {
+      return refuse('denied', `resolved to ${text}, which matches a deny entry`);
+    }
+    const kind: AddressClass = classifyAddress(plain, hostAddresses);
+    if (neverClasses.has(kind)) return refuse('private-address', `resolved to ${text} (${kind})`);
+    if (kind === 'public') return allowed;
+    if (
+      this.#allow.some((pattern) => pattern.kind === 'cidr' && matchesAddress(pattern, plain, port))
+    ) {
+      return allowed;
+    }
+    if (this.#allowPrivate && privateClasses.has(kind)) return allowed;
+    return refuse('private-address', `resolved to ${text} (${kind})`);
+  }
+}
+
+function portMatches(pattern: HostPattern, port: number): boolean {
+  return pattern.port === undefined || pattern.port === port;
+}
+
+function matchesName(pattern: HostPattern, host: string, port: number): boolean {
+  if (!portMatches(pattern, port)) return false;
+  if (pattern.kind === 'host') return pattern.host === host;
+  if (pattern.kind === 'suffix') return host.endsWith(`.${pattern.suffix}`);
+  return false;
+}
+
+function matchesAddress(pattern: HostPattern, address: IpAddress, port: number): boolean {
+  if (!portMatches(pattern, port)) return false;
+  if (pattern.kind === 'cidr') return inRange(address, pattern.range);
+  if (pattern.kind !== 'ip') return false;
+  const named = unmapIpv4(pattern.address);
+  return (
+    named.family === address.family && named.bytes.every((byte, i) => byte === address.bytes[i])
+  );
+}
