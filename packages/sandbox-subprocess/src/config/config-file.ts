@@ -111,6 +111,18 @@ const looseningRules: RuleTable<SubprocessPolicy> = {
   readOnlyPaths: added,
   writablePaths: added,
   allowUnixSockets: added,
+  // Setting or removing an egress policy changes what is reachable either way; within one, a
+  // new allow entry, a dropped deny entry, private addresses or a larger (or no) byte cap.
+  network: (before, after) => {
+    if (before === undefined || after === undefined) return before !== after;
+    const cap = (policy: typeof before): number => policy.maxEgressBytes ?? Number.POSITIVE_INFINITY;
+    return (
+      added(before.allow, after.allow) ||
+      removed(before.deny ?? [], after.deny ?? []) ||
+      (!(before.allowPrivate ?? false) && (after.allowPrivate ?? false)) ||
+      cap(after) > cap(before)
+    );
+  },
   // Any change of identity: 'host' (uid 0), another uid or gid, or unset (the default user).
   runAs: (before, after) =>
     typeof before === 'object' && typeof after === 'object'

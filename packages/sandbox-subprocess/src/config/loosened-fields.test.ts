@@ -14,7 +14,7 @@ interface Case {
   readonly before: SubprocessPolicyInput;
   /** Merged over `before`; `unset` drops optional fields (back to their default: none). */
   readonly after: SubprocessPolicyInput;
-  readonly unset?: readonly ('restrictToDirectory' | 'allowedSyscalls' | 'runAs')[];
+  readonly unset?: readonly ('restrictToDirectory' | 'allowedSyscalls' | 'runAs' | 'network')[];
   readonly loosened: readonly string[];
   /** Reported for the change undone (default none): "any change" fields are looser both ways. */
   readonly back?: readonly string[];
@@ -253,6 +253,47 @@ const cases: { readonly [K in keyof SubprocessPolicy]-?: readonly Case[] } = {
       before: { allowUnixSockets: [] },
       after: { allowUnixSockets: ['/run/docker.sock'] },
       loosened: ['allowUnixSockets'],
+    },
+  ],
+  network: [
+    {
+      change: 'set where allowNetwork decided',
+      before: {},
+      after: { network: { allow: ['api.example.com'] } },
+      loosened: ['network'],
+      back: ['network'],
+    },
+    {
+      change: 'an allow entry added',
+      before: { network: { allow: ['a.example'] } },
+      after: { network: { allow: ['a.example', 'b.example'] } },
+      loosened: ['network'],
+    },
+    {
+      change: 'a deny entry removed',
+      before: { network: { allow: ['*.example'], deny: ['x.example'] } },
+      after: { network: { allow: ['*.example'] } },
+      loosened: ['network'],
+    },
+    {
+      change: 'allowPrivate turned on',
+      before: { network: { allow: ['a.example'] } },
+      after: { network: { allow: ['a.example'], allowPrivate: true } },
+      loosened: ['network'],
+    },
+    {
+      change: 'the byte cap raised',
+      before: { network: { allow: ['a.example'], maxEgressBytes: 10 } },
+      after: { network: { allow: ['a.example'], maxEgressBytes: 11 } },
+      loosened: ['network'],
+    },
+    {
+      change: 'removed',
+      before: { network: { allow: ['a.example'] } },
+      after: {},
+      unset: ['network'],
+      loosened: ['network'],
+      back: ['network'],
     },
   ],
   runAs: [

@@ -1,0 +1,86 @@
+// Reads the server name (SNI) from the first TLS record a client sends, so a tunnel opened to one
+// host cannot carry a TLS session meant for another (domain fronting).
+
+/** What the first bytes of a tunnel are. */
+export type FirstBytes =
+  /** Not enough bytes yet to tell. */
+  | { readonly kind: 'incomplete' }
+  /** Not a TLS handshake record. */
+  | { readonly kind: 'not-tls' }
+  /** A ClientHello; `serverName` when it carries an SNI host name. */
+  | { readonly kind: 'client-hello'; readonly serverName: string | undefined }
+  /** A TLS record that is not a well-formed ClientHello. */
+  | { readonly kind: 'malformed' };
+
+/** The largest first record read: a TLS record holds at most 2^14 bytes plus its 5-byte header. */
+export const maxClientHelloBytes = 16_384 + 5;
+
+/** Classifies the bytes a client sent first (call again with more bytes while `incomplete`). */
+export function readClientHello(data: Uint8Array): FirstBytes {
+  if (data.length === 0) return { kind: 'incomplete' };
+  if (data[0] !== 0x16) return { kind: 'not-tls' };
+  if (data.length < 5) return { kind: 'incomplete' };
+  if (data[1] !== 0x03) return { kind: 'not-tls' };
+  const recordLength = ((data[3] ?? 0) << 8) | (data[4] ?? 0);
+  if (recordLength > 16_384 || recordLength < 4) return { kind: 'malformed' };
+  if (data.length < 5 + recordLength) return { kind: 'incomplete' };
+  const record = data.subarray(5, 5 + recordLength);
+  try {
+    return { kind: 'client-hello', serverName: serverNameOf(record) };
+  } catch {
+    return { kind: 'malformed' };
+  }
+}
+
+/** Walks a ClientHello handshake message; throws on anything out of bounds. */
+function serverNameOf(record: Uint8Array): string | undefined {
+  let offset = 0;
+  const need = (count: number): void => {
+    if (offset + count > record.length) throw new RangeError('truncated ClientHello');
+  };
+  const u8 = (): number => {
+    need(1);
+    return record[offset++] ?? 0;
+  };
+  const u16 = (): number => (u8() << 8) | u8();
+  const skip = (count: number): void => {
+    need(count);
+    offset += count;
+  };
+  if (u8() !== 0x01) throw new RangeError('not a ClientHello');
+  const bodyLength = (u8() << 16) | u16();
+  // A ClientHello split over records puts the extensions beyond this one: refuse, not guess.
+  if (bodyLength + 4 > record.length) throw new RangeError('ClientHello spans records');
+  skip(2 + 32); // version, random
+  skip(u8()); // session id
+  skip(u16()); // cipher suites
+  skip(u8()); // compression methods
+  if (offset === 4 + bodyLength) return undefined; // no extensions
+  const extensionsEnd = offset + 2 + u16();
+  if (extensionsEnd > 4 + bodyLength) throw new RangeError('extensions overrun');
+  let name: string | undefined;
+  while (offset < extensionsEnd) {
+    const type = u16();
+    const length = u16();
+    const end = offset + length;
+    if (end > extensionsEnd) throw new RangeError('extension overruns');
+    if (type === 0) {
+      if (name !== undefined) throw new RangeError('two server_name extensions');
+      const listEnd = offset + 2 + u16();
+      while (offset < listEnd) {
+        const nameType = u8();
+        const nameLength = u16();
+        need(nameLength);
+        const bytes = record.subarray(offset, offset + nameLength);
+        offset += nameLength;
+        if (nameType !== 0) continue;
+        if (name !== undefined) throw new RangeError('two host names');
+        // A host name is ASCII (RFC 6066); anything else is refused, not decoded leniently.
+        if (!bytes.every((byte) => byte > 0x20 && byte < 0x7f)) throw new RangeError('non-ASCII name');
+        name = Buffer.from(bytes).toString('latin1').toLowerCase().replace(/\.$/, '');
+      }
+    }
+    offset = end;
+  }
+  return name;
+}

@@ -1,0 +1,182 @@
+// One run's view of the egress proxy: checks each destination against the run's policy, resolves
+// names on the host and checks every address (again on every connection: DNS rebinding), counts
+// bytes per host and keeps the report and the events.
+import { EventEmitter } from 'node:events';
+import { networkInterfaces } from 'node:os';
+import {
+  type IpAddress,
+  type NetworkAllowedEntry,
+  type NetworkDenialReason,
+  type NetworkEvent,
+  type NetworkReport,
+  NetworkRules,
+  parseIpAddress,
+} from '@coda/sandbox-core';
+import { type EgressLookup, lookupWithTimeout } from './lookup.ts';
+
+/** A destination the session admitted: where to connect, and the entry its bytes go to. */
+export interface Admitted {
+  readonly ok: true;
+  readonly address: string;
+  readonly family: 4 | 6;
+  readonly entry: NetworkAllowedEntry;
+}
+
+/** A refusal, already recorded in the report. */
+export interface Refused {
+  readonly ok: false;
+  readonly reason: NetworkDenialReason;
+  readonly detail: string;
+}
+
+/** Live network activity of one run: `event` for each connection allowed or refused. */
+export class NetworkActivity extends EventEmitter<{ event: [NetworkEvent] }> {
+  readonly #report: () => NetworkReport;
+
+  /** @param report - gives the report so far (the session owning this activity). */
+  constructor(report: () => NetworkReport) {
+    super();
+    this.#report = report;
+  }
+
+  /** Destinations reached and connections refused so far. */
+  report(): NetworkReport {
+    return this.#report();
+  }
+}
+
+/** The host's own interface addresses, read once per session (they can change). */
+function ownAddresses(): IpAddress[] {
+  return Object.values(networkInterfaces())
+    .flat()
+    .flatMap((info) => {
+      const parsed = info === undefined ? undefined : parseIpAddress(info.address);
+      return parsed === undefined ? [] : [parsed];
+    });
+}
+
+/** Checks, resolves and counts for one run. */
+export class EgressSession {
+  readonly rules: NetworkRules;
+  readonly activity: NetworkActivity = new NetworkActivity(() => this.report());
+  readonly #lookup: EgressLookup;
+  readonly #hostAddresses: IpAddress[];
+  readonly #allowed = new Map<string, NetworkAllowedEntry>();
+  readonly #denied: NetworkReport['denied'] = [];
+  #bytes = 0;
+  /** Connections to cut when the byte cap is reached or the session closes. */
+  readonly #open = new Set<{ destroy(): void }>();
+
+  constructor(rules: NetworkRules, lookup: EgressLookup) {
+    this.rules = rules;
+    this.#lookup = lookup;
+    this.#hostAddresses = ownAddresses();
+  }
+
+  /** A copy of the report so far. */
+  report(): NetworkReport {
+    return {
+      allowed: [...this.#allowed.values()].map((entry) => ({ ...entry })),
+      denied: this.#denied.map((entry) => ({ ...entry })),
+    };
+  }
+
+  /** Records a refusal and emits it. */
+  deny(host: string, port: number, reason: NetworkDenialReason, detail: string): Refused {
+    const entry = { host: host.toLowerCase(), port, reason, detail };
+    if (this.#denied.length < 1000) this.#denied.push(entry);
+    this.activity.emit('event', { type: 'denied', ...entry });
+    return { ok: false, reason, detail };
+  }
+
+  /** Whether `host:port` may be reached and, if so, the checked address to connect to. */
+  async admit(host: string, port: number): Promise<Admitted | Refused> {
+    if (!Number.isInteger(port) || port < 1 || port > 65_535) {
+      return this.deny(host, port || 0, 'protocol', `no valid port in the request (${port})`);
+    }
+    if (this.#overCap()) return this.#capRefusal(host, port);
+    const destination = NetworkRules.destination(host);
+    if ('ok' in destination) {
+      return destination.ok ? this.deny(host, port, 'invalid-host', 'unreadable host') : this.deny(host, port, destination.reason, destination.detail);
+    }
+    const named = destination.kind === 'name' ? destination.host : destination.text;
+    const verdict = this.rules.checkDestination(destination, port);
+    if (!verdict.ok) return this.deny(named, port, verdict.reason, verdict.detail);
+    let address: string;
+    let family: 4 | 6;
+    if (destination.kind === 'ip') {
+      address = destination.text;
+      family = destination.address.family;
+    } else {
+      let found: readonly { address: string; family: number }[];
+      try {
+        found = await lookupWithTimeout(this.#lookup, destination.host);
+      } catch (error) {
+        return this.deny(named, port, 'resolve-failed', `could not resolve ${named}: ${(error as Error).message}`);
+      }
+      if (found.length === 0) return this.deny(named, port, 'resolve-failed', `${named} has no address`);
+      // Every address must pass: a resolver mixing a public and a private answer is refused.
+      for (const candidate of found) {
+        const parsed = parseIpAddress(candidate.address);
+        if (parsed === undefined) {
+          return this.deny(named, port, 'resolve-failed', `the resolver gave ${JSON.stringify(candidate.address)}`);
+        }
+        const check = this.rules.checkResolved(parsed, port, this.#hostAddresses);
+        if (!check.ok) return this.deny(named, port, check.reason, check.detail);
+      }
+      const first = found[0]!;
+      address = first.address;
+      family = parseIpAddress(first.address)?.family ?? 4;
+    }
+    const key = `${named}:${port}`;
+    let entry = this.#allowed.get(key);
+    if (entry === undefined) {
+      entry = { host: named, port, bytes: 0, bytesSent: 0, bytesReceived: 0, connections: 0 };
+      this.#allowed.set(key, entry);
+    }
+    entry.connections += 1;
+    this.activity.emit('event', { type: 'allowed', host: named, port, address });
+    return { ok: true, address, family, entry };
+  }
+
+  /** Keeps `connection` until it closes, so the cap and close() can cut it. */
+  track(connection: { destroy(): void; once(event: 'close', listener: () => void): unknown }): void {
+    this.#open.add(connection);
+    connection.once('close', () => this.#open.delete(connection));
+  }
+
+  /**
+   * Counts bytes moved for `entry`. Returns false (and cuts every connection of the run) once
+   * the policy's `maxEgressBytes` is passed.
+   */
+  count(entry: NetworkAllowedEntry, sent: number, received: number): boolean {
+    entry.bytesSent += sent;
+    entry.bytesReceived += received;
+    entry.bytes += sent + received;
+    this.#bytes += sent + received;
+    if (!this.#overCap()) return true;
+    if (!this.#capReported) {
+      this.#capReported = true;
+      this.#capRefusal(entry.host, entry.port);
+    }
+    for (const connection of this.#open) connection.destroy();
+    return false;
+  }
+
+  #capReported = false;
+
+  #overCap(): boolean {
+    const cap = this.rules.policy.maxEgressBytes;
+    return cap !== undefined && this.#bytes > cap;
+  }
+
+  #capRefusal(host: string, port: number): Refused {
+    return this.deny(host, port, 'egress-limit', `maxEgressBytes (${this.rules.policy.maxEgressBytes}) reached`);
+  }
+
+  /** Cuts every open connection. */
+  close(): void {
+    for (const connection of this.#open) connection.destroy();
+    this.#open.clear();
+  }
+}
