@@ -115,7 +115,8 @@ const looseningRules: RuleTable<SubprocessPolicy> = {
   // new allow entry, a dropped deny entry, private addresses or a larger (or no) byte cap.
   network: (before, after) => {
     if (before === undefined || after === undefined) return before !== after;
-    const cap = (policy: typeof before): number => policy.maxEgressBytes ?? Number.POSITIVE_INFINITY;
+    const cap = (policy: typeof before): number =>
+      policy.maxEgressBytes ?? Number.POSITIVE_INFINITY;
     return (
       added(before.allow, after.allow) ||
       removed(before.deny ?? [], after.deny ?? []) ||

@@ -76,7 +76,8 @@ function serverNameOf(record: Uint8Array): string | undefined {
         if (nameType !== 0) continue;
         if (name !== undefined) throw new RangeError('two host names');
         // A host name is ASCII (RFC 6066); anything else is refused, not decoded leniently.
-        if (!bytes.every((byte) => byte > 0x20 && byte < 0x7f)) throw new RangeError('non-ASCII name');
+        if (!bytes.every((byte) => byte > 0x20 && byte < 0x7f))
+          throw new RangeError('non-ASCII name');
         name = Buffer.from(bytes).toString('latin1').toLowerCase().replace(/\.$/, '');
       }
     }

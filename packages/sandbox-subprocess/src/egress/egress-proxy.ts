@@ -3,11 +3,16 @@
 // same socket. Every connection is admitted by the run's EgressSession; tunnels are inspected
 // for a TLS ClientHello whose server name must be the host the tunnel was opened to.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer as createHttpServer, type IncomingMessage, request as httpRequest, type ServerResponse } from 'node:http';
+import {
+  createServer as createHttpServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { NetworkPolicy } from '@coda/sandbox-core';
+import type { NetworkAllowedEntry, NetworkPolicy } from '@coda/sandbox-core';
 import { NetworkRules } from '@coda/sandbox-core';
 import { maxClientHelloBytes, readClientHello } from './client-hello.ts';
 import { type Admitted, EgressSession, type Refused } from './egress-session.ts';
@@ -101,7 +106,10 @@ export class EgressProxy {
     const session = new EgressSession(rules, this.#lookup);
     const http = createHttpServer({ requestTimeout: 60_000, headersTimeout: 30_000 });
     http.on('request', (request, response) => void forwardHttp(session, request, response));
-    http.on('connect', (request, socket, head) => void tunnelHttp(session, request, socket as Socket, head));
+    http.on(
+      'connect',
+      (request, socket, head) => void tunnelHttp(session, request, socket as Socket, head),
+    );
     http.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       else socket.destroy();
@@ -162,10 +170,22 @@ function authority(text: string): { host: string; port: number } | undefined {
   return { host, port: Number(match[2]) };
 }
 
-/** Opens the upstream connection to an admitted destination. */
-function connectUpstream(session: EgressSession, admitted: Admitted, host: string, port: number): Promise<Socket | Refused> {
+/** An open upstream connection and the report entry its bytes go to. */
+interface Upstream {
+  readonly socket: Socket;
+  readonly entry: NetworkAllowedEntry;
+}
+
+/** Opens the upstream connection to an admitted destination (recorded as allowed once open). */
+function connectUpstream(session: EgressSession, admitted: Admitted): Promise<Upstream | Refused> {
+  const { host, port } = admitted;
   return new Promise((resolve) => {
-    const upstream = connect({ host: admitted.address, port, family: admitted.family, timeout: connectTimeoutMs });
+    const upstream = connect({
+      host: admitted.address,
+      port,
+      family: admitted.family,
+      timeout: connectTimeoutMs,
+    });
     const fail = (why: string): void => {
       upstream.destroy();
       resolve(session.deny(host, port, 'unreachable', `${admitted.address}:${port}: ${why}`));
@@ -175,7 +195,7 @@ function connectUpstream(session: EgressSession, admitted: Admitted, host: strin
       upstream.removeAllListeners('error');
       upstream.on('error', () => {});
       session.track(upstream);
-      resolve(upstream);
+      resolve({ socket: upstream, entry: session.opened(admitted) });
     });
     upstream.once('timeout', () => fail('connection timed out'));
     upstream.once('error', (error) => fail(error.message));
@@ -183,12 +203,19 @@ function connectUpstream(session: EgressSession, admitted: Admitted, host: strin
 }
 
 /** CONNECT host:port: admit, answer 200, then {@link splice}. */
-async function tunnelHttp(session: EgressSession, request: IncomingMessage, client: Socket, head: Buffer): Promise<void> {
+async function tunnelHttp(
+  session: EgressSession,
+  request: IncomingMessage,
+  client: Socket,
+  head: Buffer,
+): Promise<void> {
   client.on('error', () => {});
   const target = authority(request.url ?? '');
   if (target === undefined) {
     const refused = session.deny(request.url ?? '', 0, 'protocol', 'CONNECT needs host:port');
-    client.end(`HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n${denialText(request.url ?? '', 0, refused)}`);
+    client.end(
+      `HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n${denialText(request.url ?? '', 0, refused)}`,
+    );
     return;
   }
   const admitted = await session.admit(target.host, target.port);
@@ -215,18 +242,22 @@ export async function splice(
   head: Buffer,
   port: number,
 ): Promise<void> {
-  const named = admitted.entry.host;
+  const named = admitted.host;
   const mustBeTls = tlsPorts.has(port);
   let upstream: Socket | undefined;
+  let entry: NetworkAllowedEntry | undefined;
   const open = async (): Promise<Socket | undefined> => {
-    const opened = await connectUpstream(session, admitted, named, port);
-    if (!('write' in opened)) {
+    const result = await connectUpstream(session, admitted);
+    if (!('socket' in result)) {
       client.destroy();
       return undefined;
     }
+    const opened = result.socket;
+    const counted = result.entry;
+    entry = counted;
     // Server to client flows at once (a server may speak first); bytes are counted as received.
     opened.on('data', (chunk: Buffer) => {
-      if (!session.count(admitted.entry, 0, chunk.length)) return;
+      if (!session.count(counted, 0, chunk.length)) return;
       if (!client.write(chunk)) opened.pause();
     });
     client.on('drain', () => opened.resume());
@@ -241,7 +272,13 @@ export async function splice(
   }
   const first = await firstBytes(client, head, mustBeTls);
   if (first === undefined) {
-    if (mustBeTls) session.deny(named, port, 'protocol', 'no TLS ClientHello before the tunnel timed out or closed');
+    if (mustBeTls)
+      session.deny(
+        named,
+        port,
+        'protocol',
+        'no TLS ClientHello before the tunnel timed out or closed',
+      );
     client.destroy();
     upstream?.destroy();
     return;
@@ -255,19 +292,29 @@ export async function splice(
   if (hello.kind === 'client-hello') {
     const literal = named.includes(':') || /^\d+\.\d+\.\d+\.\d+$/.test(named);
     if (hello.serverName === undefined && !literal) {
-      return refuse('sni-mismatch', `the TLS ClientHello names no server; the tunnel is for ${named}`);
+      return refuse(
+        'sni-mismatch',
+        `the TLS ClientHello names no server; the tunnel is for ${named}`,
+      );
     }
     if (hello.serverName !== undefined && hello.serverName !== named) {
-      return refuse('sni-mismatch', `the TLS ClientHello names ${hello.serverName}; the tunnel is for ${named}`);
+      return refuse(
+        'sni-mismatch',
+        `the TLS ClientHello names ${hello.serverName}; the tunnel is for ${named}`,
+      );
     }
   } else if (hello.kind === 'malformed' || mustBeTls) {
-    return refuse('protocol', mustBeTls ? `port ${port} carries TLS only` : 'a malformed TLS record');
+    return refuse(
+      'protocol',
+      mustBeTls ? `port ${port} carries TLS only` : 'a malformed TLS record',
+    );
   }
   upstream ??= await open();
   if (upstream === undefined) return;
   const up = upstream;
+  const counted = entry!;
   const send = (chunk: Buffer): void => {
-    if (!session.count(admitted.entry, chunk.length, 0)) return;
+    if (!session.count(counted, chunk.length, 0)) return;
     if (!up.write(chunk)) client.pause();
   };
   up.on('drain', () => client.resume());
@@ -304,7 +351,10 @@ function firstBytes(client: Socket, head: Buffer, mustBeTls: boolean): Promise<B
       decide();
     };
     const onClose = (): void => done(undefined);
-    const timer = setTimeout(() => done(undefined), mustBeTls ? firstBytesTimeoutMs : 2_147_483_647);
+    const timer = setTimeout(
+      () => done(undefined),
+      mustBeTls ? firstBytesTimeoutMs : 2_147_483_647,
+    );
     if (data.length > 0 && decide()) return;
     client.on('data', onData);
     client.once('close', onClose);
@@ -325,7 +375,13 @@ const hopHeaders = new Set([
   'upgrade',
 ]);
 
-function respondDenied(response: ServerResponse, host: string, port: number, refused: Refused, status = 403): void {
+function respondDenied(
+  response: ServerResponse,
+  host: string,
+  port: number,
+  refused: Refused,
+  status = 403,
+): void {
   const body = denialText(host, port, refused);
   response.writeHead(status, {
     'content-type': 'text/plain',
@@ -340,33 +396,59 @@ function respondDenied(response: ServerResponse, host: string, port: number, ref
  * A plain HTTP request in absolute form (`GET http://host/path`). Each request on a kept-alive
  * connection is admitted on its own; the Host header must name the URL's host.
  */
-async function forwardHttp(session: EgressSession, request: IncomingMessage, response: ServerResponse): Promise<void> {
+async function forwardHttp(
+  session: EgressSession,
+  request: IncomingMessage,
+  response: ServerResponse,
+): Promise<void> {
   response.on('error', () => {});
   let url: URL;
   try {
     url = new URL(request.url ?? '');
   } catch {
-    const refused = session.deny(request.headers.host ?? '', 0, 'protocol', 'the proxy takes absolute-form requests (GET http://host/path) and CONNECT only');
+    const refused = session.deny(
+      request.headers.host ?? '',
+      0,
+      'protocol',
+      'the proxy takes absolute-form requests (GET http://host/path) and CONNECT only',
+    );
     return respondDenied(response, request.headers.host ?? '', 0, refused, 400);
   }
   if (url.protocol !== 'http:' || url.username !== '' || url.password !== '') {
-    const refused = session.deny(url.hostname, 0, 'protocol', `${url.protocol} requests go through CONNECT; no credentials in the URL`);
+    const refused = session.deny(
+      url.hostname,
+      0,
+      'protocol',
+      `${url.protocol} requests go through CONNECT; no credentials in the URL`,
+    );
     return respondDenied(response, url.hostname, 0, refused, 400);
   }
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const port = url.port === '' ? 80 : Number(url.port);
   const hostHeader = request.headers.host;
   if (hostHeader !== undefined) {
-    const named = authority(hostHeader.includes(':') && !hostHeader.endsWith(']') ? hostHeader : `${hostHeader}:80`);
-    if (named === undefined || named.host.toLowerCase() !== host.toLowerCase() || named.port !== port) {
-      const refused = session.deny(host, port, 'host-mismatch', `the Host header names ${JSON.stringify(hostHeader)}; the URL names ${host}:${port}`);
+    const named = authority(
+      hostHeader.includes(':') && !hostHeader.endsWith(']') ? hostHeader : `${hostHeader}:80`,
+    );
+    if (
+      named === undefined ||
+      named.host.toLowerCase() !== host.toLowerCase() ||
+      named.port !== port
+    ) {
+      const refused = session.deny(
+        host,
+        port,
+        'host-mismatch',
+        `the Host header names ${JSON.stringify(hostHeader)}; the URL names ${host}:${port}`,
+      );
       return respondDenied(response, host, port, refused);
     }
   }
   const admitted = await session.admit(host, port);
   if (!admitted.ok) return respondDenied(response, host, port, admitted);
-  const upstream = await connectUpstream(session, admitted, admitted.entry.host, port);
-  if (!('write' in upstream)) return respondDenied(response, host, port, upstream, 502);
+  const opened = await connectUpstream(session, admitted);
+  if (!('socket' in opened)) return respondDenied(response, host, port, opened, 502);
+  const { socket: upstream, entry } = opened;
   const headers: Record<string, string | string[]> = {};
   const listed = new Set(
     String(request.headers.connection ?? '')
@@ -383,15 +465,22 @@ async function forwardHttp(session: EgressSession, request: IncomingMessage, res
     method: request.method,
     path: `${url.pathname}${url.search}`,
     headers,
+    // With createConnection and no agent option, the request goes on this checked socket.
     createConnection: () => upstream,
-    agent: false,
   });
   outgoing.on('error', () => {
-    if (!response.headersSent) respondDenied(response, host, port, session.deny(host, port, 'unreachable', 'the server closed the connection'), 502);
+    if (!response.headersSent)
+      respondDenied(
+        response,
+        host,
+        port,
+        session.deny(host, port, 'unreachable', 'the server closed the connection'),
+        502,
+      );
     else response.destroy();
   });
   request.on('data', (chunk: Buffer) => {
-    if (!session.count(admitted.entry, chunk.length, 0)) outgoing.destroy();
+    if (!session.count(entry, chunk.length, 0)) outgoing.destroy();
   });
   request.pipe(outgoing);
   outgoing.on('response', (incoming) => {
@@ -401,7 +490,7 @@ async function forwardHttp(session: EgressSession, request: IncomingMessage, res
     }
     response.writeHead(incoming.statusCode ?? 502, incoming.statusMessage, forwarded);
     incoming.on('data', (chunk: Buffer) => {
-      if (!session.count(admitted.entry, 0, chunk.length)) incoming.destroy();
+      if (!session.count(entry, 0, chunk.length)) incoming.destroy();
     });
     incoming.pipe(response);
     incoming.once('close', () => upstream.destroy());

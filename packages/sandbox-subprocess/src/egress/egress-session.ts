@@ -17,9 +17,12 @@ import { type EgressLookup, lookupWithTimeout } from './lookup.ts';
 /** A destination the session admitted: where to connect, and the entry its bytes go to. */
 export interface Admitted {
   readonly ok: true;
+  /** The host as the program named it (normalized), or the address it named. */
+  readonly host: string;
+  readonly port: number;
+  /** The checked address to connect to. */
   readonly address: string;
   readonly family: 4 | 6;
-  readonly entry: NetworkAllowedEntry;
 }
 
 /** A refusal, already recorded in the report. */
@@ -97,7 +100,9 @@ export class EgressSession {
     if (this.#overCap()) return this.#capRefusal(host, port);
     const destination = NetworkRules.destination(host);
     if ('ok' in destination) {
-      return destination.ok ? this.deny(host, port, 'invalid-host', 'unreadable host') : this.deny(host, port, destination.reason, destination.detail);
+      return destination.ok
+        ? this.deny(host, port, 'invalid-host', 'unreadable host')
+        : this.deny(host, port, destination.reason, destination.detail);
     }
     const named = destination.kind === 'name' ? destination.host : destination.text;
     const verdict = this.rules.checkDestination(destination, port);
@@ -112,14 +117,25 @@ export class EgressSession {
       try {
         found = await lookupWithTimeout(this.#lookup, destination.host);
       } catch (error) {
-        return this.deny(named, port, 'resolve-failed', `could not resolve ${named}: ${(error as Error).message}`);
+        return this.deny(
+          named,
+          port,
+          'resolve-failed',
+          `could not resolve ${named}: ${(error as Error).message}`,
+        );
       }
-      if (found.length === 0) return this.deny(named, port, 'resolve-failed', `${named} has no address`);
+      if (found.length === 0)
+        return this.deny(named, port, 'resolve-failed', `${named} has no address`);
       // Every address must pass: a resolver mixing a public and a private answer is refused.
       for (const candidate of found) {
         const parsed = parseIpAddress(candidate.address);
         if (parsed === undefined) {
-          return this.deny(named, port, 'resolve-failed', `the resolver gave ${JSON.stringify(candidate.address)}`);
+          return this.deny(
+            named,
+            port,
+            'resolve-failed',
+            `the resolver gave ${JSON.stringify(candidate.address)}`,
+          );
         }
         const check = this.rules.checkResolved(parsed, port, this.#hostAddresses);
         if (!check.ok) return this.deny(named, port, check.reason, check.detail);
@@ -128,19 +144,39 @@ export class EgressSession {
       address = first.address;
       family = parseIpAddress(first.address)?.family ?? 4;
     }
-    const key = `${named}:${port}`;
+    return { ok: true, host: named, port, address, family };
+  }
+
+  /** Records a connection made to an admitted destination; returns the entry its bytes go to. */
+  opened(admitted: Admitted): NetworkAllowedEntry {
+    const key = `${admitted.host}:${admitted.port}`;
     let entry = this.#allowed.get(key);
     if (entry === undefined) {
-      entry = { host: named, port, bytes: 0, bytesSent: 0, bytesReceived: 0, connections: 0 };
+      entry = {
+        host: admitted.host,
+        port: admitted.port,
+        bytes: 0,
+        bytesSent: 0,
+        bytesReceived: 0,
+        connections: 0,
+      };
       this.#allowed.set(key, entry);
     }
     entry.connections += 1;
-    this.activity.emit('event', { type: 'allowed', host: named, port, address });
-    return { ok: true, address, family, entry };
+    this.activity.emit('event', {
+      type: 'allowed',
+      host: admitted.host,
+      port: admitted.port,
+      address: admitted.address,
+    });
+    return entry;
   }
 
   /** Keeps `connection` until it closes, so the cap and close() can cut it. */
-  track(connection: { destroy(): void; once(event: 'close', listener: () => void): unknown }): void {
+  track(connection: {
+    destroy(): void;
+    once(event: 'close', listener: () => void): unknown;
+  }): void {
     this.#open.add(connection);
     connection.once('close', () => this.#open.delete(connection));
   }
@@ -171,7 +207,12 @@ export class EgressSession {
   }
 
   #capRefusal(host: string, port: number): Refused {
-    return this.deny(host, port, 'egress-limit', `maxEgressBytes (${this.rules.policy.maxEgressBytes}) reached`);
+    return this.deny(
+      host,
+      port,
+      'egress-limit',
+      `maxEgressBytes (${this.rules.policy.maxEgressBytes}) reached`,
+    );
   }
 
   /** Cuts every open connection. */

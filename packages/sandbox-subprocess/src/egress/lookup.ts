@@ -8,7 +8,8 @@ export type EgressLookup = (
 ) => Promise<readonly { readonly address: string; readonly family: number }[]>;
 
 /** The system resolver, every address in the order it gives them. */
-export const systemLookup: EgressLookup = (hostname) => lookup(hostname, { all: true, order: 'verbatim' });
+export const systemLookup: EgressLookup = (hostname) =>
+  lookup(hostname, { all: true, order: 'verbatim' });
 
 const lookupTimeoutMs = 10_000;
 
@@ -19,7 +20,10 @@ export async function lookupWithTimeout(
 ): Promise<readonly { readonly address: string; readonly family: number }[]> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer in ${lookupTimeoutMs} ms`)), lookupTimeoutMs);
+    timer = setTimeout(
+      () => reject(new Error(`no answer in ${lookupTimeoutMs} ms`)),
+      lookupTimeoutMs,
+    );
   });
   try {
     return await Promise.race([resolve(hostname), timeout]);

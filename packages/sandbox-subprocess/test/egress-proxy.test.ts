@@ -1,0 +1,353 @@
+// The egress proxy on its own, reached over loopback TCP by real clients on the host (curl, raw
+// sockets, Node's tls): what it lets through, what it refuses and what it reports.
+import { execFile } from 'node:child_process';
+import { connect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type EgressListener, EgressProxy } from '../src/egress/egress-proxy.ts';
+import {
+  makeCertificate,
+  startHttp,
+  startHttps,
+  type TestCertificate,
+  type TestServer,
+  tableLookup,
+} from './support/egress-servers.ts';
+
+const body = 'hello from api.test\n';
+let http: TestServer;
+let https: TestServer;
+let certificate: TestCertificate;
+let caFile: string;
+
+function curl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile('curl', ['-sS', '--max-time', '20', ...args], (error, stdout, stderr) => {
+      resolve({
+        code: error === null ? 0 : Number((error as { code?: number }).code ?? 1),
+        stdout,
+        stderr,
+      });
+    });
+  });
+}
+
+beforeAll(async () => {
+  certificate = makeCertificate(['secure.test', 'api.test', 'evil.test']);
+  const { writeFileSync, mkdtempSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { tmpdir } = await import('node:os');
+  caFile = join(mkdtempSync(join(tmpdir(), 'coda-egress-ca-')), 'ca.pem');
+  writeFileSync(caFile, certificate.cert);
+  const handler = (
+    request: import('node:http').IncomingMessage,
+    response: import('node:http').ServerResponse,
+  ) => {
+    if (request.url === '/big') {
+      response.end(Buffer.alloc(1_000_000, 0x61));
+      return;
+    }
+    response.setHeader('x-seen-host', request.headers.host ?? '');
+    response.end(body);
+  };
+  http = await startHttp(handler);
+  https = await startHttps(handler, certificate);
+});
+
+afterAll(async () => {
+  await http?.close();
+  await https?.close();
+});
+
+/** A proxy whose resolver knows the test's names, and one listener under `policy`. */
+async function open(
+  policy: ConstructorParameters<typeof import('@coda/sandbox-core').NetworkRules>[0],
+  table?: Parameters<typeof tableLookup>[0],
+) {
+  const proxy = new EgressProxy({
+    lookup: tableLookup(
+      table ?? {
+        'api.test': [http.address],
+        'secure.test': [https.address],
+        'other.test': [http.address],
+        'loop.test': ['127.0.0.1'],
+        'metadata.test': ['169.254.169.254'],
+      },
+    ),
+  });
+  const listener = await proxy.openTcp(policy);
+  const port = (listener.address as { port: number }).port;
+  return { proxy, listener, port, url: `http://127.0.0.1:${port}` };
+}
+
+async function done(proxy: EgressProxy, listener: EgressListener) {
+  const report = listener.session.report();
+  await proxy.close();
+  return report;
+}
+
+describe('egress proxy, plain HTTP', () => {
+  it('forwards an allowed host and counts its bytes; refuses another with a reason', async () => {
+    const { proxy, listener, url } = await open({ allow: ['api.test'], allowPrivate: true });
+    const ok = await curl(['-x', url, `http://api.test:${http.port}/`]);
+    expect(ok.stdout).toBe(body);
+    const refused = await curl(['-x', url, '-i', `http://other.test:${http.port}/`]);
+    expect(refused.stdout).toContain('403 Forbidden');
+    expect(refused.stdout).toContain('x-coda-egress-denied: not-allowed');
+    const report = await done(proxy, listener);
+    expect(report.allowed).toEqual([
+      {
+        host: 'api.test',
+        port: http.port,
+        bytes: body.length,
+        bytesSent: 0,
+        bytesReceived: body.length,
+        connections: 1,
+      },
+    ]);
+    expect(report.denied).toEqual([
+      {
+        host: 'other.test',
+        port: http.port,
+        reason: 'not-allowed',
+        detail: `other.test:${http.port} matches no allow entry`,
+      },
+    ]);
+  });
+
+  it('refuses an IP literal no entry names', async () => {
+    const { proxy, listener, url } = await open({ allow: ['api.test'], allowPrivate: true });
+    const refused = await curl(['-x', url, '-i', `http://${http.address}:${http.port}/`]);
+    expect(refused.stdout).toContain('x-coda-egress-denied: ip-literal');
+    expect((await done(proxy, listener)).denied.map((entry) => entry.reason)).toEqual([
+      'ip-literal',
+    ]);
+  });
+
+  it('refuses names resolving to loopback (no allowPrivate) and to the metadata address (even with it)', async () => {
+    const strict = await open({ allow: ['loop.test', 'metadata.test'] });
+    await curl(['-x', strict.url, `http://loop.test:${http.port}/`]);
+    const lenient = await open({ allow: ['metadata.test'], allowPrivate: true });
+    await curl(['-x', lenient.url, 'http://metadata.test/latest/meta-data/']);
+    expect((await done(strict.proxy, strict.listener)).denied).toEqual([
+      {
+        host: 'loop.test',
+        port: http.port,
+        reason: 'private-address',
+        detail: 'resolved to 127.0.0.1 (loopback)',
+      },
+    ]);
+    expect((await done(lenient.proxy, lenient.listener)).denied).toEqual([
+      {
+        host: 'metadata.test',
+        port: 80,
+        reason: 'private-address',
+        detail: 'resolved to 169.254.169.254 (metadata)',
+      },
+    ]);
+  });
+
+  it('checks the resolved address on every connection (DNS rebinding)', async () => {
+    const { proxy, listener, url } = await open(
+      { allow: ['rebind.test'], allowPrivate: true },
+      { 'rebind.test': [[http.address], ['169.254.169.254']] },
+    );
+    const first = await curl(['-x', url, `http://rebind.test:${http.port}/`]);
+    const second = await curl(['-x', url, '-i', `http://rebind.test:${http.port}/`]);
+    expect(first.stdout).toBe(body);
+    expect(second.stdout).toContain('x-coda-egress-denied: private-address');
+    const report = await done(proxy, listener);
+    expect(report.allowed.map((entry) => entry.connections)).toEqual([1]);
+    expect(report.denied.map((entry) => entry.detail)).toEqual([
+      'resolved to 169.254.169.254 (metadata)',
+    ]);
+  });
+
+  it('refuses a resolver answer that mixes an allowed and a private address', async () => {
+    const { proxy, listener, url } = await open(
+      { allow: ['mixed.test'] },
+      { 'mixed.test': ['8.8.8.8', '10.0.0.1'] },
+    );
+    await curl(['-x', url, 'http://mixed.test/']);
+    expect((await done(proxy, listener)).denied.map((entry) => entry.detail)).toEqual([
+      'resolved to 10.0.0.1 (private)',
+    ]);
+  });
+
+  it('admits each request of a kept-alive connection on its own (absolute URI for another host)', async () => {
+    const { proxy, listener, port } = await open({ allow: ['api.test'], allowPrivate: true });
+    const socket = connect(port, '127.0.0.1');
+    const replies = await exchange(
+      socket,
+      `GET http://api.test:${http.port}/ HTTP/1.1\r\nHost: api.test:${http.port}\r\n\r\n` +
+        `GET http://other.test:${http.port}/ HTTP/1.1\r\nHost: other.test:${http.port}\r\n\r\n`,
+      (text) => text.includes('x-coda-egress-denied'),
+    );
+    expect(replies).toContain(body);
+    expect(replies).toContain('x-coda-egress-denied: not-allowed');
+    expect((await done(proxy, listener)).denied.map((entry) => entry.host)).toEqual(['other.test']);
+  });
+
+  it('refuses a Host header naming another host than the URL, and origin-form requests', async () => {
+    const { proxy, listener, url, port } = await open({ allow: ['api.test'], allowPrivate: true });
+    const games = await curl([
+      '-x',
+      url,
+      '-i',
+      '-H',
+      'Host: other.test',
+      `http://api.test:${http.port}/`,
+    ]);
+    expect(games.stdout).toContain('x-coda-egress-denied: host-mismatch');
+    const origin = await exchange(
+      connect(port, '127.0.0.1'),
+      `GET / HTTP/1.1\r\nHost: api.test:${http.port}\r\n\r\n`,
+      (text) => text.includes('\r\n\r\n'),
+    );
+    expect(origin).toContain('400 Bad Request');
+    expect((await done(proxy, listener)).denied.map((entry) => entry.reason)).toEqual([
+      'host-mismatch',
+      'protocol',
+    ]);
+  });
+
+  it('cuts a run at maxEgressBytes and refuses what follows', async () => {
+    const { proxy, listener, url } = await open({
+      allow: ['api.test'],
+      allowPrivate: true,
+      maxEgressBytes: 100_000,
+    });
+    const big = await curl([
+      '-x',
+      url,
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{size_download}',
+      `http://api.test:${http.port}/big`,
+    ]);
+    expect(Number(big.stdout)).toBeLessThan(1_000_000);
+    const after = await curl(['-x', url, '-i', `http://api.test:${http.port}/`]);
+    expect(after.stdout).toContain('x-coda-egress-denied: egress-limit');
+    const report = await done(proxy, listener);
+    expect(report.denied.map((entry) => entry.reason)).toEqual(['egress-limit', 'egress-limit']);
+    expect(report.allowed[0]!.bytes).toBeGreaterThan(100_000);
+    expect(report.allowed[0]!.bytes).toBeLessThan(1_000_000);
+  });
+});
+
+describe('egress proxy, tunnels', () => {
+  it('tunnels HTTPS to an allowed host (CONNECT :443, SNI checked) and refuses another', async () => {
+    const { proxy, listener, url } = await open({ allow: ['secure.test'], allowPrivate: true });
+    const ok = await curl(['-x', url, '--cacert', caFile, 'https://secure.test/']);
+    expect(ok.stderr).toBe('');
+    expect(ok.stdout).toBe(body);
+    const refused = await curl(['-x', url, '--cacert', caFile, 'https://api.test/']);
+    expect(refused.stderr).toContain('403');
+    const report = await done(proxy, listener);
+    expect(
+      report.allowed.map(({ host, port, connections }) => ({ host, port, connections })),
+    ).toEqual([{ host: 'secure.test', port: 443, connections: 1 }]);
+    expect(report.allowed[0]!.bytesSent).toBeGreaterThan(200); // at least a ClientHello
+    expect(report.allowed[0]!.bytesReceived).toBeGreaterThan(body.length);
+    expect(report.denied.map(({ host, reason }) => ({ host, reason }))).toEqual([
+      { host: 'api.test', reason: 'not-allowed' },
+    ]);
+  });
+
+  it('refuses a TLS ClientHello naming another server than the tunnel (domain fronting)', async () => {
+    const { proxy, listener, port } = await open({ allow: ['secure.test'], allowPrivate: true });
+    const socket = connect(port, '127.0.0.1');
+    await exchange(
+      socket,
+      'CONNECT secure.test:443 HTTP/1.1\r\nHost: secure.test:443\r\n\r\n',
+      (text) => text.includes('\r\n\r\n'),
+    );
+    const outcome = await new Promise<string>((resolve) => {
+      const tls = tlsConnect({ socket, servername: 'evil.test', ca: certificate.cert });
+      tls.once('secureConnect', () => resolve('connected'));
+      tls.once('error', (error) =>
+        resolve(`error: ${(error as NodeJS.ErrnoException).code ?? error.message}`),
+      );
+    });
+    expect(outcome).toMatch(/^error: /);
+    const report = await done(proxy, listener);
+    expect(report.allowed).toEqual([]); // the server never saw a byte
+    expect(report.denied).toEqual([
+      {
+        host: 'secure.test',
+        port: 443,
+        reason: 'sni-mismatch',
+        detail: 'the TLS ClientHello names evil.test; the tunnel is for secure.test',
+      },
+    ]);
+  });
+
+  it('refuses anything but TLS through a tunnel to port 443', async () => {
+    const { proxy, listener, port } = await open({ allow: ['secure.test'], allowPrivate: true });
+    const socket = connect(port, '127.0.0.1');
+    await exchange(socket, 'CONNECT secure.test:443 HTTP/1.1\r\n\r\n', (text) =>
+      text.includes('\r\n\r\n'),
+    );
+    socket.write('GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n');
+    await new Promise((resolve) => socket.once('close', resolve));
+    expect((await done(proxy, listener)).denied.map((entry) => entry.reason)).toEqual(['protocol']);
+  });
+
+  it('speaks SOCKS5: a name is admitted, a raw IP no entry names is refused', async () => {
+    const { proxy, listener, port } = await open({ allow: ['api.test'], allowPrivate: true });
+    const byName = await curl([
+      '--socks5-hostname',
+      `127.0.0.1:${port}`,
+      `http://api.test:${http.port}/`,
+    ]);
+    expect(byName.stdout).toBe(body);
+    const byAddress = await curl([
+      '--socks5',
+      `127.0.0.1:${port}`,
+      `http://${http.address}:${http.port}/`,
+    ]);
+    expect(byAddress.code).not.toBe(0);
+    const report = await done(proxy, listener);
+    expect(report.allowed.map((entry) => entry.host)).toEqual(['api.test']);
+    expect(report.denied).toEqual([
+      {
+        host: http.address,
+        port: http.port,
+        reason: 'ip-literal',
+        detail: `${http.address} is an IP address no allow entry names`,
+      },
+    ]);
+  });
+
+  it('emits an event for each connection as it happens', async () => {
+    const { proxy, listener, url } = await open({ allow: ['api.test'], allowPrivate: true });
+    const events: string[] = [];
+    listener.session.activity.on('event', (event) => events.push(`${event.type} ${event.host}`));
+    await curl(['-x', url, `http://api.test:${http.port}/`]);
+    await curl(['-x', url, `http://other.test:${http.port}/`]);
+    await done(proxy, listener);
+    expect(events).toEqual(['allowed api.test', 'denied other.test']);
+  });
+});
+
+/** Writes `request` and collects the replies until `enough` says so (or the socket closes). */
+function exchange(
+  socket: Socket,
+  request: string,
+  enough: (text: string) => boolean,
+): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      if (enough(text)) {
+        socket.off('data', onData);
+        resolve(text);
+      }
+    };
+    socket.on('data', onData);
+    socket.once('close', () => resolve(text));
+    socket.write(request);
+  });
+}
