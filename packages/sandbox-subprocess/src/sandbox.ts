@@ -29,11 +29,18 @@ import type { SandboxedProcess } from './process/sandboxed-process.ts';
 import { prepareLaunch, type SpawnContext, spawnConfined } from './process/spawn-confined.ts';
 import { type RunOptions, RunOptionsSchema, type SpawnOptions } from './process/spawn-options.ts';
 import { unlinkedFile } from './process/unlinked-file.ts';
+import { EgressProxy, type EgressListener } from './egress/egress-proxy.ts';
+import type { EgressLookup } from './egress/lookup.ts';
 
 /** Options of the {@link SubprocessSandbox} constructor besides the policy. */
 export interface SubprocessSandboxOptions {
   /** Where warnings (degraded confinement) go; nothing is logged by default. */
   logger?: Logger;
+  /**
+   * How the egress proxy resolves names (policies with `network`); default the system resolver.
+   * Every address it returns is checked against the policy on every connection.
+   */
+  lookup?: EgressLookup | undefined;
 }
 
 const closedMessage = 'The sandbox is closed';
@@ -54,11 +61,17 @@ export class SubprocessSandbox {
   /** Commands started and not yet exited, for {@link close}. */
   readonly #running = new Set<SandboxedProcess>();
   #closed = false;
+  readonly #lookup: EgressLookup | undefined;
+  /** The egress proxy, started by the first command whose policy has `network`. */
+  #proxy: EgressProxy | undefined;
+  /** The listener and report of each command started under a network allowlist. */
+  readonly #egress = new WeakMap<SandboxedProcess, EgressListener>();
 
   constructor(policy?: SubprocessPolicyInput, options: SubprocessSandboxOptions = {}) {
     this.#policy = resolveSubprocessPolicy(policy);
     this.#logger = options.logger ?? silentLogger;
     this.#platform = currentPlatform();
+    this.#lookup = options.lookup;
   }
 
   /**
@@ -69,7 +82,29 @@ export class SubprocessSandbox {
    */
   spawn(file: string, args: readonly string[] = [], options?: SpawnOptions): SandboxedProcess {
     if (this.#closed) throw new SandboxUnavailableError(closedMessage);
-    const child = spawnConfined(this.#context(), file, args, options);
+    const network = this.#policy.network;
+    // One listener per command, so every connection is the command's own in its report.
+    const listener =
+      network === undefined
+        ? undefined
+        : (this.#proxy ??= new EgressProxy({ lookup: this.#lookup })).openUnix(network);
+    let child: SandboxedProcess;
+    try {
+      child = spawnConfined(
+        this.#context(listener && 'path' in listener.address ? listener.address.path : undefined),
+        file,
+        args,
+        options,
+      );
+    } catch (error) {
+      void listener?.close();
+      throw error;
+    }
+    if (listener !== undefined) {
+      child = { ...child, network: listener.session.activity };
+      this.#egress.set(child, listener);
+      void child.exited.then(() => listener.close());
+    }
     this.#running.add(child);
     void child.exited.then(() => this.#running.delete(child));
     return child;
@@ -109,7 +144,9 @@ export class SubprocessSandbox {
     }, 500);
     const [out, err] = await Promise.all([stdout.done, stderr.done]);
     clearTimeout(grace);
-    return toResult(
+    const listener = this.#egress.get(child);
+    await listener?.close();
+    const result = toResult(
       {
         sandboxApplied: child.sandboxApplied,
         platform: child.platform,
@@ -124,6 +161,7 @@ export class SubprocessSandbox {
       },
       this.#limits(spawnOptions),
     );
+    return listener === undefined ? result : { ...result, network: listener.session.report() };
   }
 
   /**
@@ -147,6 +185,13 @@ export class SubprocessSandbox {
     );
     const [file = '', ...args] = parseCommand(command);
     if (this.#closed) return notStartedResult(this.#notStartedBase(), closedMessage);
+    if (this.#policy.network !== undefined) {
+      // spawnSync blocks the event loop the proxy answers on: the command could not connect.
+      return notStartedResult(
+        this.#notStartedBase(),
+        'A network allowlist needs run, exec or spawn: execSync blocks the event loop the egress proxy runs on',
+      );
+    }
     let prepared: ReturnType<typeof prepareLaunch>;
     try {
       prepared = prepareLaunch(this.#context(), file, args, spawnOptions, true);
@@ -262,6 +307,7 @@ export class SubprocessSandbox {
     const running = [...this.#running];
     for (const child of running) child.kill();
     await Promise.all(running.map((child) => child.exited));
+    await this.#proxy?.close();
   }
 
   /** {@link close}, for `await using sandbox = createSandbox(...)`. */
@@ -269,9 +315,10 @@ export class SubprocessSandbox {
     return this.close();
   }
 
-  #context(): SpawnContext {
+  #context(egressSocket?: string): SpawnContext {
     return {
       policy: this.#policy,
+      egressSocket,
       platform: this.#platform,
       onDegraded: (reason) => {
         if (this.#warned) return;

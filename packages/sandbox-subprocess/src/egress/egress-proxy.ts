@@ -2,7 +2,7 @@
 // or a loopback TCP port), speaking HTTP (absolute-form requests and CONNECT) and SOCKS5 on the
 // same socket. Every connection is admitted by the run's EgressSession; tunnels are inspected
 // for a TLS ClientHello whose server name must be the host the tunnel was opened to.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import {
   createServer as createHttpServer,
   request as httpRequest,
@@ -73,6 +73,9 @@ export class EgressProxy {
     const path = join(this.#directory, `run-${++this.#next}.sock`);
     const listener = this.#open(policy, (server) => {
       server.listen(path);
+      // The run's identity (nobody, when the host is root) must be able to connect; the 0700
+      // directory keeps everyone else on the host out.
+      chmodSync(path, 0o666);
       return { path };
     });
     return listener;

@@ -15,6 +15,8 @@ const systemPath = (name: string): string | undefined =>
 export const bashPath = systemPath('bash');
 /** util-linux setpriv, which drops to the run's identity inside the sandbox. */
 export const setprivPath = systemPath('setpriv');
+/** perl (perl-base), which runs the egress forwarder inside a run with a network allowlist. */
+export const perlPath = systemPath('perl');
 
 /** What the Linux path can use on this host. */
 export interface LinuxSupport {

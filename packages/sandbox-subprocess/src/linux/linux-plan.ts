@@ -13,7 +13,8 @@ import { shellQuote } from '../process/shell-quote.ts';
 import { ulimitSteps } from '../process/ulimit.ts';
 import { type CgroupSupport, createRunCgroups, detectCgroups, type RunCgroups } from './cgroup.ts';
 import { type CheckedPath, isInside, pathError, releasePins } from './checked-path.ts';
-import { bashPath, detectLinux, setprivPath } from './detect.ts';
+import { proxyEnvironment, withForwarder } from '../egress/forwarder.ts';
+import { bashPath, detectLinux, perlPath, setprivPath } from './detect.ts';
 import {
   defaultFilesystemView,
   type HostPaths,
@@ -58,6 +59,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
   }
   const support = detectLinux(request.hostPath);
   const useBwrap = support.bwrap !== undefined;
+  if (request.egressSocket !== undefined) requireEgressSupport(support, useBwrap);
   const identity = runIdentity(policy);
   if (useBwrap && identity.kind === 'drop' && setprivPath === undefined) {
     throw new SandboxUnavailableError(
@@ -123,11 +125,14 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
   if (limits.timeoutMs > 0) controls.push(SandboxControl.wallClockTimeout);
   controls.push(useBwrap ? SandboxControl.killPidNamespace : SandboxControl.killProcessGroup);
 
+  // With an egress allowlist, inet sockets work inside (only loopback exists in the run's
+  // namespace) and the forwarder connects to the proxy's Unix socket.
+  const egress = request.egressSocket !== undefined;
   const seccomp = useBwrap
     ? seccompProgram({
-        allowNetwork: policy.allowNetwork,
+        allowNetwork: policy.allowNetwork || egress,
         allowedSyscalls: policy.allowedSyscalls,
-        allowUnixConnect: request.unixSockets.length > 0,
+        allowUnixConnect: request.unixSockets.length > 0 || egress,
       })
     : new Uint8Array(0);
   let released = false;
@@ -155,6 +160,26 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     launcher,
     fallbackReason: useBwrap ? undefined : support.reason,
   };
+}
+
+/**
+ * A run with a network allowlist reaches the network only through the proxy, or not at all: no
+ * bubblewrap, no network namespace or no perl (the forwarder) refuses it.
+ * (On a Landlock backend the equivalent rule is "TCP connect refused except to the proxy's
+ * loopback port", with the proxy listening through EgressProxy.openTcp.)
+ */
+function requireEgressSupport(support: ReturnType<typeof detectLinux>, useBwrap: boolean): void {
+  const missing = !useBwrap
+    ? `bubblewrap (${support.reason ?? 'not usable'})`
+    : !support.networkNamespace
+      ? 'a network namespace'
+      : perlPath === undefined
+        ? 'perl (/usr/bin/perl) for the forwarder'
+        : undefined;
+  if (missing === undefined) return;
+  throw new SandboxUnavailableError(`A network allowlist needs ${missing}; the command did not run`, {
+    details: { reason: `network policy needs ${missing}` },
+  });
 }
 
 /** The command as it is when the policy disables confinement: clean environment, nothing else. */
@@ -264,10 +289,12 @@ export function bwrapArguments(
       identity.kind === 'host' ? SandboxControl.hostIdentity : SandboxControl.unprivilegedIdentity,
     );
   }
-  if (!policy.allowNetwork && networkNamespace) {
+  const egress = request.egressSocket;
+  if ((!policy.allowNetwork || egress !== undefined) && networkNamespace) {
     args.push('--unshare-net');
     controls.push(SandboxControl.networkNamespace);
   }
+  if (egress !== undefined) controls.push(SandboxControl.egressProxy);
 
   const writableFields: (readonly [string, string])[] = [
     ...(request.writableDirectory === undefined
@@ -305,7 +332,11 @@ export function bwrapArguments(
       ? []
       : [{ field: 'cwd', path: request.cwd, writable: false, implicit: true }]),
     { field: 'file', path: request.executable, writable: false, implicit: true },
-    ...[...request.readOnlyPaths, ...request.unixSockets].map(([field, path]) => ({
+    ...[
+      ...request.readOnlyPaths,
+      ...request.unixSockets,
+      ...(egress === undefined ? [] : [['egressSocket', egress] as const]),
+    ].map(([field, path]) => ({
       field,
       path,
       writable: false,
@@ -329,11 +360,18 @@ export function bwrapArguments(
   );
 
   const cwd = request.cwd ?? sandboxHome;
-  const env: Record<string, string> = { HOME: sandboxHome, ...request.env, PWD: cwd };
+  const env: Record<string, string> = {
+    HOME: sandboxHome,
+    ...request.env,
+    // Last, so no caller's variable points a program elsewhere (it would fail anyway).
+    ...(egress === undefined ? {} : proxyEnvironment()),
+    PWD: cwd,
+  };
   // Dropping to an identity, the cwd is entered after the drop (bwrap, without capabilities by
   // then, could not enter a directory only that identity may); else bwrap enters it.
   args.push(...(identity.kind === 'drop' ? [] : ['--chdir', cwd]), '--clearenv');
   let command = [request.executable, ...request.args];
+  if (egress !== undefined) command = withForwarder(perlPath!, egress, command);
   if (identity.kind === 'drop') {
     const reserved = Object.keys(env).find((name) => name.startsWith(envPrefix));
     if (reserved !== undefined) {
@@ -372,7 +410,7 @@ export function bwrapArguments(
     SandboxControl.inheritedDescriptorsClosed,
   );
   if (policy.allowedSyscalls !== undefined) controls.push(SandboxControl.seccompAllowlist);
-  if (!policy.allowNetwork) {
+  if (!policy.allowNetwork && egress === undefined) {
     controls.push(SandboxControl.seccompNoInet);
     if (request.unixSockets.length === 0) controls.push(SandboxControl.seccompNoUnixConnect);
   }

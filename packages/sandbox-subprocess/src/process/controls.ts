@@ -12,6 +12,11 @@ export const SandboxControl = {
   mountNamespace: 'namespace:mount',
   /** Own network namespace: no interfaces but loopback, nothing of the host's. */
   networkNamespace: 'namespace:net',
+  /**
+   * A network allowlist applied: the run's own network namespace with only a forwarder to the
+   * host's egress proxy on loopback, which checks every connection against the policy.
+   */
+  egressProxy: 'egress-proxy',
   /** The declared file-system view (an allowlist; see `defaultFilesystemView`). */
   filesystemView: 'filesystem-view',
   privateTmp: 'private-tmp',

@@ -43,6 +43,11 @@ export interface LaunchRequest {
   readonly writablePaths: readonly (readonly [string, string])[];
   /** Unix sockets the policy allows, as [field, real path]. */
   readonly unixSockets: readonly (readonly [string, string])[];
+  /**
+   * The run's egress proxy socket (host path) when the policy has a `network` allowlist: the
+   * command gets its own network namespace, the socket bound in and a forwarder to it.
+   */
+  readonly egressSocket?: string | undefined;
   /** Real paths of the policy's hidePaths that exist. */
   readonly hiddenPaths: readonly string[];
   readonly extraPipes: number;

@@ -1,7 +1,7 @@
 // What `run`, `exec` and `execSync` return: how the command ended, what it wrote, which controls
 // were enforced and, when it failed, a code from core's table.
 import { constants } from 'node:os';
-import type { SandboxErrorCode } from '@coda/sandbox-core';
+import type { NetworkReport, SandboxErrorCode } from '@coda/sandbox-core';
 import type { Platform } from '../platform/platform.ts';
 import type { SandboxControl } from './controls.ts';
 import type { ProcessExit } from './sandboxed-process.ts';
@@ -51,6 +51,11 @@ export interface SandboxResultFields {
   readonly stderrTruncated: boolean;
   /** Controls enforced for this run; empty when the command never started. */
   readonly controls: readonly SandboxControl[];
+  /**
+   * With a network allowlist: the hosts reached (bytes per host) and the connections refused,
+   * each with its reason. Undefined without one.
+   */
+  readonly network?: NetworkReport | undefined;
 }
 
 /** A command that exited with code 0, within its limits and not cancelled. */

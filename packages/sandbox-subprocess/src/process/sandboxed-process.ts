@@ -1,4 +1,5 @@
 // The streaming handle `spawn` returns.
+import type { NetworkActivity } from '../egress/egress-session.ts';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import type { Platform } from '../platform/platform.ts';
 import type { SandboxControl } from './controls.ts';
@@ -41,6 +42,11 @@ export interface SandboxedProcess {
   readonly platform: Platform;
   /** Resolves once everything the command started is gone; never rejects. */
   readonly exited: Promise<ProcessExit>;
+  /**
+   * With a network allowlist: the run's network activity, an `event` for each connection the
+   * proxy allows or refuses as it happens, and `report()`. Undefined without one.
+   */
+  readonly network?: NetworkActivity | undefined;
   /** Kills everything the command started (the exit reports `cancelled: true`). */
   kill(): void;
 }

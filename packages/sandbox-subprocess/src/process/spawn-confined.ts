@@ -18,6 +18,8 @@ import { type SpawnOptions, SpawnOptionsSchema } from './spawn-options.ts';
 /** What the machinery needs from the sandbox that calls it. */
 export interface SpawnContext {
   readonly policy: SubprocessPolicy;
+  /** The run's egress proxy socket, opened by the sandbox when the policy has `network`. */
+  readonly egressSocket?: string | undefined;
   /** Called when a command runs without OS confinement (the sandbox logs a warning once). */
   readonly onDegraded: (reason: string | undefined) => void;
   readonly platform?: Platform;
@@ -62,7 +64,18 @@ export function prepareLaunch(
   });
   const { policy } = context;
   const platform = context.platform ?? currentPlatform();
-  const request = { ...buildRequest(policy, file, args, options), synchronous };
+  if (policy.network !== undefined && (platform !== 'linux' || !policy.enabled)) {
+    // Never a route around the proxy: without a network namespace the run does not start.
+    throw new SandboxUnavailableError(
+      `A network allowlist needs Linux with bubblewrap and confinement enabled (platform ${platform}, enabled ${policy.enabled})`,
+      { details: { reason: 'network policy unsupported here' } },
+    );
+  }
+  const request = {
+    ...buildRequest(policy, file, args, options),
+    synchronous,
+    egressSocket: context.egressSocket,
+  };
   const plan = platformPlan(platform, request);
   if (!plan.sandboxApplied && policy.enabled) {
     if (policy.strict) {
