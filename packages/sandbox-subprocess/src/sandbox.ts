@@ -10,6 +10,8 @@ import {
 } from '@coda/sandbox-core';
 import { parseCommandString } from 'execa';
 import { z } from 'zod';
+import { type EgressListener, EgressProxy } from './egress/egress-proxy.ts';
+import type { EgressLookup } from './egress/lookup.ts';
 import { detectCapabilities, type SandboxCapabilities } from './platform/capabilities.ts';
 import { currentPlatform, type Platform } from './platform/platform.ts';
 import {
@@ -29,8 +31,6 @@ import type { SandboxedProcess } from './process/sandboxed-process.ts';
 import { prepareLaunch, type SpawnContext, spawnConfined } from './process/spawn-confined.ts';
 import { type RunOptions, RunOptionsSchema, type SpawnOptions } from './process/spawn-options.ts';
 import { unlinkedFile } from './process/unlinked-file.ts';
-import { EgressProxy, type EgressListener } from './egress/egress-proxy.ts';
-import type { EgressLookup } from './egress/lookup.ts';
 
 /** Options of the {@link SubprocessSandbox} constructor besides the policy. */
 export interface SubprocessSandboxOptions {

@@ -7,13 +7,13 @@
 // wrapper runs the command directly: rlimits, cgroups, a process group, and no isolation.
 import { type Stats, statSync } from 'node:fs';
 import { SandboxUnavailableError } from '@coda/sandbox-core';
+import { proxyEnvironment, withForwarder } from '../egress/forwarder.ts';
 import { SandboxControl } from '../process/controls.ts';
 import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
 import { shellQuote } from '../process/shell-quote.ts';
 import { ulimitSteps } from '../process/ulimit.ts';
 import { type CgroupSupport, createRunCgroups, detectCgroups, type RunCgroups } from './cgroup.ts';
 import { type CheckedPath, isInside, pathError, releasePins } from './checked-path.ts';
-import { proxyEnvironment, withForwarder } from '../egress/forwarder.ts';
 import { bashPath, detectLinux, perlPath, setprivPath } from './detect.ts';
 import {
   defaultFilesystemView,
@@ -177,9 +177,12 @@ function requireEgressSupport(support: ReturnType<typeof detectLinux>, useBwrap:
         ? 'perl (/usr/bin/perl) for the forwarder'
         : undefined;
   if (missing === undefined) return;
-  throw new SandboxUnavailableError(`A network allowlist needs ${missing}; the command did not run`, {
-    details: { reason: `network policy needs ${missing}` },
-  });
+  throw new SandboxUnavailableError(
+    `A network allowlist needs ${missing}; the command did not run`,
+    {
+      details: { reason: `network policy needs ${missing}` },
+    },
+  );
 }
 
 /** The command as it is when the policy disables confinement: clean environment, nothing else. */

@@ -1,6 +1,7 @@
 // The streaming handle `spawn` returns.
-import type { NetworkActivity } from '../egress/egress-session.ts';
+
 import type { Duplex, Readable, Writable } from 'node:stream';
+import type { NetworkActivity } from '../egress/egress-session.ts';
 import type { Platform } from '../platform/platform.ts';
 import type { SandboxControl } from './controls.ts';
 
