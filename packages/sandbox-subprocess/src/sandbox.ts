@@ -84,10 +84,7 @@ export class SubprocessSandbox {
     if (this.#closed) throw new SandboxUnavailableError(closedMessage);
     const network = this.#policy.network;
     // One listener per command, so every connection is the command's own in its report.
-    const listener =
-      network === undefined
-        ? undefined
-        : (this.#proxy ??= new EgressProxy({ lookup: this.#lookup })).openUnix(network);
+    const listener = network === undefined ? undefined : this.#egressProxy().openUnix(network);
     let child: SandboxedProcess;
     try {
       child = spawnConfined(
@@ -313,6 +310,12 @@ export class SubprocessSandbox {
   /** {@link close}, for `await using sandbox = createSandbox(...)`. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  /** The sandbox's egress proxy, started on first use. */
+  #egressProxy(): EgressProxy {
+    this.#proxy ??= new EgressProxy({ lookup: this.#lookup });
+    return this.#proxy;
   }
 
   #context(egressSocket?: string): SpawnContext {
