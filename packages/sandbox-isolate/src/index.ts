@@ -40,4 +40,10 @@ export type { CodeLanguage } from './isolate/typescript-input.ts';
 export type { CodeLocation } from './isolate/user-code-location.ts';
 export type { LoadedWasmModule, WasmModuleConfig } from './isolate/wasm-modules.ts';
 export type { TelemetryConfig } from './telemetry/telemetry-config.ts';
+export {
+  createFetchTool,
+  type FetchToolLookup,
+  type FetchToolOptions,
+  type FetchToolResponse,
+} from './tools/fetch-tool.ts';
 export { defineTool, type ToolDefinition, type ToolSet } from './tools/tool-config.ts';

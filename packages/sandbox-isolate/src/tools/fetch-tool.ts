@@ -1,0 +1,353 @@
+// createFetchTool: an HTTP(S) client user code calls as `await tools.fetch({ url })`, run on the
+// host under an egress policy (core's NetworkRules): the name is resolved on the host, every
+// address checked, the connection pinned to the checked address, every redirect hop checked
+// again, and the response bounded in bytes and time.
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { LookupFunction } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import {
+  type IpAddress,
+  type JsonValue,
+  type NetworkDenialReason,
+  type NetworkEvent,
+  type NetworkPolicy,
+  NetworkRules,
+  parseIpAddress,
+  validate,
+} from '@coda/sandbox-core';
+import { z } from 'zod';
+import type { ToolDefinition } from './tool-config.ts';
+
+/** Resolves a host name to its addresses (default: the system resolver). */
+export type FetchToolLookup = (
+  hostname: string,
+) => Promise<readonly { readonly address: string; readonly family: number }[]>;
+
+/** Options of {@link createFetchTool}. */
+export interface FetchToolOptions {
+  /** Most response body bytes read; a larger body fails the call. 1 to 67 108 864; default 1 MiB. */
+  maxResponseBytes?: number | undefined;
+  /** Milliseconds for the whole call, redirects included, 1 to 300 000; default 10 000. */
+  timeoutMs?: number | undefined;
+  /** Redirects followed (each hop checked against the policy), 0 to 20; default 5. */
+  maxRedirects?: number | undefined;
+  /** Resolves names on the host; default the system resolver. */
+  lookup?: FetchToolLookup | undefined;
+  /** Extra trusted CA certificates (PEM) for HTTPS, besides Node's bundle. Default none. */
+  ca?: string | string[] | undefined;
+  /** Called for each connection allowed or refused, as it happens. */
+  onEvent?: ((event: NetworkEvent) => void) | undefined;
+}
+
+const FetchToolOptionsSchema = z.strictObject({
+  maxResponseBytes: z.number().int().min(1).max(67_108_864).optional(),
+  timeoutMs: z.number().int().min(1).max(300_000).optional(),
+  maxRedirects: z.number().int().min(0).max(20).optional(),
+  lookup: z
+    .custom<FetchToolLookup>((value) => typeof value === 'function', 'expected a function')
+    .optional(),
+  ca: z.union([z.string(), z.array(z.string())]).optional(),
+  onEvent: z
+    .custom<(event: NetworkEvent) => void>(
+      (value) => typeof value === 'function',
+      'expected a function',
+    )
+    .optional(),
+});
+
+/** What user code passes to the tool. */
+const FetchInputSchema = z.strictObject({
+  url: z.string().max(8192),
+  method: z.enum(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']).default('GET'),
+  headers: z
+    .record(
+      z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'expected a header name'),
+      z.string().max(8192),
+    )
+    .optional(),
+  /** A string goes as is; any other JSON value as JSON (content-type application/json). */
+  body: z.json().optional(),
+  responseType: z.enum(['text', 'json']).default('text'),
+});
+
+/** The tool's answer. */
+export interface FetchToolResponse {
+  status: number;
+  statusText: string;
+  /** The URL of the last hop (after redirects). */
+  url: string;
+  headers: Record<string, string>;
+  /** The body as text, or parsed when `responseType: 'json'`. */
+  body: JsonValue;
+}
+
+/** Headers user code may not set: the tool owns framing and the hop. */
+const ownedHeaders = new Set([
+  'host',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'proxy-authorization',
+  'te',
+  'upgrade',
+]);
+/** Headers dropped when a redirect leaves the origin. */
+const credentialHeaders = new Set(['authorization', 'cookie', 'proxy-authorization']);
+
+function ownAddresses(): IpAddress[] {
+  return Object.values(networkInterfaces())
+    .flat()
+    .flatMap((info) => {
+      const parsed = info === undefined ? undefined : parseIpAddress(info.address);
+      return parsed === undefined ? [] : [parsed];
+    });
+}
+
+/** A refusal as user code reads it (the call rejects with this message). */
+class EgressRefusal extends Error {
+  override name = 'EgressRefusal';
+}
+
+/**
+ * A named tool (`tools: { fetch: createFetchTool(policy) }`, listed by `toolDeclarations()`)
+ * that fetches a URL on the host under `policy`: the same allow/deny patterns, resolution check
+ * (every address, every hop), byte cap and timeout as the subprocess egress proxy. A refused
+ * destination, a body over `maxResponseBytes` or a timeout rejects the call with a message
+ * saying why (`egress refused other.test:443: not-allowed (...)`). The request body counts
+ * against the bridge limits (`maxRequestBytes`, `maxDataBytes`) like any tool input.
+ */
+export function createFetchTool(
+  policy: NetworkPolicy,
+  options: FetchToolOptions = {},
+): ToolDefinition<z.output<typeof FetchInputSchema>> {
+  const rules = new NetworkRules(policy);
+  const settings = validate(FetchToolOptionsSchema, options, 'fetch tool options');
+  const maxBytes = settings.maxResponseBytes ?? 1_048_576;
+  const timeoutMs = settings.timeoutMs ?? 10_000;
+  const maxRedirects = settings.maxRedirects ?? 5;
+  const resolve: FetchToolLookup =
+    settings.lookup ?? ((hostname) => dnsLookup(hostname, { all: true, order: 'verbatim' }));
+  const emit = (event: NetworkEvent): void => {
+    try {
+      settings.onEvent?.(event);
+    } catch {
+      // A listener's failure is not the call's.
+    }
+  };
+  const refuse = (
+    host: string,
+    port: number,
+    reason: NetworkDenialReason,
+    detail: string,
+  ): never => {
+    emit({ type: 'denied', host, port, reason, detail });
+    throw new EgressRefusal(`egress refused ${host}:${port}: ${reason} (${detail})`);
+  };
+
+  /** Checks one hop; returns the address to connect to. */
+  const admit = async (url: URL): Promise<{ address: string; family: 4 | 6 }> => {
+    const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+    const hostname = url.hostname.replace(/^\[|\]$/g, '');
+    const destination = NetworkRules.destination(hostname);
+    if ('ok' in destination)
+      return refuse(
+        hostname,
+        port,
+        destination.ok ? 'invalid-host' : destination.reason,
+        destination.ok ? 'unreadable host' : destination.detail,
+      );
+    const named = destination.kind === 'name' ? destination.host : destination.text;
+    const verdict = rules.checkDestination(destination, port);
+    if (!verdict.ok) return refuse(named, port, verdict.reason, verdict.detail);
+    if (destination.kind === 'ip') {
+      emit({ type: 'allowed', host: named, port, address: destination.text });
+      return { address: destination.text, family: destination.address.family };
+    }
+    let found: readonly { address: string; family: number }[];
+    try {
+      found = await resolve(named);
+    } catch (error) {
+      return refuse(
+        named,
+        port,
+        'resolve-failed',
+        `could not resolve ${named}: ${(error as Error).message}`,
+      );
+    }
+    if (found.length === 0) return refuse(named, port, 'resolve-failed', `${named} has no address`);
+    const hostAddresses = ownAddresses();
+    for (const candidate of found) {
+      const parsed = parseIpAddress(candidate.address);
+      if (parsed === undefined)
+        return refuse(
+          named,
+          port,
+          'resolve-failed',
+          `the resolver gave ${JSON.stringify(candidate.address)}`,
+        );
+      const check = rules.checkResolved(parsed, port, hostAddresses);
+      if (!check.ok) return refuse(named, port, check.reason, check.detail);
+    }
+    const first = found[0]!;
+    emit({ type: 'allowed', host: named, port, address: first.address });
+    return { address: first.address, family: first.family === 6 ? 6 : 4 };
+  };
+
+  return {
+    description:
+      'Fetches an http(s) URL from the host, limited to the hosts the egress policy allows. Returns status, headers and the body (text, or parsed JSON with responseType "json"). A refused host rejects with the reason.',
+    input: FetchInputSchema,
+    handler: async (input, info) => {
+      const signal = AbortSignal.any([info.signal, AbortSignal.timeout(timeoutMs)]);
+      let url = parseUrl(input.url);
+      let method: string = input.method;
+      let body: string | undefined =
+        input.body === undefined
+          ? undefined
+          : typeof input.body === 'string'
+            ? input.body
+            : JSON.stringify(input.body);
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(input.headers ?? {})) {
+        if (!ownedHeaders.has(name.toLowerCase())) headers[name.toLowerCase()] = value;
+      }
+      if (body !== undefined && typeof input.body !== 'string')
+        headers['content-type'] ??= 'application/json';
+      for (let hop = 0; ; hop += 1) {
+        const pinned = await admit(url);
+        const response = await send(url, method, headers, body, pinned, signal, settings.ca);
+        const location = response.headers.location;
+        if (
+          response.statusCode !== undefined &&
+          [301, 302, 303, 307, 308].includes(response.statusCode) &&
+          location !== undefined
+        ) {
+          response.resume();
+          if (hop >= maxRedirects) throw new EgressRefusal(`more than ${maxRedirects} redirects`);
+          const next = parseUrl(new URL(location, url).href);
+          if (next.origin !== url.origin)
+            for (const name of credentialHeaders) delete headers[name];
+          if (
+            response.statusCode === 303 ||
+            ((response.statusCode === 301 || response.statusCode === 302) && method === 'POST')
+          ) {
+            method = 'GET';
+            body = undefined;
+            delete headers['content-type'];
+          }
+          url = next;
+          continue;
+        }
+        const text = await readBody(response, maxBytes, signal);
+        let parsedBody: JsonValue = text;
+        if (input.responseType === 'json') {
+          try {
+            parsedBody = JSON.parse(text) as JsonValue;
+          } catch {
+            throw new EgressRefusal(`the response of ${url.href} is not JSON`);
+          }
+        }
+        const outHeaders: Record<string, string> = {};
+        for (const [name, value] of Object.entries(response.headers)) {
+          if (value !== undefined)
+            outHeaders[name] = Array.isArray(value) ? value.join(', ') : value;
+        }
+        return {
+          status: response.statusCode ?? 0,
+          statusText: response.statusMessage ?? '',
+          url: url.href,
+          headers: outHeaders,
+          body: parsedBody,
+        } satisfies FetchToolResponse;
+      }
+    },
+  };
+}
+
+function parseUrl(text: string): URL {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new EgressRefusal(`not a URL: ${JSON.stringify(text.slice(0, 200))}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new EgressRefusal(`only http and https URLs (got ${url.protocol})`);
+  if (url.username !== '' || url.password !== '')
+    throw new EgressRefusal('no credentials in the URL; send an authorization header');
+  return url;
+}
+
+/** One request on a connection pinned to the checked address (TLS still verifies the name). */
+function send(
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+  pinned: { address: string; family: 4 | 6 },
+  signal: AbortSignal,
+  ca: string | string[] | undefined,
+): Promise<IncomingMessage> {
+  // The connection goes to the address admit() checked, whatever a second resolution would say.
+  const lookup: LookupFunction = (_hostname, options, callback) => {
+    if (options.all === true) callback(null, [{ address: pinned.address, family: pinned.family }]);
+    else callback(null, pinned.address, pinned.family);
+  };
+  const options: RequestOptions & { ca?: string | string[] } = {
+    method,
+    hostname: url.hostname.replace(/^\[|\]$/g, ''),
+    port: url.port === '' ? undefined : Number(url.port),
+    path: `${url.pathname}${url.search}`,
+    headers: {
+      ...headers,
+      host: url.host,
+      ...(body === undefined ? {} : { 'content-length': String(Buffer.byteLength(body)) }),
+    },
+    lookup,
+    signal,
+    agent: false,
+    ...(ca === undefined ? {} : { ca }),
+  };
+  return new Promise((resolve, reject) => {
+    const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(options, resolve);
+    request.once('error', (error) =>
+      reject(
+        signal.aborted
+          ? new EgressRefusal(`the request to ${url.host} timed out or was cancelled`)
+          : new EgressRefusal(`${url.host}: ${error.message}`),
+      ),
+    );
+    request.end(body);
+  });
+}
+
+/** The body as UTF-8, refused past `maxBytes`. */
+function readBody(
+  response: IncomingMessage,
+  maxBytes: number,
+  signal: AbortSignal,
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    response.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        response.destroy();
+        reject(new EgressRefusal(`the response is larger than maxResponseBytes (${maxBytes})`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    response.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    response.once('error', () =>
+      reject(
+        new EgressRefusal(
+          signal.aborted ? 'the request timed out or was cancelled' : 'the response was cut',
+        ),
+      ),
+    );
+  });
+}

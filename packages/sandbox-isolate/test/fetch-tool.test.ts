@@ -1,0 +1,240 @@
+// createFetchTool on real isolates against real loopback servers reached by name through a
+// resolver the test controls: allowed hosts answer, other hosts, private addresses and redirects
+// to them are refused with the reason, and the byte cap and timeout hold.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { NetworkEvent } from '@coda/sandbox-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createFetchTool, SandboxEngine } from '../src/index.ts';
+import { expectError, expectResult } from './helpers.ts';
+
+let server: Server;
+let secure: Server;
+let port: number;
+let cert: string;
+const events: NetworkEvent[] = [];
+
+function selfSigned(name: string): { cert: string; key: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'coda-fetch-cert-'));
+  try {
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        `/CN=${name}`,
+        '-addext',
+        `subjectAltName=DNS:${name}`,
+        '-keyout',
+        join(dir, 'k.pem'),
+        '-out',
+        join(dir, 'c.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
+    return {
+      cert: readFileSync(join(dir, 'c.pem'), 'utf8'),
+      key: readFileSync(join(dir, 'k.pem'), 'utf8'),
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const listen = async (target: Server): Promise<number> => {
+  await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', resolve));
+  return (target.address() as AddressInfo).port;
+};
+
+let engine: SandboxEngine;
+let securePort: number;
+
+beforeAll(async () => {
+  server = createServer((request, response) => {
+    const url = request.url ?? '/';
+    if (url === '/json')
+      return void response.setHeader('content-type', 'application/json').end('{"items":[1,2,3]}');
+    if (url === '/to-metadata')
+      return void response
+        .writeHead(302, { location: 'http://metadata.test/latest/meta-data/' })
+        .end();
+    if (url === '/to-literal')
+      return void response.writeHead(301, { location: `http://127.0.0.1:${port}/` }).end();
+    if (url === '/to-other')
+      return void response.writeHead(307, { location: `http://api.test:${port}/json` }).end();
+    if (url === '/big') return void response.end(Buffer.alloc(200_000, 0x61));
+    if (url === '/stall') return; // never answers
+    if (url === '/echo') {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () =>
+        response.end(
+          JSON.stringify({
+            method: request.method,
+            type: request.headers['content-type'],
+            body: Buffer.concat(chunks).toString(),
+          }),
+        ),
+      );
+      return;
+    }
+    response.end('hello');
+  });
+  port = await listen(server);
+  const pair = selfSigned('secure.test');
+  cert = pair.cert;
+  secure = createHttpsServer(pair, (_request, response) => response.end('over tls'));
+  securePort = await listen(secure);
+  const table: Record<string, string> = {
+    'api.test': '127.0.0.1',
+    'secure.test': '127.0.0.1',
+    'other.test': '127.0.0.1',
+    'metadata.test': '169.254.169.254',
+  };
+  engine = new SandboxEngine({
+    isolation: 'in-process',
+    tools: {
+      fetch: createFetchTool(
+        { allow: ['api.test', 'secure.test', 'metadata.test'], allowPrivate: true },
+        {
+          maxResponseBytes: 100_000,
+          timeoutMs: 1_500,
+          ca: cert,
+          lookup: async (hostname) =>
+            table[hostname] === undefined ? [] : [{ address: table[hostname], family: 4 }],
+          onEvent: (event) => events.push(event),
+        },
+      ),
+    },
+  });
+});
+
+afterAll(async () => {
+  await engine?.dispose();
+  server?.closeAllConnections();
+  server?.close();
+  secure?.close();
+});
+
+const run = (code: string) => engine.run({ code });
+
+describe('createFetchTool', () => {
+  it('is a named tool in toolDeclarations()', () => {
+    expect(engine.toolDeclarations()).toContain('fetch(');
+  });
+
+  it('fetches an allowed host: status, headers, text or JSON', async () => {
+    const text = expectResult(
+      await run(
+        `const r = await tools.fetch({ url: 'http://api.test:${port}/' }); return [r.status, r.body, r.url];`,
+      ),
+    );
+    expect(text.payload).toEqual([200, 'hello', `http://api.test:${port}/`]);
+    const json = expectResult(
+      await run(
+        `const r = await tools.fetch({ url: 'http://api.test:${port}/json', responseType: 'json' }); return [r.body, r.headers['content-type']];`,
+      ),
+    );
+    expect(json.payload).toEqual([{ items: [1, 2, 3] }, 'application/json']);
+    const tls = expectResult(
+      await run(`return (await tools.fetch({ url: 'https://secure.test:${securePort}/' })).body`),
+    );
+    expect(tls.payload).toBe('over tls');
+  });
+
+  it('sends a JSON request body', async () => {
+    const echo = expectResult(
+      await run(
+        `return (await tools.fetch({ url: 'http://api.test:${port}/echo', method: 'POST', body: { a: 1 }, responseType: 'json' })).body`,
+      ),
+    );
+    expect(echo.payload).toEqual({ method: 'POST', type: 'application/json', body: '{"a":1}' });
+  });
+
+  it('refuses another host and an IP literal, naming the reason', async () => {
+    const other = expectError(
+      await run(`return await tools.fetch({ url: 'http://other.test:${port}/' })`),
+      'RUNTIME',
+    );
+    expect(other.message).toContain(
+      `egress refused other.test:${port}: not-allowed (other.test:${port} matches no allow entry)`,
+    );
+    const literal = expectError(
+      await run(`return await tools.fetch({ url: 'http://127.0.0.1:${port}/' })`),
+      'RUNTIME',
+    );
+    expect(literal.message).toContain(`egress refused 127.0.0.1:${port}: ip-literal`);
+  });
+
+  it('checks every redirect hop: to the metadata address and to an IP literal are refused, to an allowed host followed', async () => {
+    const metadata = expectError(
+      await run(`return await tools.fetch({ url: 'http://api.test:${port}/to-metadata' })`),
+      'RUNTIME',
+    );
+    expect(metadata.message).toContain(
+      'egress refused metadata.test:80: private-address (resolved to 169.254.169.254 (metadata))',
+    );
+    const literal = expectError(
+      await run(`return await tools.fetch({ url: 'http://api.test:${port}/to-literal' })`),
+      'RUNTIME',
+    );
+    expect(literal.message).toContain(`egress refused 127.0.0.1:${port}: ip-literal`);
+    const followed = expectResult(
+      await run(
+        `const r = await tools.fetch({ url: 'http://api.test:${port}/to-other', responseType: 'json' }); return [r.url, r.body];`,
+      ),
+    );
+    expect(followed.payload).toEqual([`http://api.test:${port}/json`, { items: [1, 2, 3] }]);
+  });
+
+  it('refuses a body over maxResponseBytes and ends a stalled request at timeoutMs', async () => {
+    const big = expectError(
+      await run(`return await tools.fetch({ url: 'http://api.test:${port}/big' })`),
+      'RUNTIME',
+    );
+    expect(big.message).toContain('the response is larger than maxResponseBytes (100000)');
+    const started = performance.now();
+    const stalled = expectError(
+      await run(`return await tools.fetch({ url: 'http://api.test:${port}/stall' })`),
+      'RUNTIME',
+    );
+    expect(stalled.message).toContain('timed out or was cancelled');
+    expect(performance.now() - started).toBeLessThan(10_000);
+  });
+
+  it('reports each allowed and refused connection', () => {
+    expect(
+      events
+        .filter((event) => event.type === 'denied')
+        .map((event) => `${event.host} ${event.type === 'denied' ? event.reason : ''}`),
+    ).toEqual([
+      'other.test not-allowed',
+      '127.0.0.1 ip-literal',
+      'metadata.test private-address',
+      '127.0.0.1 ip-literal',
+    ]);
+    expect(events.some((event) => event.type === 'allowed' && event.host === 'api.test')).toBe(
+      true,
+    );
+  });
+
+  it('validates its options, naming each bad field', () => {
+    expect(() => createFetchTool({ allow: ['*'] })).toThrow('allow.0');
+    expect(() =>
+      createFetchTool({ allow: ['a.test'] }, { maxResponseBytes: 0, timeoutMs: -1 } as never),
+    ).toThrow(/maxResponseBytes.*timeoutMs/);
+  });
+});
