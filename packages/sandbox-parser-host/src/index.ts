@@ -2,6 +2,7 @@ export {
   type ConfinementMode,
   ConfinementModeSchema,
   hostDefaults,
+  type ParserHostLookup,
   type ParserHostOptions,
   ParserHostOptionsSchema,
   type ResolvedHostSettings,

@@ -3,6 +3,8 @@ import {
   type JsonObject,
   type JsonValue,
   type Logger,
+  type NetworkPolicy,
+  NetworkPolicySchema,
   type ParserLimits,
   ParserLimitsSchema,
   silentLogger,
@@ -27,45 +29,61 @@ export const ConfinementModeSchema = z.enum(['auto', 'required', 'none']);
 export type ConfinementMode = 'auto' | 'required' | 'none';
 
 /** Options of {@link createParserHost}. */
-export const ParserHostOptionsSchema = z.strictObject({
-  /** The parser module: a path or a `file:` URL whose named exports are the parser functions. */
-  module: z.union([z.string().min(1), z.instanceof(URL)]),
-  /** Default limits of every call (10 s wall clock, 256 MiB, 5 s CPU unless set). */
-  limits: ParserLimitsSchema.partial().optional(),
-  /** Children running at once; further calls wait in a FIFO queue. Default: available cores. */
-  maxConcurrent: z.number().int().positive().max(1024).optional(),
-  /** Calls that may wait in the queue; one more is refused at once (`CAPACITY`). Default 10 000. */
-  maxQueued: z.number().int().nonnegative().optional(),
-  /** Largest payload plus kwargs, in UTF-8 bytes of their JSON; checked before a child starts. */
-  maxPayloadBytes: byteCount.optional(),
-  /** Largest response body, in UTF-8 bytes; a larger result is an error. */
-  maxOutputBytes: byteCount.optional(),
-  /** Bytes of the child's console output (stdout and stderr) kept in `result.stderr`. */
-  maxStderrBytes: z
-    .number()
-    .int()
-    .nonnegative()
-    .max(2 ** 31 - 1)
-    .optional(),
-  /** Keep one child started and waiting for the next call with the default limits. */
-  warmSpare: z.boolean().optional(),
-  /** Further paths the child may read (the parser module's directory is always readable). */
-  allowRead: z.array(z.string().min(1)).optional(),
-  /** OS confinement through `@coda/sandbox-subprocess`; see {@link ConfinementMode}. */
-  confinement: ConfinementModeSchema.optional(),
-  /** Where the host logs spawns, degraded confinement and kills; silent by default. */
-  logger: z
-    .custom<Logger>(
-      (value) =>
-        typeof value === 'object' &&
-        value !== null &&
-        ['debug', 'info', 'warn', 'error'].every(
-          (method) => typeof (value as Record<string, unknown>)[method] === 'function',
-        ),
-      'expected a logger with debug, info, warn and error methods',
-    )
-    .optional(),
-});
+export const ParserHostOptionsSchema = z
+  .strictObject({
+    /** The parser module: a path or a `file:` URL whose named exports are the parser functions. */
+    module: z.union([z.string().min(1), z.instanceof(URL)]),
+    /** Default limits of every call (10 s wall clock, 256 MiB, 5 s CPU unless set). */
+    limits: ParserLimitsSchema.partial().optional(),
+    /** Children running at once; further calls wait in a FIFO queue. Default: available cores. */
+    maxConcurrent: z.number().int().positive().max(1024).optional(),
+    /** Calls that may wait in the queue; one more is refused at once (`CAPACITY`). Default 10 000. */
+    maxQueued: z.number().int().nonnegative().optional(),
+    /** Largest payload plus kwargs, in UTF-8 bytes of their JSON; checked before a child starts. */
+    maxPayloadBytes: byteCount.optional(),
+    /** Largest response body, in UTF-8 bytes; a larger result is an error. */
+    maxOutputBytes: byteCount.optional(),
+    /** Bytes of the child's console output (stdout and stderr) kept in `result.stderr`. */
+    maxStderrBytes: z
+      .number()
+      .int()
+      .nonnegative()
+      .max(2 ** 31 - 1)
+      .optional(),
+    /** Keep one child started and waiting for the next call with the default limits. */
+    warmSpare: z.boolean().optional(),
+    /** Further paths the child may read (the parser module's directory is always readable). */
+    allowRead: z.array(z.string().min(1)).optional(),
+    /** OS confinement through `@coda/sandbox-subprocess`; see {@link ConfinementMode}. */
+    confinement: ConfinementModeSchema.optional(),
+    /** Egress allowlist for parsers' network use, through the subprocess layer's proxy. */
+    network: NetworkPolicySchema.optional(),
+    /** How the egress proxy resolves names; default the system resolver. */
+    lookup: z
+      .custom<ParserHostLookup>((value) => typeof value === 'function', 'expected a function')
+      .optional(),
+    /** Where the host logs spawns, degraded confinement and kills; silent by default. */
+    logger: z
+      .custom<Logger>(
+        (value) =>
+          typeof value === 'object' &&
+          value !== null &&
+          ['debug', 'info', 'warn', 'error'].every(
+            (method) => typeof (value as Record<string, unknown>)[method] === 'function',
+          ),
+        'expected a logger with debug, info, warn and error methods',
+      )
+      .optional(),
+  })
+  .refine((options) => options.network === undefined || options.confinement !== 'none', {
+    path: ['network'],
+    message: "a network allowlist needs confinement 'auto' or 'required' (a network namespace)",
+  });
+
+/** Resolves a host name to its addresses for the egress proxy (see `network`). */
+export type ParserHostLookup = (
+  hostname: string,
+) => Promise<readonly { readonly address: string; readonly family: number }[]>;
 
 /** Options of {@link createParserHost} ({@link ParserHostOptionsSchema}). */
 export interface ParserHostOptions {
@@ -95,6 +113,15 @@ export interface ParserHostOptions {
   allowRead?: string[] | undefined;
   /** OS confinement through `@coda/sandbox-subprocess`; see {@link ConfinementMode}. Default `auto`. */
   confinement?: ConfinementMode | undefined;
+  /**
+   * Egress allowlist: parsers reach the network only through the subprocess layer's proxy
+   * (their `fetch` uses it: `NODE_USE_ENV_PROXY=1` is set), which allows these hosts and
+   * refuses the rest with a 403 naming the reason. Needs confinement `auto` or `required` (and
+   * bubblewrap: without it the call fails `UNAVAILABLE`). Default: no network at all.
+   */
+  network?: NetworkPolicy | undefined;
+  /** How the egress proxy resolves names (with `network`); default the system resolver. */
+  lookup?: ParserHostLookup | undefined;
   /** Where the host logs spawns, degraded confinement and kills; silent by default. */
   logger?: Logger | undefined;
 }

@@ -104,7 +104,10 @@ class Host implements ParserHost {
     const { logger: _, ...visible } = settings;
     this.settings = Object.freeze(visible);
     this.#logger = logger;
-    this.#spawner = createChildSpawner(settings.confinement, logger);
+    this.#spawner = createChildSpawner(settings.confinement, logger, {
+      network: parsed.network,
+      lookup: parsed.lookup,
+    });
     this.#queue = new CallQueue(settings.maxConcurrent, settings.maxQueued);
     this.#plan = {
       moduleUrl: pathToFileURL(modulePath).href,

@@ -2,13 +2,14 @@
 // root, private /tmp, seccomp, namespaces, new session), a memory cgroup where one is writable,
 // a pid-namespace kill. The runner command inside is the same prlimit + node as the plain path.
 import type { Readable } from 'node:stream';
-import type { Logger } from '@coda/sandbox-core';
+import type { Logger, NetworkPolicy } from '@coda/sandbox-core';
 import {
   createSandbox,
   SandboxControl,
   type SandboxedProcess,
   type SubprocessSandbox,
 } from '@coda/sandbox-subprocess';
+import type { ParserHostLookup } from '../host/options.ts';
 import {
   type ChildExit,
   type ConfinementReport,
@@ -25,11 +26,17 @@ const memoryCgroups = new Set<string>([
   SandboxControl.memoryCgroupV2,
 ]);
 
+/** A parser host's egress allowlist and resolver, passed on to the subprocess layer. */
+export interface ChildEgress {
+  readonly network?: NetworkPolicy | undefined;
+  readonly lookup?: ParserHostLookup | undefined;
+}
+
 /** Starts confined children, with a memory cgroup where the subprocess layer can make one. */
 export class ConfinedSpawner {
   readonly #sandbox: SubprocessSandbox;
 
-  constructor(strict: boolean, logger: Logger) {
+  constructor(strict: boolean, logger: Logger, egress: ChildEgress = {}) {
     this.#sandbox = createSandbox(
       {
         enabled: true,
@@ -42,8 +49,10 @@ export class ConfinedSpawner {
         allowedEnv: [],
         env: {},
         rlimits: { processes: 64, openFiles: 256 },
+        // With an allowlist the child gets its own network namespace and the egress proxy.
+        ...(egress.network === undefined ? {} : { network: egress.network }),
       },
-      { logger },
+      { logger, lookup: egress.lookup },
     );
   }
 

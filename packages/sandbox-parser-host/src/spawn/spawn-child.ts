@@ -4,7 +4,7 @@
 import type { Logger } from '@coda/sandbox-core';
 import type { ConfinementMode } from '../host/options.ts';
 import type { ConfinementReport, ParserChild } from './child.ts';
-import { ConfinedSpawner } from './confined-spawn.ts';
+import { type ChildEgress, ConfinedSpawner } from './confined-spawn.ts';
 import type { RunnerPlan } from './node-command.ts';
 import { spawnPlainChild } from './plain-spawn.ts';
 import { rlimitsAvailable } from './runner-command.ts';
@@ -26,11 +26,15 @@ const unconfined: ConfinementReport = Object.freeze({
 });
 
 /** Chooses how children are started for `mode`; warns once when they run without bubblewrap. */
-export function createChildSpawner(mode: ConfinementMode, logger: Logger): ChildSpawner {
+export function createChildSpawner(
+  mode: ConfinementMode,
+  logger: Logger,
+  egress: ChildEgress = {},
+): ChildSpawner {
   if (mode === 'none') {
     return { confinement: unconfined, spawn: (plan) => spawnPlainChild(plan, unconfined) };
   }
-  const confined = new ConfinedSpawner(mode === 'required', logger);
+  const confined = new ConfinedSpawner(mode === 'required', logger, egress);
   let last: ConfinementReport | undefined;
   return {
     get confinement() {

@@ -149,6 +149,11 @@ export class EgressProxy {
         session.close();
         await new Promise<void>((resolve) => server.close(() => resolve()));
         if ('path' in address) rmSync(address.path, { force: true });
+        // The directory goes with the last listener; the next run makes a new one.
+        if (this.#listeners.size === 0 && this.#directory !== undefined && 'path' in address) {
+          rmSync(this.#directory, { recursive: true, force: true });
+          this.#directory = undefined;
+        }
       },
     };
     this.#listeners.add(listener);
