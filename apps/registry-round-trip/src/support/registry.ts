@@ -31,7 +31,17 @@ async function upstreamRegistry(): Promise<string> {
   return stdout.trim() || 'https://registry.npmjs.org/';
 }
 
-function configuration(dir: string, upstream: string) {
+function configuration(dir: string, upstream: string | undefined) {
+  if (upstream === undefined) {
+    // Nothing beyond loopback: only what is published here resolves.
+    return {
+      storage: join(dir, 'storage'),
+      auth: { htpasswd: { file: join(dir, 'htpasswd'), max_users: 1 } },
+      packages: { '**': { access: '$all', publish: '$authenticated' } },
+      log: { type: 'stdout', format: 'pretty', level: 'error' },
+      web: { enable: false },
+    };
+  }
   return {
     storage: join(dir, 'storage'),
     auth: { htpasswd: { file: join(dir, 'htpasswd'), max_users: 1 } },
@@ -63,11 +73,15 @@ async function createUser(url: string): Promise<string> {
   return body.token;
 }
 
-/** Starts Verdaccio on a free loopback port with its storage under `dir`. */
-export async function startRegistry(dir: string): Promise<LocalRegistry> {
+/**
+ * Starts Verdaccio on a free loopback port with its storage under `dir`; with `uplink: false`
+ * it fetches nothing from another registry.
+ */
+export async function startRegistry(dir: string, { uplink = true } = {}): Promise<LocalRegistry> {
   // JSON is YAML: Verdaccio reads it as its config file, and paths in it are absolute.
   const configPath = join(dir, 'config.yaml');
-  await writeFile(configPath, JSON.stringify(configuration(dir, await upstreamRegistry())));
+  const upstream = uplink ? await upstreamRegistry() : undefined;
+  await writeFile(configPath, JSON.stringify(configuration(dir, upstream)));
   const server = (await runServer(configPath)) as Server;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
