@@ -195,7 +195,7 @@ describe('egress proxy, plain HTTP', () => {
       url,
       '-i',
       '-H',
-      'Host: other.test',
+      `Host: other.test:${http.port}`,
       `http://api.test:${http.port}/`,
     ]);
     expect(games.stdout).toContain('x-coda-egress-denied: host-mismatch');
