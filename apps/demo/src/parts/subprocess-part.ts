@@ -11,6 +11,7 @@ import {
 } from '@coda/sandbox-subprocess';
 import { formatMs, truncate } from '../cli/format.ts';
 import type { Reporter } from '../cli/reporter.ts';
+import { demoNetworkPolicy, startEgressDemo } from '../compose/egress-sandbox.ts';
 import { restrictivePolicy } from '../compose/subprocess-sandbox.ts';
 import { connectScript, listenOnLoopback } from '../sample-data/loopback-listener.ts';
 import { type DemoPart, partReport } from './part.ts';
@@ -48,6 +49,7 @@ export const subprocessPart: DemoPart = {
   async run(reporter, resources) {
     const sandbox = resources.subprocessSandbox();
     const listener = await listenOnLoopback();
+    const egress = await startEgressDemo();
     const runs: JsonObject[] = [];
     let failed = 0;
     const checks: Check[] = [
@@ -75,6 +77,18 @@ export const subprocessPart: DemoPart = {
         holds: (result) => !result.success && listener.connections === 0,
         needsConfinement: true,
       },
+      {
+        label: `curl api.demo.test with network: ${JSON.stringify(demoNetworkPolicy)}`,
+        run: () => egress.sandbox.run('curl', ['-sS', egress.url('api.demo.test')]),
+        holds: (result) => result.success && result.network?.allowed[0]?.host === 'api.demo.test',
+        needsConfinement: true,
+      },
+      {
+        label: 'curl other.demo.test (not on the allowlist): the proxy refuses it',
+        run: () => egress.sandbox.run('curl', ['-sS', egress.url('other.demo.test')]),
+        holds: (result) => result.network?.denied[0]?.reason === 'not-allowed',
+        needsConfinement: true,
+      },
     ];
     try {
       for (const check of checks) {
@@ -87,10 +101,12 @@ export const subprocessPart: DemoPart = {
       }
     } finally {
       await listener.close();
+      await egress.close();
       // Only a degraded run can have written it; leave the host as it was.
       await rm(forbiddenFile, { force: true });
     }
-    const last = runs.at(-1);
+    // The controls of the restrictive policy (the egress runs have a network of their own).
+    const last = runs.filter((run) => run.network === undefined).at(-1);
     showControls(
       reporter,
       (last?.controls as string[] | undefined) ?? [],
@@ -131,6 +147,17 @@ function describe(
   reporter.line(
     `      ${result.success ? 'exit 0' : (result.error ?? 'failed')}: ${truncate(shown, 100)}`,
   );
+  if (result.network !== undefined) {
+    const allowed = result.network.allowed.map(
+      (entry) => `${entry.host}:${entry.port} (${entry.bytes} bytes)`,
+    );
+    const denied = result.network.denied.map(
+      (entry) => `${entry.host}:${entry.port} ${entry.reason}: ${entry.detail}`,
+    );
+    reporter.line(
+      `      result.network: allowed [${allowed.join(', ')}] denied [${denied.join(', ')}]`,
+    );
+  }
 }
 
 function showControls(reporter: Reporter, controls: readonly string[], applied: boolean): void {
@@ -154,5 +181,15 @@ function summarise(result: SandboxResult): JsonObject {
     sandboxApplied: result.sandboxApplied,
     controls: [...result.controls],
     ...(result.error === undefined ? {} : { error: result.error }),
+    ...(result.network === undefined
+      ? {}
+      : {
+          network: {
+            allowed: result.network.allowed.length,
+            denied: result.network.denied.map(
+              (entry) => `${entry.host}:${entry.port} ${entry.reason}`,
+            ),
+          },
+        }),
   };
 }
