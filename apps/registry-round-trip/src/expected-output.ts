@@ -20,6 +20,10 @@ export const expectedOutput: Record<string, readonly (readonly RegExp[])[]> = {
       /kiwis: 'Invalid tools\.inStock input: fruit: /,
     ],
     [
+      /status: 200,\s+body: \{ fruit: 'apple', count: 12 \}/,
+      /other: 'egress refused other\.test:\d+: not-allowed \(other\.test:\d+ matches no allow entry\)'/,
+    ],
+    [
       /^42$/m,
       /Cannot read properties of undefined \(reading 'toFixed'\)/,
       /location: \{ line: 2, column: 16 \}/,
