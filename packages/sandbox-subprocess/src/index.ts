@@ -8,6 +8,8 @@ export {
   watchSandboxConfig,
 } from './config/config-watcher.ts';
 export { seatbeltProfile } from './darwin/seatbelt.ts';
+export { NetworkActivity, type NetworkActivityEvents } from './egress/egress-session.ts';
+export type { EgressLookup } from './egress/lookup.ts';
 export {
   buildSeccompFilter,
   deniedSyscalls,

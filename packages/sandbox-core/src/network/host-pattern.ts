@@ -10,10 +10,38 @@ import {
 
 /** A parsed allow/deny entry. */
 export type HostPattern =
-  | { readonly kind: 'host'; readonly host: string; readonly port: number | undefined }
-  | { readonly kind: 'suffix'; readonly suffix: string; readonly port: number | undefined }
-  | { readonly kind: 'ip'; readonly address: IpAddress; readonly port: number | undefined }
-  | { readonly kind: 'cidr'; readonly range: IpRange; readonly port: undefined };
+  | {
+      /** An exact host name. */
+      readonly kind: 'host';
+      /** The name, lowercase, without a trailing dot. */
+      readonly host: string;
+      /** The port it applies to; undefined for any port. */
+      readonly port: number | undefined;
+    }
+  | {
+      /** `*.suffix`: any subdomain of the suffix, not the suffix itself. */
+      readonly kind: 'suffix';
+      /** The suffix after `*.`, lowercase. */
+      readonly suffix: string;
+      /** The port it applies to; undefined for any port. */
+      readonly port: number | undefined;
+    }
+  | {
+      /** One IP address. */
+      readonly kind: 'ip';
+      /** The address. */
+      readonly address: IpAddress;
+      /** The port it applies to; undefined for any port. */
+      readonly port: number | undefined;
+    }
+  | {
+      /** A CIDR range. */
+      readonly kind: 'cidr';
+      /** The range. */
+      readonly range: IpRange;
+      /** Always undefined: a range applies to every port. */
+      readonly port: undefined;
+    };
 
 const label = /^(?!-)[a-z0-9_-]{1,63}(?<!-)$/;
 

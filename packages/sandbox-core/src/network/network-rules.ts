@@ -21,13 +21,35 @@ import { NetworkPolicySchema } from './network-policy.ts';
 
 /** The outcome of a check: allowed, or refused with a reason. */
 export type NetworkVerdict =
-  | { readonly ok: true }
-  | { readonly ok: false; readonly reason: NetworkDenialReason; readonly detail: string };
+  | {
+      /** Allowed. */
+      readonly ok: true;
+    }
+  | {
+      /** Refused. */
+      readonly ok: false;
+      /** Why, as a stable code. */
+      readonly reason: NetworkDenialReason;
+      /** Why, in words. */
+      readonly detail: string;
+    };
 
 /** A destination named by a program: an IP literal or a host name (normalized). */
 export type Destination =
-  | { readonly kind: 'ip'; readonly address: IpAddress; readonly text: string }
-  | { readonly kind: 'name'; readonly host: string };
+  | {
+      /** An IP literal. */
+      readonly kind: 'ip';
+      /** The address (IPv4-mapped IPv6 unwrapped). */
+      readonly address: IpAddress;
+      /** The address as text, canonical. */
+      readonly text: string;
+    }
+  | {
+      /** A host name. */
+      readonly kind: 'name';
+      /** The name, lowercase, without a trailing dot. */
+      readonly host: string;
+    };
 
 const allowed: NetworkVerdict = Object.freeze({ ok: true });
 

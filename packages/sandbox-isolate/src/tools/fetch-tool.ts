@@ -74,10 +74,13 @@ const FetchInputSchema = z.strictObject({
 
 /** The tool's answer. */
 export interface FetchToolResponse {
+  /** The HTTP status of the last hop. */
   status: number;
+  /** Its reason phrase (empty over HTTP/2-style servers that send none). */
   statusText: string;
   /** The URL of the last hop (after redirects). */
   url: string;
+  /** Response headers, lowercase names, repeated ones joined with ", ". */
   headers: Record<string, string>;
   /** The body as text, or parsed when `responseType: 'json'`. */
   body: JsonValue;

@@ -32,8 +32,14 @@ export interface Refused {
   readonly detail: string;
 }
 
+/** The events of a {@link NetworkActivity}. */
+export interface NetworkActivityEvents {
+  /** One connection allowed or refused, as it happens. */
+  event: [NetworkEvent];
+}
+
 /** Live network activity of one run: `event` for each connection allowed or refused. */
-export class NetworkActivity extends EventEmitter<{ event: [NetworkEvent] }> {
+export class NetworkActivity extends EventEmitter<NetworkActivityEvents> {
   readonly #report: () => NetworkReport;
 
   /** @param report - gives the report so far (the session owning this activity). */
