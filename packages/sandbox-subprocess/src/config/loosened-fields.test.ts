@@ -367,6 +367,7 @@ describe('loosenedFields', () => {
       restrictToDirectory: '/srv',
       allowedSyscalls: ['read'],
       runAs: 'host',
+      network: { allow: ['a.example'] },
     });
     expect(Object.keys(cases).sort()).toEqual(Object.keys(full).sort());
     for (const list of Object.values(cases)) expect(list.length).toBeGreaterThan(0);
