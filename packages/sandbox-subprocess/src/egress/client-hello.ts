@@ -19,8 +19,8 @@ export const maxClientHelloBytes = 16_384 + 5;
 export function readClientHello(data: Uint8Array): FirstBytes {
   if (data.length === 0) return { kind: 'incomplete' };
   if (data[0] !== 0x16) return { kind: 'not-tls' };
+  if (data.length >= 2 && data[1] !== 0x03) return { kind: 'not-tls' };
   if (data.length < 5) return { kind: 'incomplete' };
-  if (data[1] !== 0x03) return { kind: 'not-tls' };
   const recordLength = ((data[3] ?? 0) << 8) | (data[4] ?? 0);
   if (recordLength > 16_384 || recordLength < 4) return { kind: 'malformed' };
   if (data.length < 5 + recordLength) return { kind: 'incomplete' };
