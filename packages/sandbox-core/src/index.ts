@@ -78,6 +78,7 @@ export {
   neverClasses,
   privateClasses,
 } from './network/address-class.ts';
+export { type Admission, admitDestination, type NetworkLookup } from './network/admit.ts';
 export { formatHostPattern, type HostPattern, parseHostPattern } from './network/host-pattern.ts';
 export {
   formatIpAddress,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SandboxValidationError } from '../errors/error-classes.ts';
 import { type AddressClass, classifyAddress } from './address-class.ts';
+import { admitDestination } from './admit.ts';
 import { parseHostPattern } from './host-pattern.ts';
 import { formatIpAddress, parseIpAddress, parseIpRange } from './ip-address.ts';
 import { NetworkRules } from './network-rules.ts';
@@ -195,5 +196,64 @@ describe('resolved addresses', () => {
       reason: 'private-address',
       detail: 'resolved to 169.254.169.254 (metadata)',
     });
+  });
+});
+
+describe('admitDestination', () => {
+  const rules = new NetworkRules({ allow: ['api.test', 'mixed.test', 'gone.test', '10.0.0.5'] });
+  const table: Record<string, string[]> = {
+    'api.test': ['8.8.4.4', '2001:4860::8844'],
+    'mixed.test': ['8.8.8.8', '127.0.0.1'],
+  };
+  const lookup = async (name: string) => {
+    const answers = table[name];
+    if (answers === undefined) throw new Error(`ENOTFOUND ${name}`);
+    return answers.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+  };
+  it.each([
+    ['API.test', { ok: true, host: 'api.test', port: 443, address: '8.8.4.4', family: 4 }],
+    ['10.0.0.5', { ok: true, host: '10.0.0.5', port: 443, address: '10.0.0.5', family: 4 }],
+    [
+      'mixed.test',
+      {
+        ok: false,
+        host: 'mixed.test',
+        port: 443,
+        reason: 'private-address',
+        detail: 'resolved to 127.0.0.1 (loopback)',
+      },
+    ],
+    [
+      'gone.test',
+      {
+        ok: false,
+        host: 'gone.test',
+        port: 443,
+        reason: 'resolve-failed',
+        detail: 'could not resolve gone.test: ENOTFOUND gone.test',
+      },
+    ],
+    [
+      'other.test',
+      {
+        ok: false,
+        host: 'other.test',
+        port: 443,
+        reason: 'not-allowed',
+        detail: 'other.test:443 matches no allow entry',
+      },
+    ],
+    [
+      'bad host',
+      {
+        ok: false,
+        host: 'bad host',
+        port: 443,
+        reason: 'invalid-host',
+        detail: 'expected a host name of letters, digits, "-" and "_" between dots',
+      },
+    ],
+  ])('%s', async (host, expected) => {
+    expect(await admitDestination(rules, host, 443, lookup)).toEqual(expected);
   });
 });

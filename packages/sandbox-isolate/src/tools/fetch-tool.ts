@@ -8,6 +8,7 @@ import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import {
+  admitDestination,
   type IpAddress,
   type JsonValue,
   type NetworkDenialReason,
@@ -153,49 +154,10 @@ export function createFetchTool(
   const admit = async (url: URL): Promise<{ address: string; family: 4 | 6 }> => {
     const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
     const hostname = url.hostname.replace(/^\[|\]$/g, '');
-    const destination = NetworkRules.destination(hostname);
-    if ('ok' in destination)
-      return refuse(
-        hostname,
-        port,
-        destination.ok ? 'invalid-host' : destination.reason,
-        destination.ok ? 'unreadable host' : destination.detail,
-      );
-    const named = destination.kind === 'name' ? destination.host : destination.text;
-    const verdict = rules.checkDestination(destination, port);
-    if (!verdict.ok) return refuse(named, port, verdict.reason, verdict.detail);
-    if (destination.kind === 'ip') {
-      emit({ type: 'allowed', host: named, port, address: destination.text });
-      return { address: destination.text, family: destination.address.family };
-    }
-    let found: readonly { address: string; family: number }[];
-    try {
-      found = await resolve(named);
-    } catch (error) {
-      return refuse(
-        named,
-        port,
-        'resolve-failed',
-        `could not resolve ${named}: ${(error as Error).message}`,
-      );
-    }
-    if (found.length === 0) return refuse(named, port, 'resolve-failed', `${named} has no address`);
-    const hostAddresses = ownAddresses();
-    for (const candidate of found) {
-      const parsed = parseIpAddress(candidate.address);
-      if (parsed === undefined)
-        return refuse(
-          named,
-          port,
-          'resolve-failed',
-          `the resolver gave ${JSON.stringify(candidate.address)}`,
-        );
-      const check = rules.checkResolved(parsed, port, hostAddresses);
-      if (!check.ok) return refuse(named, port, check.reason, check.detail);
-    }
-    const first = found[0]!;
-    emit({ type: 'allowed', host: named, port, address: first.address });
-    return { address: first.address, family: first.family === 6 ? 6 : 4 };
+    const admission = await admitDestination(rules, hostname, port, resolve, ownAddresses());
+    if (!admission.ok) return refuse(admission.host, port, admission.reason, admission.detail);
+    emit({ type: 'allowed', host: admission.host, port, address: admission.address });
+    return admission;
   };
 
   return {

@@ -4,26 +4,20 @@
 import { EventEmitter } from 'node:events';
 import { networkInterfaces } from 'node:os';
 import {
+  type Admission,
+  admitDestination,
   type IpAddress,
   type NetworkAllowedEntry,
   type NetworkDenialReason,
   type NetworkEvent,
   type NetworkReport,
-  NetworkRules,
+  type NetworkRules,
   parseIpAddress,
 } from '@coda/sandbox-core';
 import { type EgressLookup, lookupWithTimeout } from './lookup.ts';
 
-/** A destination the session admitted: where to connect, and the entry its bytes go to. */
-export interface Admitted {
-  readonly ok: true;
-  /** The host as the program named it (normalized), or the address it named. */
-  readonly host: string;
-  readonly port: number;
-  /** The checked address to connect to. */
-  readonly address: string;
-  readonly family: 4 | 6;
-}
+/** A destination the session admitted: the checked address to connect to. */
+export type Admitted = Extract<Admission, { ok: true }>;
 
 /** A refusal, already recorded in the report. */
 export interface Refused {
@@ -104,53 +98,15 @@ export class EgressSession {
       return this.deny(host, port || 0, 'protocol', `no valid port in the request (${port})`);
     }
     if (this.#overCap()) return this.#capRefusal(host, port);
-    const destination = NetworkRules.destination(host);
-    if ('ok' in destination) {
-      return destination.ok
-        ? this.deny(host, port, 'invalid-host', 'unreadable host')
-        : this.deny(host, port, destination.reason, destination.detail);
-    }
-    const named = destination.kind === 'name' ? destination.host : destination.text;
-    const verdict = this.rules.checkDestination(destination, port);
-    if (!verdict.ok) return this.deny(named, port, verdict.reason, verdict.detail);
-    let address: string;
-    let family: 4 | 6;
-    if (destination.kind === 'ip') {
-      address = destination.text;
-      family = destination.address.family;
-    } else {
-      let found: readonly { address: string; family: number }[];
-      try {
-        found = await lookupWithTimeout(this.#lookup, destination.host);
-      } catch (error) {
-        return this.deny(
-          named,
-          port,
-          'resolve-failed',
-          `could not resolve ${named}: ${(error as Error).message}`,
-        );
-      }
-      if (found.length === 0)
-        return this.deny(named, port, 'resolve-failed', `${named} has no address`);
-      // Every address must pass: a resolver mixing a public and a private answer is refused.
-      for (const candidate of found) {
-        const parsed = parseIpAddress(candidate.address);
-        if (parsed === undefined) {
-          return this.deny(
-            named,
-            port,
-            'resolve-failed',
-            `the resolver gave ${JSON.stringify(candidate.address)}`,
-          );
-        }
-        const check = this.rules.checkResolved(parsed, port, this.#hostAddresses);
-        if (!check.ok) return this.deny(named, port, check.reason, check.detail);
-      }
-      const first = found[0]!;
-      address = first.address;
-      family = parseIpAddress(first.address)?.family ?? 4;
-    }
-    return { ok: true, host: named, port, address, family };
+    const admission = await admitDestination(
+      this.rules,
+      host,
+      port,
+      (name) => lookupWithTimeout(this.#lookup, name),
+      this.#hostAddresses,
+    );
+    if (!admission.ok) return this.deny(admission.host, port, admission.reason, admission.detail);
+    return admission;
   }
 
   /** Records a connection made to an admitted destination; returns the entry its bytes go to. */
