@@ -251,7 +251,7 @@ export class SubprocessSandbox {
    * take a few ms to probe bubblewrap); later calls are cheap.
    */
   capabilities(): SandboxCapabilities {
-    return detectCapabilities(this.#platform, this.#policy.enabled);
+    return detectCapabilities(this.#platform, this.#policy);
   }
 
   /**

@@ -24,7 +24,7 @@ export interface BackendChoice {
 
 /** Chooses the backend for `policy` (probing on first use). */
 export function chooseBackend(
-  policy: LaunchRequest['policy'],
+  policy: Pick<LaunchRequest['policy'], 'runAs'>,
   hostPath: string | undefined,
 ): BackendChoice {
   const wanted = runIdentity(policy);

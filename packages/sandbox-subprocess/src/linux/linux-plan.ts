@@ -34,7 +34,7 @@ export type Identity =
   | { readonly kind: 'own' };
 
 /** The identity a run under `policy` gets on this host. */
-export function runIdentity(policy: LaunchRequest['policy']): Identity {
+export function runIdentity(policy: Pick<LaunchRequest['policy'], 'runAs'>): Identity {
   if (process.getuid?.() !== 0) return { kind: 'own' };
   if (policy.runAs === 'host') return { kind: 'host' };
   return { kind: 'drop', ...(policy.runAs ?? defaultIdentity) };
@@ -105,6 +105,8 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
       const landlock = landlockArguments(request, identity, landlockAbi, controls, pins);
       instructions = `${line(`exec ${landlock.exec.map(shellQuote).join(' ')}`)}\0${landlock.instructions}`;
     } else {
+      // The wrapper closed what the host left open (wrapper-shell.ts), here as everywhere.
+      controls.push(SandboxControl.inheritedDescriptorsClosed);
       instructions = `${line(fallbackExec(request, identity, controls))}\0`;
     }
   } catch (error) {

@@ -181,6 +181,8 @@ export interface ProbeReport {
   readonly error?: string;
   readonly controls: string[];
   readonly outcomes: Record<string, { blocked: boolean; stdout: string; stderr: string }>;
+  /** What the sandbox logged as warnings. */
+  readonly warnings: unknown[][];
 }
 
 /** Runs the escape probe in `environment` under `policy`; rejects with its stderr if it fails. */
