@@ -91,10 +91,13 @@ export const subprocessPart: DemoPart = {
       await rm(forbiddenFile, { force: true });
     }
     const last = runs.at(-1);
+    const { confinement, reason } = sandbox.capabilities();
+    showBackend(reporter, confinement, reason);
     showControls(
       reporter,
       (last?.controls as string[] | undefined) ?? [],
       last?.sandboxApplied === true,
+      confinement,
     );
     return partReport('subprocess', failed, 'commands were not confined as expected', runs);
   },
@@ -133,14 +136,34 @@ function describe(
   );
 }
 
-function showControls(reporter: Reporter, controls: readonly string[], applied: boolean): void {
+/** Which backend the probe chose on this machine, and why no stronger one. */
+function showBackend(reporter: Reporter, confinement: string, reason: string | undefined): void {
   const { style } = reporter;
   reporter.line();
+  const strongest = confinement === 'bubblewrap';
+  reporter.line(
+    `  backend: ${strongest ? style.green(confinement) : style.yellow(confinement)}` +
+      (reason === undefined ? ' (the strongest: bubblewrap works here)' : ''),
+  );
+  if (reason !== undefined) reporter.line(style.yellow(`  why not a stronger one: ${reason}`));
+}
+
+function showControls(
+  reporter: Reporter,
+  controls: readonly string[],
+  applied: boolean,
+  confinement: string,
+): void {
+  const { style } = reporter;
   reporter.line(`  sandboxApplied: ${applied ? style.green('yes') : style.yellow('no')}`);
   reporter.line(`  controls enforced here: ${controls.join(', ')}`);
   const missing = fullConfinement.filter((control) => !controls.includes(control));
   if (missing.length > 0) {
-    reporter.line(style.yellow(`  degraded: ${degradedWarning}`));
+    reporter.line(
+      style.yellow(
+        `  degraded: ${confinement === 'landlock' ? 'bubblewrap cannot run here; Landlock and seccomp confine commands instead' : degradedWarning}`,
+      ),
+    );
     reporter.line(style.yellow(`  missing on this machine: ${missing.join(', ')}`));
   }
 }
@@ -152,6 +175,7 @@ function summarise(result: SandboxResult): JsonObject {
     timedOut: result.timedOut,
     durationMs: Math.round(result.durationMs),
     sandboxApplied: result.sandboxApplied,
+    confinement: result.confinement,
     controls: [...result.controls],
     ...(result.error === undefined ? {} : { error: result.error }),
   };
