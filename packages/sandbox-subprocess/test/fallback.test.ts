@@ -1,7 +1,7 @@
 // With bubblewrap hidden from PATH: the Landlock backend runs the command (limits, cgroups, a
 // process group and seccomp with it), and strict mode, which asks for bubblewrap, refuses. Hosts
 // with no Landlock either (rlimits only) are in confinement-environments.test.ts.
-import { chmodSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SandboxUnavailableError } from '@coda/sandbox-core';
@@ -90,6 +90,23 @@ describe('without bubblewrap', () => {
     );
     expect(await settledProcesses(tag)).toEqual([]);
   });
+
+  it.runIf(process.getuid?.() === 0)(
+    'names a path the dropped identity cannot reach through its parents (Landlock binds nothing)',
+    async () => {
+      const closed = mkdtempSync(join(tmpdir(), 'coda-closed-')); // 0700, root's
+      const inner = join(closed, 'tool');
+      mkdirSync(inner, { mode: 0o755 });
+      try {
+        const result = createSandbox({ readOnlyPaths: [inner] });
+        expect(() => result.spawn('echo', ['never'])).toThrow(
+          `Invalid spawn options: policy.readOnlyPaths.0: ${closed} on its way is not searchable by the sandbox identity 65534:65534 (under Landlock a path is reached through its real parents: make them searchable, or set runAs) (got "${inner}")`,
+        );
+      } finally {
+        rmSync(closed, { recursive: true, force: true });
+      }
+    },
+  );
 
   it('refuses to run without bubblewrap in strict mode', async () => {
     const sandbox = createSandbox({ strict: true });

@@ -1,6 +1,7 @@
 // Starts runner children through `@coda/sandbox-subprocess`, on the backend its probe chose:
 // bubblewrap (no network, read-only root, private /tmp, seccomp, namespaces, new session) or,
 // where bubblewrap cannot run, Landlock and seccomp; a memory cgroup where one is writable. The runner command inside is the same prlimit + node as the plain path.
+import { dirname } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Logger } from '@coda/sandbox-core';
 import {
@@ -16,6 +17,7 @@ import {
   toParserChild,
 } from './child.ts';
 import type { RunnerPlan } from './node-command.ts';
+import { packageScopes } from './package-scopes.ts';
 import { runnerCommand } from './runner-command.ts';
 import { runnerPath, wirePath } from './runner-files.ts';
 
@@ -61,7 +63,13 @@ export class ConfinedSpawner {
       // Without a writable memory cgroup the layer would fall back to RLIMIT_DATA at the limit,
       // which stops Node from starting; the host's RSS watchdog bounds memory instead.
       memoryFallback: 'none',
-      readOnlyPaths: [process.execPath, runnerPath, wirePath, ...plan.readPaths],
+      readOnlyPaths: [
+        process.execPath,
+        runnerPath,
+        wirePath,
+        ...plan.readPaths,
+        ...packageScopes([dirname(runnerPath), dirname(wirePath), ...plan.readPaths]),
+      ],
     });
     return wrap(
       child,

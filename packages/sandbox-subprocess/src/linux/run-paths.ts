@@ -2,6 +2,7 @@
 // sockets), checked against the identity it runs as: shared by the bubblewrap and Landlock
 // backends, so both see the same paths refused for the same reasons.
 import { type Stats, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { LaunchRequest } from '../process/launch-plan.ts';
 import { type CheckedPath, isInside, pathError } from './checked-path.ts';
 import { defaultFilesystemView, type ViewAdditions } from './filesystem-view.ts';
@@ -10,14 +11,17 @@ import { viewAdditions, type WantedPath } from './view-additions.ts';
 
 /**
  * The run's additions, each pinned into `pins`; `bySource` binds pinned descriptors rather than
- * checked names. Throws `SandboxValidationError` naming the field of a path the run's identity
- * could not use or that would expose the whole host.
+ * checked names. `throughParents`: the command reaches each path through its real parent
+ * directories (Landlock; bubblewrap mounts it in directories of its own), so each parent must be
+ * searchable by the identity. Throws `SandboxValidationError` naming the field of a path the
+ * run's identity could not use or that would expose the whole host.
  */
 export function runAdditions(
   request: LaunchRequest,
   identity: Identity,
   pins: CheckedPath[],
   bySource: boolean,
+  throughParents = false,
 ): ViewAdditions {
   const writableFields: (readonly [string, string])[] = [
     ...(request.writableDirectory === undefined
@@ -49,6 +53,22 @@ export function runAdditions(
       );
     }
   }
+  if (throughParents && identity.kind === 'drop') {
+    for (const [field, path] of [
+      ...writableFields,
+      ...(request.cwd === undefined ? [] : [['cwd', request.cwd] as const]),
+      ['file', request.executable] as const,
+      ...request.readOnlyPaths,
+    ]) {
+      const closed = closedParent(path, identity);
+      if (closed === undefined) continue;
+      throw pathError(
+        field,
+        `${closed} on its way is not searchable by the sandbox identity ${identity.uid}:${identity.gid} (under Landlock a path is reached through its real parents: make them searchable, or set runAs)`,
+        path,
+      );
+    }
+  }
   const wanted: WantedPath[] = [
     ...writableFields.map(([field, path]) => ({ field, path, writable: true, implicit: false })),
     ...(request.cwd === undefined
@@ -73,6 +93,14 @@ function systemRowOf(path: string): string | undefined {
     row = entry.access === 'read-only' ? entry.path : undefined;
   }
   return row;
+}
+
+/** The first parent directory of `path` that `identity` may not search, if any. */
+function closedParent(path: string, identity: { uid: number; gid: number }): string | undefined {
+  for (let dir = dirname(path); ; dir = dirname(dir)) {
+    if (!hasPermission(statSync(dir), identity, 0o1)) return dir;
+    if (dir === '/') return undefined;
+  }
 }
 
 /** Whether `identity` may create files in `dir` (write and search permission). */

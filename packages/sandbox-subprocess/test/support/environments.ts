@@ -187,19 +187,22 @@ export interface ProbeReport {
 
 /** Runs the escape probe in `environment` under `policy`; rejects with its stderr if it fails. */
 export async function probeIn(environment: Environment, policy: object = {}): Promise<ProbeReport> {
+  return JSON.parse(await nodeIn(environment, [fixture, JSON.stringify(policy)])) as ProbeReport;
+}
+
+/**
+ * Runs Node (a copy any uid can start, with the `@coda/source` condition) with `args` as the host
+ * of `environment`; resolves with its stdout, rejects with its stderr when it exits non-zero.
+ */
+export async function nodeIn(environment: Environment, args: readonly string[]): Promise<string> {
   const secret = join(tmpdir(), `coda-inherited-${process.pid}`);
   writeFileSync(secret, 'inherited secret', { mode: 0o644 });
   const fd = openSync(secret, 'r');
   const stdio: ('pipe' | 'ignore' | number)[] = ['ignore', 'pipe', 'pipe'];
   for (let index = 3; index <= 200; index++)
     stdio.push(index === 30 || index === 200 ? fd : 'ignore');
-  const [file, ...args] = wrapped(environment, [
-    publicNode(),
-    '--conditions=@coda/source',
-    fixture,
-    JSON.stringify(policy),
-  ]);
-  const child = spawn(file!, args, { stdio, env: { PATH: '/usr/bin:/bin' }, cwd: '/' });
+  const [file, ...argv] = wrapped(environment, [publicNode(), '--conditions=@coda/source', ...args]);
+  const child = spawn(file!, argv, { stdio, env: { PATH: '/usr/bin:/bin' }, cwd: '/' });
   closeSync(fd);
   let stdout = '';
   let stderr = '';
@@ -207,5 +210,5 @@ export async function probeIn(environment: Environment, policy: object = {}): Pr
   child.stderr!.on('data', (chunk) => (stderr += chunk));
   const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
   if (code !== 0) throw new Error(`probe in ${environment} exited ${code}: ${stderr}`);
-  return JSON.parse(stdout) as ProbeReport;
+  return stdout;
 }

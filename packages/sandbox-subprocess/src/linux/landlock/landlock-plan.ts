@@ -79,7 +79,7 @@ export function landlockArguments(
   host: HostPaths = hostPaths,
 ): { exec: string[]; instructions: string } {
   const { policy } = request;
-  const additions = runAdditions(request, identity, pins, false);
+  const additions = runAdditions(request, identity, pins, false, true);
   const network = networkRules(policy.allowNetwork, abi);
   const scoped = abi >= scopeAbi ? Scope.abstractUnixSocket | Scope.signal : 0;
   const cwd = request.cwd ?? '/';
