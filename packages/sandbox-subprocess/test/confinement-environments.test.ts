@@ -13,6 +13,7 @@ const expectedBackend: Record<
   'moby-root': { backend: 'landlock', uid: 0 },
   'moby-nonroot': { backend: 'landlock', uid: 65534 },
   rootless: { backend: 'bubblewrap-as-caller', uid: 0 },
+  'rootless-moby': { backend: 'landlock', uid: 0 },
   'userns-disabled': { backend: 'landlock', uid: 1000 },
 };
 
@@ -26,6 +27,7 @@ const claims: Record<string, readonly string[]> = {
   signalHost: ['namespace:pid', 'landlock:scope-signal'],
   inheritedFds: ['inherited-fds-closed'],
   env: ['clean-environment'],
+  hostEnviron: ['namespace:pid', 'capabilities-dropped'],
 };
 
 /** Escapes every confining backend must stop (Landlock and bubblewrap alike). */
@@ -88,6 +90,7 @@ describe('in old-container (no namespaces, no Landlock)', () => {
       'unixConnect',
       'abstractConnect',
       'signalHost',
+      'hostEnviron',
     ];
     const stopped = ['inheritedFds', 'env'];
     for (const attempt of open) {

@@ -5,6 +5,7 @@
 //     as root and as uid 65534.
 //   old-container: the same, with the Landlock syscalls ENOSYS too (a profile that predates them).
 //   rootless: a user namespace with one uid mapped (`unshare -U -r`).
+//   rootless-moby: both: a rootless container under moby's profile (uid 0 keeps its uid).
 //   userns-disabled: a user namespace whose user.max_user_namespaces is 0, the host a non-root
 //     uid (1000) without capabilities.
 // Each starts the fixture with descriptors 30 and 200 open on a secret file, as a careless
@@ -28,6 +29,7 @@ import { node } from './helpers.ts';
 
 /** The simulated environments. */
 export type Environment =
+  | 'rootless-moby'
   | 'moby-root'
   | 'moby-nonroot'
   | 'old-container'
@@ -153,6 +155,8 @@ function wrapped(environment: Environment, command: string[]): string[] {
       return [...filter(true), ...command];
     case 'rootless':
       return ['/usr/bin/unshare', '--user', '--map-root-user', '--', ...command];
+    case 'rootless-moby':
+      return ['/usr/bin/unshare', '--user', '--map-root-user', '--', ...filter(false), ...command];
     case 'userns-disabled':
       return [
         '/usr/bin/perl',
@@ -201,7 +205,11 @@ export async function nodeIn(environment: Environment, args: readonly string[]):
   const stdio: ('pipe' | 'ignore' | number)[] = ['ignore', 'pipe', 'pipe'];
   for (let index = 3; index <= 200; index++)
     stdio.push(index === 30 || index === 200 ? fd : 'ignore');
-  const [file, ...argv] = wrapped(environment, [publicNode(), '--conditions=@coda/source', ...args]);
+  const [file, ...argv] = wrapped(environment, [
+    publicNode(),
+    '--conditions=@coda/source',
+    ...args,
+  ]);
   const child = spawn(file!, argv, { stdio, env: { PATH: '/usr/bin:/bin' }, cwd: '/' });
   closeSync(fd);
   let stdout = '';

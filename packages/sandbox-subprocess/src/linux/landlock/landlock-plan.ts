@@ -106,25 +106,25 @@ export function landlockArguments(
   if (scoped !== 0) {
     controls.push(SandboxControl.landlockScopeAbstractUnix, SandboxControl.landlockScopeSignal);
   }
-  const drop =
-    identity.kind === 'drop'
-      ? [
-          setprivPath!,
-          `--reuid=${identity.uid}`,
-          `--regid=${identity.gid}`,
-          '--clear-groups',
-          '--inh-caps=-all',
-          '--bounding-set=-all',
-          '--',
-        ]
-      : [];
-  if (identity.kind === 'drop') {
-    controls.push(SandboxControl.unprivilegedIdentity, SandboxControl.capabilitiesDropped);
-  } else {
-    controls.push(
-      identity.kind === 'host' ? SandboxControl.hostIdentity : SandboxControl.unprivilegedIdentity,
-    );
-  }
+  // Every capability goes, whatever the identity: with CAP_SYS_PTRACE a Landlock domain may still
+  // read other processes' /proc/PID/environ (seen on this project's kernel), and a uid 0 that
+  // keeps its uid (a user namespace with one uid) would otherwise keep them all. Clearing the
+  // inheritable set clears the ambient one; no_new_privs then keeps file capabilities from
+  // granting any at execve. Only a root host may (and must) empty the bounding set too.
+  const root = process.getuid?.() === 0;
+  const drop = [
+    setprivPath!,
+    ...(identity.kind === 'drop'
+      ? [`--reuid=${identity.uid}`, `--regid=${identity.gid}`, '--clear-groups']
+      : []),
+    '--inh-caps=-all',
+    ...(root ? ['--bounding-set=-all'] : []),
+    '--',
+  ];
+  controls.push(
+    identity.kind === 'host' ? SandboxControl.hostIdentity : SandboxControl.unprivilegedIdentity,
+    SandboxControl.capabilitiesDropped,
+  );
   controls.push(
     SandboxControl.newSession,
     SandboxControl.noNewPrivileges,

@@ -30,8 +30,9 @@ export function detectLandlock(): LandlockSupport {
 }
 
 function probe(): LandlockSupport {
-  if (perlPath === undefined) {
-    return { abi: undefined, dropWorks: false, reason: 'perl not found in /usr/bin or /bin' };
+  if (perlPath === undefined || setprivPath === undefined) {
+    const missing = perlPath === undefined ? 'perl' : 'util-linux setpriv';
+    return { abi: undefined, dropWorks: false, reason: `${missing} not found in /usr/bin or /bin` };
   }
   const version = spawnSync(
     perlPath,
@@ -51,7 +52,7 @@ function probe(): LandlockSupport {
     };
   }
   const root = process.getuid?.() === 0;
-  const failure = attempt(abi, root && setprivPath !== undefined);
+  const failure = attempt(abi, root);
   if (failure === undefined) return { abi, dropWorks: root, reason: undefined };
   if (root && attempt(abi, false) === undefined)
     return { abi, dropWorks: false, reason: undefined };
@@ -76,7 +77,11 @@ function attempt(abi: number, drop: boolean): string | undefined {
     fds.push(unlinkedFile(seccompProgram({ allowNetwork: false })));
     fds.push(unlinkedFile(Buffer.from(instructions)));
     const [file, ...args] = [
-      ...(drop ? [setprivPath!, '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : []),
+      setprivPath!,
+      ...(drop ? ['--reuid=65534', '--regid=65534', '--clear-groups'] : []),
+      '--inh-caps=-all',
+      ...(process.getuid?.() === 0 ? ['--bounding-set=-all'] : []),
+      '--',
       ...applierArgv({ extraPipes: 0 }, true),
     ];
     const result = spawnSync(file!, args, {
