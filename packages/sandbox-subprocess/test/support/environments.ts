@@ -11,6 +11,7 @@
 // Each starts the fixture with descriptors 30 and 200 open on a secret file, as a careless
 // parent would leave them.
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
@@ -210,7 +211,8 @@ export async function nodeIn(environment: Environment, args: readonly string[]):
     '--conditions=@coda/source',
     ...args,
   ]);
-  const child = spawn(file!, argv, { stdio, env: { PATH: '/usr/bin:/bin' }, cwd: '/' });
+  const env = { PATH: '/usr/bin:/bin', CODA_PROBE_SECRET: `coda-probe-${randomUUID()}` };
+  const child = spawn(file!, argv, { stdio, env, cwd: '/' });
   closeSync(fd);
   let stdout = '';
   let stderr = '';
