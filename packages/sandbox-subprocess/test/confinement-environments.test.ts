@@ -6,16 +6,20 @@ import { degradedWarning } from '../src/index.ts';
 import { type Environment, probeIn } from './support/environments.ts';
 
 /** The backend each environment must get (written from the environments, not from the code). */
-const expectedBackend: Record<
-  Exclude<Environment, 'old-container'>,
-  { backend: string; uid: number }
-> = {
-  'moby-root': { backend: 'landlock', uid: 0 },
-  'moby-nonroot': { backend: 'landlock', uid: 65534 },
-  rootless: { backend: 'bubblewrap-as-caller', uid: 0 },
-  'rootless-moby': { backend: 'landlock', uid: 0 },
-  'userns-disabled': { backend: 'landlock', uid: 1000 },
-};
+const expectedBackend: readonly {
+  readonly environment: Exclude<Environment, 'old-container'>;
+  readonly policy?: object;
+  readonly backend: string;
+  readonly uid: number;
+}[] = [
+  { environment: 'moby-root', backend: 'landlock', uid: 0 },
+  // uid 0 kept, as a caller may ask: its capabilities must still go.
+  { environment: 'moby-root', policy: { runAs: 'host' }, backend: 'landlock', uid: 0 },
+  { environment: 'moby-nonroot', backend: 'landlock', uid: 65534 },
+  { environment: 'rootless', backend: 'bubblewrap-as-caller', uid: 0 },
+  { environment: 'rootless-moby', backend: 'landlock', uid: 0 },
+  { environment: 'userns-disabled', backend: 'landlock', uid: 1000 },
+];
 
 /** For each escape, the controls any one of which claims to stop it. */
 const claims: Record<string, readonly string[]> = {
@@ -33,9 +37,17 @@ const claims: Record<string, readonly string[]> = {
 /** Escapes every confining backend must stop (Landlock and bubblewrap alike). */
 const stoppedWhenConfined = Object.keys(claims);
 
-describe.each(Object.entries(expectedBackend))('in %s', (environment, expected) => {
+const labelled = expectedBackend.map(
+  (expected) =>
+    [
+      `${expected.environment}${expected.policy ? ` ${JSON.stringify(expected.policy)}` : ''}`,
+      expected,
+    ] as const,
+);
+
+describe.each(labelled)('in %s', (_label, expected) => {
   it(`runs under ${expected.backend} and stops every escape its controls claim`, async () => {
-    const report = await probeIn(environment as Environment);
+    const report = await probeIn(expected.environment, expected.policy);
     expect(report.uid).toBe(expected.uid);
     expect(report.fixtureFds).toEqual([30, 200]); // the host really holds the descriptors
     expect(report.confinement).toBe(expected.backend);
