@@ -87,7 +87,12 @@ export function landlockArguments(
     handledFs: handledFsRights(abi),
     handledNet: network.handled,
     scoped,
-    paths: filesystemRules(defaultFilesystemView, additions, abi, treeHost(host)),
+    paths: filesystemRules(
+      defaultFilesystemView,
+      additions,
+      abi,
+      treeHost(host, host === hostPaths),
+    ),
     ports: network.ports,
     env: { HOME: sandboxHome, ...request.env, PWD: cwd },
     cwd,

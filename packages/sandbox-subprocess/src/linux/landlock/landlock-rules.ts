@@ -25,10 +25,13 @@ export interface PortRule {
 export interface TreeHost extends HostPaths {
   /** Names and kinds of the entries of directory `path`. */
   entries(path: string): readonly { readonly name: string; readonly symlink: boolean }[];
+  /** Whether the view's rules may be kept for later runs (the real host; not a test's tree). */
+  readonly cacheable?: boolean;
 }
 
-/** The running host's directories. */
-export const treeHost = (host: HostPaths): TreeHost => ({
+/** The running host's directories, as `host` reports them. */
+export const treeHost = (host: HostPaths, cacheable = false): TreeHost => ({
+  cacheable,
   kind: (path) => host.kind(path),
   entries: (path) => {
     try {
@@ -52,6 +55,13 @@ export const landlockDevices: readonly string[] = Object.freeze([
   '/dev/tty',
 ]);
 
+/**
+ * The view's own rules, per view, ABI and hidden paths: its rows are system paths that do not
+ * change while a host runs (as host-paths.ts assumes), and expanding /etc around its masks
+ * lists a directory of a hundred or more entries, which every run would otherwise repeat.
+ */
+const viewRulesCache = new WeakMap<readonly ViewEntry[], Map<string, readonly PathRule[]>>();
+
 /** The file-system rules for a view, its run's additions and hidden paths. */
 export function filesystemRules(
   view: readonly ViewEntry[],
@@ -60,13 +70,53 @@ export function filesystemRules(
   host: TreeHost,
 ): PathRule[] {
   const all = handledFsRights(abi);
+  const masks = viewMasks(view, additions.hidden);
+  const rules = [...cachedViewRules(view, masks, abi, host)];
+  for (const bound of additions.readOnly) rules.push(...readTree(bound.path, masks, host));
+  for (const bound of additions.writable) rules.push({ path: bound.path, access: all });
+  return rules;
+}
+
+function cachedViewRules(
+  view: readonly ViewEntry[],
+  masks: readonly string[],
+  abi: number,
+  host: TreeHost,
+): readonly PathRule[] {
+  if (host.cacheable !== true) return viewRules(view, masks, abi, host);
+  let perView = viewRulesCache.get(view);
+  if (perView === undefined) {
+    perView = new Map();
+    viewRulesCache.set(view, perView);
+  }
+  const key = JSON.stringify([abi, masks]);
+  let rules = perView.get(key);
+  if (rules === undefined) {
+    rules = Object.freeze(viewRules(view, masks, abi, host));
+    perView.set(key, rules);
+  }
+  return rules;
+}
+
+/** The paths left out: the view's masks and the run's hidden paths, but those inside /proc. */
+function viewMasks(view: readonly ViewEntry[], hidden: readonly string[]): string[] {
   // Masks inside the live /proc cannot be honoured: its pid directories come and go, so it is
   // granted whole (docs/subprocess.md says so).
   const proc = view.find((entry) => entry.access === 'fresh-proc')?.path;
-  const masks = [
+  return [
     ...view.filter((entry) => entry.access === 'masked').map((entry) => entry.path),
-    ...additions.hidden,
+    ...hidden,
   ].filter((path) => proc === undefined || !isInside(path, proc));
+}
+
+function viewRules(
+  view: readonly ViewEntry[],
+  masks: readonly string[],
+  abi: number,
+  host: TreeHost,
+): PathRule[] {
+  const all = handledFsRights(abi);
+  const proc = view.find((entry) => entry.access === 'fresh-proc')?.path;
   const rules: PathRule[] = [];
   for (const entry of view) {
     if (entry.access === 'read-only') {
@@ -80,8 +130,6 @@ export function filesystemRules(
     }
     // 'private' rows (HOME, /tmp, /dev/shm) have no Landlock equivalent: nothing is granted.
   }
-  for (const bound of additions.readOnly) rules.push(...readTree(bound.path, masks, host));
-  for (const bound of additions.writable) rules.push({ path: bound.path, access: all });
   return rules;
 }
 
