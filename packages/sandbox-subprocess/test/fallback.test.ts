@@ -72,6 +72,11 @@ describe('without bubblewrap', () => {
       ]),
     );
     expect(first.controls).not.toContain(SandboxControl.bubblewrap);
+    expect(sandbox.execSync('echo sync')).toMatchObject({
+      success: true,
+      stdout: 'sync\n',
+      confinement: 'landlock',
+    });
     expect(warnings).toEqual([]);
     expect(degradedWarning).toBe('[Sandbox] seccomp not available, using resource limits only');
   });
