@@ -2,7 +2,7 @@
 // machine — and, where bubblewrap or cgroups are missing, what degraded.
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import type { JsonObject } from '@coda/sandbox-core';
+import { isSandboxError, type JsonObject } from '@coda/sandbox-core';
 import {
   defaultSubprocessPolicy,
   degradedWarning,
@@ -78,7 +78,21 @@ export const subprocessPart: DemoPart = {
     ];
     try {
       for (const check of checks) {
-        const result = await check.run();
+        const refused = await startOrRefusal(check);
+        if (typeof refused === 'string') {
+          // The sandbox refused to start it here (under Landlock a program must be reachable by
+          // the run's identity through its real parents): nothing ran, nothing was shown.
+          describeRefusal(reporter, check.label, refused);
+          runs.push({
+            command: check.label,
+            held: false,
+            degraded: true,
+            notRun: refused,
+            sandboxApplied: false,
+          });
+          continue;
+        }
+        const result = refused;
         const held = check.holds(result);
         const degraded = !held && check.needsConfinement && !result.sandboxApplied;
         if (!held && !degraded) failed++;
@@ -102,6 +116,22 @@ export const subprocessPart: DemoPart = {
     return partReport('subprocess', failed, 'commands were not confined as expected', runs);
   },
 };
+
+/** The check's result, or why the sandbox refused to start it (an option it cannot honour here). */
+async function startOrRefusal(check: Check): Promise<SandboxResult | string> {
+  try {
+    return await check.run();
+  } catch (error) {
+    if (isSandboxError(error)) return error.message;
+    throw error;
+  }
+}
+
+function describeRefusal(reporter: Reporter, label: string, reason: string): void {
+  const { style } = reporter;
+  reporter.line(`  ${style.yellow('~ not run here:')} ${style.bold(label)}`);
+  reporter.line(`      ${truncate(reason, 160)}`);
+}
 
 /** Whether every variable in `env` output is one the policy lets through (plus the cwd). */
 function onlyAllowedVariables(output: string): boolean {
