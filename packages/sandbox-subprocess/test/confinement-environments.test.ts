@@ -11,11 +11,22 @@ const expectedBackend: readonly {
   readonly policy?: object;
   readonly backend: string;
   readonly uid: number;
+  /** Escapes the policy itself opens (allowed on purpose), not stopped. */
+  readonly allowed?: readonly string[];
 }[] = [
   { environment: 'moby-root', backend: 'landlock', uid: 0 },
   // uid 0 kept, as a caller may ask: its capabilities must still go.
   { environment: 'moby-root', policy: { runAs: 'host' }, backend: 'landlock', uid: 0 },
   { environment: 'moby-nonroot', backend: 'landlock', uid: 65534 },
+  // With a socket file allowed, seccomp lets connect() through: the listed socket connects, and
+  // Landlock's scope alone keeps the abstract one out of reach.
+  {
+    environment: 'moby-nonroot',
+    policy: { allowUnixSockets: ['PROBE_SOCKET'] },
+    backend: 'landlock',
+    uid: 65534,
+    allowed: ['unixConnect'],
+  },
   { environment: 'rootless', backend: 'bubblewrap-as-caller', uid: 0 },
   { environment: 'rootless-moby', backend: 'landlock', uid: 0 },
   { environment: 'userns-disabled', backend: 'landlock', uid: 1000 },
@@ -53,7 +64,13 @@ describe.each(labelled)('in %s', (_label, expected) => {
     expect(report.confinement).toBe(expected.backend);
     expect(report.capabilities.confinement).toBe(expected.backend);
     expect(report.outcomes.writeInside?.blocked).toBe(false); // the writable directory works
-    for (const attempt of stoppedWhenConfined) {
+    for (const attempt of expected.allowed ?? []) {
+      expect({ attempt, blocked: report.outcomes[attempt]?.blocked }).toEqual({
+        attempt,
+        blocked: false,
+      });
+    }
+    for (const attempt of stoppedWhenConfined.filter((name) => !expected.allowed?.includes(name))) {
       expect({ attempt, blocked: report.outcomes[attempt]?.blocked }).toEqual({
         attempt,
         blocked: true,
