@@ -1,6 +1,7 @@
 // Starts runner children through `@coda/sandbox-subprocess`, on the backend its probe chose:
 // bubblewrap (no network, read-only root, private /tmp, seccomp, namespaces, new session) or,
-// where bubblewrap cannot run, Landlock and seccomp; a memory cgroup where one is writable. The runner command inside is the same prlimit + node as the plain path.
+// where bubblewrap cannot run, Landlock and seccomp; a memory cgroup where one is writable.
+// The runner command inside is the same prlimit + node as the plain path.
 import { dirname } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Logger } from '@coda/sandbox-core';

@@ -1,3 +1,12 @@
+// Turns a policy and one command into what confines it on Linux. Every run starts as the wrapper
+// shell (wrapper-shell.ts: empty environment, inherited descriptors closed, cgroups joined),
+// which reads its instructions from a pipe: rlimits, then `exec bwrap --args FD`. bubblewrap's
+// arguments (the declared view, namespaces, the command and its environment) follow on the same
+// pipe, so none of them is on a host command line. Inside, a root host's command drops to an
+// unprivileged identity before anything of the caller's runs. Where bubblewrap cannot run, the
+// probe's next backend (backend-choice.ts) takes its place: the Landlock applier
+// (landlock/landlock-plan.ts), on the same pipe, or, only when the policy accepts it, the wrapper
+// running the command directly: rlimits, cgroups, a process group, and no isolation.
 import { SandboxUnavailableError } from '@coda/sandbox-core';
 import { SandboxControl } from '../process/controls.ts';
 import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
