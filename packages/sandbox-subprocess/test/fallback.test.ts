@@ -6,8 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SandboxUnavailableError } from '@coda/sandbox-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSandbox, degradedWarning, SandboxControl } from '../src/index.ts';
-import { settledProcesses, token } from './support/helpers.ts';
+import {
+  createSandbox,
+  degradedWarning,
+  resolveSubprocessPolicy,
+  SandboxControl,
+} from '../src/index.ts';
+import { prepareLaunch, releasePlan } from '../src/process/spawn-confined.ts';
+import { settledProcesses, tempDir, token } from './support/helpers.ts';
 
 const hostPath = process.env.PATH;
 let bin = '';
@@ -112,6 +118,21 @@ describe('without bubblewrap', () => {
       }
     },
   );
+
+  it('hands the applier each added path with the identity of the file the host checked', () => {
+    const job = tempDir();
+    const policy = resolveSubprocessPolicy({ allowFileWrites: true, restrictToDirectory: job });
+    const { plan } = prepareLaunch({ policy, onDegraded() {} }, 'echo', [], {});
+    try {
+      expect(plan.confinement).toBe('landlock');
+      const fields = Buffer.from(plan.inputs![1]!).toString().split('\0');
+      const at = fields.findIndex((field, index) => field === job && fields[index - 2] === 'path');
+      const { dev, ino } = statSync(job);
+      expect(fields.slice(at - 2, at + 2)).toEqual(['path', String(0xffff), job, `${dev}:${ino}`]);
+    } finally {
+      releasePlan(plan);
+    }
+  });
 
   it('refuses to run without bubblewrap in strict mode', async () => {
     const sandbox = createSandbox({ strict: true });

@@ -3,7 +3,7 @@
 // left out of a readable tree, TCP, abstract Unix socket and signal scoping, descriptors,
 // environment, no_new_privs and the filter.
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -28,7 +28,7 @@ afterEach(() => {
 interface Applied {
   readonly handledNet?: number;
   readonly scoped?: number;
-  readonly paths?: readonly { path: string; access: number }[];
+  readonly paths?: readonly { path: string; access: number; pin?: string }[];
   readonly env?: Record<string, string>;
   readonly seccomp?: boolean;
   readonly extraFd?: number;
@@ -110,6 +110,26 @@ describe('the Landlock applier', () => {
       paths: [...system, { path: dir, access: allFs }],
     });
     expect(writable).toMatchObject({ code: 0, stdout: 'x\n' });
+  });
+
+  it('refuses a checked path that names another file by the time it is opened', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, 'checked'));
+    writeFileSync(join(dir, 'checked', 'data'), 'checked data');
+    const stats = statSync(join(dir, 'checked'));
+    const rule = (pin: string) => [...system, { path: join(dir, 'checked'), access: read, pin }];
+    const same = await applied(['/bin/cat', join(dir, 'checked', 'data')], {
+      paths: rule(`${stats.dev}:${stats.ino}`),
+    });
+    expect(same).toMatchObject({ code: 0, stdout: 'checked data' });
+    // Swapped after the check: the directory there now is another one.
+    renameSync(join(dir, 'checked'), join(dir, 'moved'));
+    mkdirSync(join(dir, 'checked'));
+    const swapped = await applied(['/bin/true'], { paths: rule(`${stats.dev}:${stats.ino}`) });
+    expect(swapped.code).toBe(126);
+    expect(swapped.stderr).toBe(
+      `coda-sandbox: landlock applier: ${dir}/checked is not the file that was checked (errno 116)\n`,
+    );
   });
 
   it('leaves a masked path out of a readable tree, and its siblings in', async () => {

@@ -11,8 +11,10 @@ import { fileRights } from './landlock-abi.ts';
 
 /**
  * The instructions, NUL-separated: handled fs rights, handled net rights, scopes (decimal), then
- * records `path ACCESS PATH`, `port ACCESS PORT`, `env NAME=VALUE`, `cwd DIR`, and last
- * `exec FILE ARG...`. Arguments: instructions fd, seccomp fd (-1 for none), first fd to close,
+ * records `path ACCESS PATH PIN` (PIN `DEV:INO` of the file the host checked, or empty: then a
+ * missing path is skipped), `port ACCESS PORT`, `env NAME=VALUE`, `cwd DIR`, and last
+ * `exec FILE ARG...`. A pinned path that now names another file (a component swapped for a
+ * symlink or renamed since the check) fails the run. Arguments: instructions fd, seccomp fd (-1 for none), first fd to close,
  * and this architecture's numbers of prctl and close_range (landlock's are 444-446 everywhere).
  * Numbers from @ARGV get `+ 0`: `syscall()` passes a string as a pointer.
  */
@@ -27,7 +29,8 @@ my ($fs, $net, $scoped) = splice(@f, 0, 3);
 my (@rules, %env, $cwd, @argv);
 while (@f) {
   my $k = shift @f;
-  if ($k eq 'path' || $k eq 'port') { push @rules, [$k, shift @f, shift @f] }
+  if ($k eq 'path') { push @rules, [$k, shift @f, shift @f, shift @f] }
+  elsif ($k eq 'port') { push @rules, [$k, shift @f, shift @f, ''] }
   elsif ($k eq 'env') { my ($n, $v) = split /=/, shift(@f), 2; $env{$n} = $v }
   elsif ($k eq 'cwd') { $cwd = shift @f }
   elsif ($k eq 'exec') { @argv = @f; last }
@@ -39,12 +42,13 @@ my $attr = pack('QQQ', $fs, $net, $scoped);
 my $rs = syscall(444, $attr, length $attr, 0);
 $rs >= 0 or fail('landlock_create_ruleset');
 for my $r (@rules) {
-  my ($k, $access, $target) = @$r;
+  my ($k, $access, $target, $pin) = @$r;
   if ($k eq 'port') {
     syscall(445, $rs, 2, pack('QQ', $access, $target), 0) == 0 or fail("landlock_add_rule(port $target)");
     next;
   }
-  sysopen(my $h, $target, 0x200000 | 0x80000) or do { next if $! + 0 == 2; fail("open($target)") };
+  sysopen(my $h, $target, 0x200000 | 0x80000) or do { next if $! + 0 == 2 && $pin eq ''; fail("open($target)") };
+  if ($pin ne '') { my @s = stat($h); "$s[0]:$s[1]" eq $pin or do { $! = 116; fail("$target is not the file that was checked") } }
   my $mask = (-d $h ? $access : ($access & ${fileRights})) & $fs;
   if ($mask) { syscall(445, $rs, 1, pack('Ql', $mask, fileno($h)), 0) == 0 or fail("landlock_add_rule($target)") }
   close $h;

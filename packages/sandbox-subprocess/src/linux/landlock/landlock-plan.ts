@@ -3,6 +3,7 @@
 // after setpriv when a root host drops to the run's identity. The applier's instructions (the
 // rules, the environment, the cwd, the command) follow the wrapper's on the same pipe, so none of
 // them is on a host command line.
+import { fstatSync } from 'node:fs';
 import { SandboxControl } from '../../process/controls.ts';
 import type { LaunchRequest } from '../../process/launch-plan.ts';
 import { type CheckedPath, isInside } from '../checked-path.ts';
@@ -16,7 +17,7 @@ import { x86_64Syscalls } from '../seccomp/syscalls-x86-64.ts';
 import { instructionsDescriptor, seccompDescriptor } from '../wrapper-shell.ts';
 import { applierScript } from './applier-script.ts';
 import { handledFsRights, Scope, scopeAbi } from './landlock-abi.ts';
-import { filesystemRules, networkRules, treeHost } from './landlock-rules.ts';
+import { filesystemRules, networkRules, type PathRule, treeHost } from './landlock-rules.ts';
 
 /** This architecture's syscall table (the applier needs prctl and close_range). */
 const syscalls = process.arch === 'arm64' ? aarch64Syscalls : x86_64Syscalls;
@@ -41,11 +42,34 @@ export interface ApplierInstructions {
   readonly handledFs: number;
   readonly handledNet: number;
   readonly scoped: number;
-  readonly paths: readonly { readonly path: string; readonly access: number }[];
+  /** `pin`: `DEV:INO` of the file the host checked (a run's additions), to be found again. */
+  readonly paths: readonly {
+    readonly path: string;
+    readonly access: number;
+    readonly pin?: string | undefined;
+  }[];
   readonly ports: readonly { readonly port: number; readonly access: number }[];
   readonly env: Readonly<Record<string, string>>;
   readonly cwd: string;
   readonly command: readonly string[];
+}
+
+/**
+ * The rules with the identity (`DEV:INO`) of each path the host checked and pinned: the applier
+ * opens paths by name, so it must find the same files (bubblewrap binds the pinned descriptor
+ * itself; the applier, maybe already another uid, cannot open the host's /proc/PID/fd links).
+ */
+function pinned(
+  rules: readonly PathRule[],
+  pins: readonly CheckedPath[],
+): ApplierInstructions['paths'] {
+  const identities = new Map(
+    pins.map((pin) => {
+      const stats = fstatSync(pin.fd);
+      return [pin.real, `${stats.dev}:${stats.ino}`] as const;
+    }),
+  );
+  return rules.map((rule) => ({ ...rule, pin: identities.get(rule.path) }));
 }
 
 /** The instructions as the applier reads them: NUL-separated fields (no value holds a NUL). */
@@ -54,7 +78,12 @@ export function encodeInstructions(instructions: ApplierInstructions): string {
     String(instructions.handledFs),
     String(instructions.handledNet),
     String(instructions.scoped),
-    ...instructions.paths.flatMap((rule) => ['path', String(rule.access), rule.path]),
+    ...instructions.paths.flatMap((rule) => [
+      'path',
+      String(rule.access),
+      rule.path,
+      rule.pin ?? '',
+    ]),
     ...instructions.ports.flatMap((rule) => ['port', String(rule.access), String(rule.port)]),
     ...Object.entries(instructions.env).flatMap(([name, value]) => ['env', `${name}=${value}`]),
     'cwd',
@@ -87,11 +116,9 @@ export function landlockArguments(
     handledFs: handledFsRights(abi),
     handledNet: network.handled,
     scoped,
-    paths: filesystemRules(
-      defaultFilesystemView,
-      additions,
-      abi,
-      treeHost(host, host === hostPaths),
+    paths: pinned(
+      filesystemRules(defaultFilesystemView, additions, abi, treeHost(host, host === hostPaths)),
+      pins,
     ),
     ports: network.ports,
     env: { HOME: sandboxHome, ...request.env, PWD: cwd },
