@@ -146,6 +146,7 @@ export class SubprocessSandbox {
     const result = toResult(
       {
         sandboxApplied: child.sandboxApplied,
+        confinement: child.confinement,
         platform: child.platform,
         controls: [...child.controls, SandboxControl.outputCap],
       },
@@ -231,6 +232,7 @@ export class SubprocessSandbox {
     return toResult(
       {
         sandboxApplied: plan.sandboxApplied,
+        confinement: plan.confinement,
         platform: prepared.platform,
         controls: [...plan.controls, SandboxControl.outputCap],
       },
@@ -291,7 +293,7 @@ export class SubprocessSandbox {
    * take a few ms to probe bubblewrap); later calls are cheap.
    */
   capabilities(): SandboxCapabilities {
-    return detectCapabilities(this.#platform, this.#policy.enabled);
+    return detectCapabilities(this.#platform, this.#policy);
   }
 
   /**
@@ -342,7 +344,7 @@ export class SubprocessSandbox {
   }
 
   #notStartedBase(): ResultBase {
-    return { sandboxApplied: false, platform: this.#platform, controls: [] };
+    return { sandboxApplied: false, confinement: 'none', platform: this.#platform, controls: [] };
   }
 }
 

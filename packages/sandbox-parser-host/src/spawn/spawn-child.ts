@@ -34,7 +34,7 @@ export function createChildSpawner(
   if (mode === 'none') {
     return { confinement: unconfined, spawn: (plan) => spawnPlainChild(plan, unconfined) };
   }
-  const confined = new ConfinedSpawner(mode === 'required', logger, egress);
+  const confined = new ConfinedSpawner(mode, logger, egress);
   let last: ConfinementReport | undefined;
   return {
     get confinement() {
