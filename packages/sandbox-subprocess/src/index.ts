@@ -10,8 +10,8 @@ export {
 export { seatbeltProfile } from './darwin/seatbelt.ts';
 export {
   buildSeccompFilter,
-  deniedSyscalls,
   type SeccompFilterOptions,
+  seccompAllowlist,
 } from './linux/seccomp/filter.ts';
 export type { MemoryMechanism, SandboxCapabilities } from './platform/capabilities.ts';
 export type { Platform } from './platform/platform.ts';
@@ -44,6 +44,7 @@ export {
 export {
   createSandbox,
   degradedWarning,
+  extraSyscallsWarning,
   SubprocessSandbox,
   type SubprocessSandboxOptions,
 } from './sandbox.ts';

@@ -41,6 +41,10 @@ const closedMessage = 'The sandbox is closed';
 /** The warning logged once when OS confinement is not available and only limits apply. */
 export const degradedWarning = '[Sandbox] seccomp not available, using resource limits only';
 
+/** The warning logged when a policy allows calls the default seccomp allowlist refuses. */
+export const extraSyscallsWarning =
+  '[Sandbox] extraSyscalls widens the seccomp allowlist past its default';
+
 /**
  * Runs commands under a {@link SubprocessPolicy}: on Linux in bubblewrap with a generated seccomp
  * filter, rlimits and a cgroup; on macOS under Seatbelt and ulimits; on Windows in a Job Object.
@@ -56,9 +60,17 @@ export class SubprocessSandbox {
   #closed = false;
 
   constructor(policy?: SubprocessPolicyInput, options: SubprocessSandboxOptions = {}) {
-    this.#policy = resolveSubprocessPolicy(policy);
     this.#logger = options.logger ?? silentLogger;
+    this.#policy = this.#take(resolveSubprocessPolicy(policy));
     this.#platform = currentPlatform();
+  }
+
+  /** Logs a policy's widening of the seccomp allowlist (a loosening), then returns the policy. */
+  #take(policy: SubprocessPolicy): SubprocessPolicy {
+    if (policy.extraSyscalls.length > 0) {
+      this.#logger.warn({ extraSyscalls: policy.extraSyscalls }, extraSyscallsWarning);
+    }
+    return policy;
   }
 
   /**
@@ -224,12 +236,12 @@ export class SubprocessSandbox {
    * {@link replacePolicy}.
    */
   updatePolicy(policy: SubprocessPolicyInput): void {
-    this.#policy = resolveSubprocessPolicy(policy, this.#policy);
+    this.#policy = this.#take(resolveSubprocessPolicy(policy, this.#policy));
   }
 
   /** Replaces the whole policy: fields not given take their defaults (used by the config watcher). */
   replacePolicy(policy: SubprocessPolicyInput): void {
-    this.#policy = resolveSubprocessPolicy(policy);
+    this.#policy = this.#take(resolveSubprocessPolicy(policy));
   }
 
   /** A copy of the current policy. */

@@ -127,6 +127,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     ? seccompProgram({
         allowNetwork: policy.allowNetwork,
         allowedSyscalls: policy.allowedSyscalls,
+        extraSyscalls: policy.extraSyscalls,
         allowUnixConnect: request.unixSockets.length > 0,
       })
     : new Uint8Array(0);
