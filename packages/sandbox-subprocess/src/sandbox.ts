@@ -179,7 +179,13 @@ export class SubprocessSandbox {
         cwd: plan.cwd,
         env: plan.env,
         input: input ?? '',
-        stdio: ['pipe', 'pipe', 'pipe', ...inputFds],
+        stdio: [
+          'pipe',
+          'pipe',
+          'pipe',
+          ...inputFds,
+          ...(plan.startMarker === true ? ['pipe' as const] : []),
+        ],
         maxBuffer: cap,
         killSignal: 'SIGKILL',
         windowsHide: true,
@@ -198,6 +204,9 @@ export class SubprocessSandbox {
     const overflow = errorCode === 'ENOBUFS';
     const stdout = toText(result.stdout);
     const stderr = toText(result.stderr);
+    const startBytes = result.output?.[3 + request.extraPipes + inputFds.length];
+    const setupFailed =
+      plan.startMarker === true && !timedOut && !overflow && (startBytes?.length ?? 0) === 0;
     return toResult(
       {
         sandboxApplied: plan.sandboxApplied,
@@ -211,6 +220,7 @@ export class SubprocessSandbox {
         cancelled: false,
         memoryExceeded,
         durationMs,
+        ...(setupFailed ? { setupFailed } : {}),
         ...(result.error !== undefined && !timedOut
           ? overflow
             ? {

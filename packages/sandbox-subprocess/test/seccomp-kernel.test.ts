@@ -583,9 +583,7 @@ print probe(), "\\n";
   it('the filter changes the answer wherever the table says it refuses', () => {
     // The EPERMs the kernel gives by itself are few, and named (host capabilities first).
     const kernelEperm = Object.keys(probes).filter((key) => probes[key]!.without === EPERM);
-    expect(kernelEperm.sort()).toEqual(
-      ['acct', 'swapoff', 'swapon', 'syslog', 'vhangup'],
-    );
+    expect(kernelEperm.sort()).toEqual(['acct', 'swapoff', 'swapon', 'syslog', 'vhangup']);
   });
 });
 

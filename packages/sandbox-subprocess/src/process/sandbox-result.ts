@@ -98,6 +98,7 @@ export function toResult(
   output: { stdout: string; stderr: string; stdoutTruncated: boolean; stderrTruncated: boolean },
   limits: { timeoutMs: number; maxMemoryMb: number },
 ): SandboxResult {
+  if (exit.setupFailed === true) return setupFailedResult(base, exit, output);
   const fields = {
     ...output,
     sandboxApplied: base.sandboxApplied,
@@ -133,6 +134,28 @@ export function notStartedResult(base: ResultBase, error: string): SandboxFailur
     stdoutTruncated: false,
     stderrTruncated: false,
     controls: base.controls,
+  };
+}
+
+/**
+ * A run whose confinement could not be set up (bubblewrap, setpriv or the view failed, so the
+ * start byte never came): `UNAVAILABLE`, nothing applied, and the setup's own words as reason.
+ */
+function setupFailedResult(
+  base: ResultBase,
+  exit: ResultExit,
+  output: { stdout: string; stderr: string; stdoutTruncated: boolean; stderrTruncated: boolean },
+): SandboxFailure {
+  const reason = output.stderr.trim().split('\n')[0] || `exit code ${exit.exitCode}`;
+  return {
+    ...notStartedResult(
+      { ...base, sandboxApplied: false, controls: [] },
+      `The sandbox could not be set up, so the command never started: ${reason}`,
+    ),
+    ...output,
+    exitCode: exit.exitCode,
+    signal: exit.signal,
+    durationMs: exit.durationMs,
   };
 }
 

@@ -19,6 +19,11 @@ export interface ProcessExit {
   readonly durationMs: number;
   /** Why the process could not run or ended abnormally, in words, when it did. */
   readonly error?: string;
+  /**
+   * The confinement could not be set up (bubblewrap, setpriv or the view failed) and the
+   * command never started: its stderr says why. Its `controls` were not applied.
+   */
+  readonly setupFailed?: boolean;
 }
 
 /** A command running under the policy; see {@link SubprocessSandbox.spawn}. */

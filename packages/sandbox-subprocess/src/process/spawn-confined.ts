@@ -220,8 +220,9 @@ function start(
   platform: Platform,
 ): SandboxedProcess {
   const startedAt = performance.now();
+  const inputCount = plan.inputs?.length ?? 0;
   const stdio = Array.from(
-    { length: 3 + request.extraPipes + (plan.inputs?.length ?? 0) },
+    { length: 3 + request.extraPipes + inputCount + (plan.startMarker === true ? 1 : 0) },
     () => 'pipe' as const,
   );
   let child: ChildProcess;
@@ -242,6 +243,8 @@ function start(
   }
   trackUntilExit(child, plan.detached);
   deliverInputs(child, plan, request.extraPipes);
+  const started =
+    plan.startMarker === true ? startByte(child, 3 + request.extraPipes + inputCount) : undefined;
 
   let timedOut = false;
   let cancelled = false;
@@ -285,6 +288,13 @@ function start(
       if (plan.detached) signalTree(child.pid, true, () => {});
       await plan.cgroups?.kill();
       const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
+      // A run ended by its limits or the caller keeps that reason, even before the command.
+      const setupFailed =
+        started !== undefined &&
+        !timedOut &&
+        !cancelled &&
+        spawnError === undefined &&
+        !(await started);
       // Removal waits for killed processes to leave the groups; the caller need not.
       void plan.cgroups?.remove();
       plan.release?.();
@@ -296,6 +306,7 @@ function start(
         memoryExceeded,
         durationMs,
         ...(spawnError === undefined ? {} : { error: spawnError }),
+        ...(setupFailed ? { setupFailed } : {}),
       };
       resolve(exit);
     };
@@ -324,6 +335,26 @@ function start(
       void killAll();
     },
   };
+}
+
+/**
+ * Whether the start byte arrived on descriptor `index`: settles at its end (every holder closed
+ * it: the command's last step, or bubblewrap at its exit), or after the exit plus a bound.
+ */
+function startByte(child: ChildProcess, index: number): Promise<boolean> {
+  const stream = child.stdio[index] as Duplex | null;
+  if (stream === null || stream === undefined) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    let seen = false;
+    const done = (): void => resolve(seen);
+    stream.on('data', () => {
+      seen = true;
+    });
+    stream.once('end', done);
+    stream.once('close', done);
+    stream.once('error', done);
+    child.once('exit', () => setTimeout(done, 1_000).unref());
+  });
 }
 
 const live = new Map<ChildProcess, boolean>();
