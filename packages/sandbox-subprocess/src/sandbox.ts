@@ -26,7 +26,12 @@ import {
   toResult,
 } from './process/sandbox-result.ts';
 import type { SandboxedProcess } from './process/sandboxed-process.ts';
-import { prepareLaunch, type SpawnContext, spawnConfined } from './process/spawn-confined.ts';
+import {
+  prepareLaunch,
+  type SpawnContext,
+  spawnConfined,
+  sweepAfterRun,
+} from './process/spawn-confined.ts';
 import { type RunOptions, RunOptionsSchema, type SpawnOptions } from './process/spawn-options.ts';
 import { unlinkedFile } from './process/unlinked-file.ts';
 
@@ -199,6 +204,7 @@ export class SubprocessSandbox {
     plan.cgroups?.killSync();
     const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
     void plan.cgroups?.remove();
+    const setIdSweep = sweepAfterRun(plan);
     const errorCode = (result.error as NodeJS.ErrnoException | undefined)?.code;
     const timedOut = errorCode === 'ETIMEDOUT';
     const overflow = errorCode === 'ENOBUFS';
@@ -221,6 +227,7 @@ export class SubprocessSandbox {
         memoryExceeded,
         durationMs,
         ...(setupFailed ? { setupFailed } : {}),
+        ...(setIdSweep === undefined ? {} : { setIdSweep }),
         ...(result.error !== undefined && !timedOut
           ? overflow
             ? {

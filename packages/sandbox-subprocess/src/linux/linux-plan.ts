@@ -153,6 +153,10 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     sandboxApplied: useBwrap,
     inputs: [seccomp, Buffer.from(instructions)],
     startMarker: true,
+    writableDirs: [
+      ...(request.writableDirectory === undefined ? [] : [request.writableDirectory]),
+      ...request.writablePaths.map(([, path]) => path),
+    ],
     release: () => {
       if (released) return;
       released = true;

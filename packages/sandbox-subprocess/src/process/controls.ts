@@ -29,6 +29,11 @@ export const SandboxControl = {
   seccompAllowlist: 'seccomp-allowlist',
   /** `socket()` refused for every family but AF_UNIX. */
   seccompNoInet: 'seccomp-no-inet-sockets',
+  /**
+   * Every entry of the writable directories was checked after the run and no set-id bit is left
+   * (seccomp refuses setting one; the check is the second line).
+   */
+  noSetIdFiles: 'no-setid-files',
   cleanEnvironment: 'clean-environment',
   /** Host-side helpers (the wrapper shell, bwrap, setpriv) started with no environment at all. */
   cleanHelpers: 'clean-helper-environment',

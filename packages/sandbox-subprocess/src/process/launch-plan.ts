@@ -74,6 +74,8 @@ export interface LaunchPlan {
    * without it never started, and is reported `UNAVAILABLE` with what its setup wrote.
    */
   readonly startMarker?: boolean | undefined;
+  /** Host directories the command may write (Linux): swept for set-id files after the run. */
+  readonly writableDirs?: readonly string[] | undefined;
   /** Frees what the plan holds besides cgroups (pinned path descriptors); safe to call twice. */
   readonly release?: (() => void) | undefined;
   readonly cgroups: RunCgroups | undefined;

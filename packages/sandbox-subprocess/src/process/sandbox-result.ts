@@ -3,7 +3,7 @@
 import { constants } from 'node:os';
 import type { SandboxErrorCode } from '@coda/sandbox-core';
 import type { Platform } from '../platform/platform.ts';
-import type { SandboxControl } from './controls.ts';
+import { SandboxControl } from './controls.ts';
 import type { ProcessExit } from './sandboxed-process.ts';
 
 /**
@@ -108,7 +108,10 @@ export function toResult(
     cancelled: exit.cancelled,
     memoryExceeded: exit.memoryExceeded,
     durationMs: exit.durationMs,
-    controls: base.controls,
+    controls:
+      exit.setIdSweep?.complete === true
+        ? [...base.controls, SandboxControl.noSetIdFiles]
+        : base.controls,
   };
   const failure = describeFailure(exit, limits, base);
   if (failure === undefined) return { success: true, exitCode: 0, ...fields };

@@ -24,6 +24,12 @@ export interface ProcessExit {
    * command never started: its stderr says why. Its `controls` were not applied.
    */
   readonly setupFailed?: boolean;
+  /**
+   * Set when the run's writable directories were checked after it for set-user-id and
+   * set-group-id files (Linux): `complete` when every entry was, `cleared` the paths whose bits
+   * were removed.
+   */
+  readonly setIdSweep?: { readonly complete: boolean; readonly cleared: readonly string[] };
 }
 
 /** A command running under the policy; see {@link SubprocessSandbox.spawn}. */

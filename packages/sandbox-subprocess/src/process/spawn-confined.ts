@@ -6,6 +6,7 @@ import { realpathSync, statSync } from 'node:fs';
 import type { Duplex, Writable } from 'node:stream';
 import { SandboxUnavailableError, SandboxValidationError, validate } from '@coda/sandbox-core';
 import { resolveOutsideHidden } from '../linux/checked-path.ts';
+import { type SetIdSweep, sweepSetIdFiles } from '../linux/setid-sweep.ts';
 import { currentPlatform, type Platform } from '../platform/platform.ts';
 import { platformPlan } from '../platform/platform-plan.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
@@ -193,6 +194,12 @@ function realOrNothing(path: string): string[] {
   }
 }
 
+/** After every process of the run is gone: the set-id sweep of its writable directories. */
+export function sweepAfterRun(plan: LaunchPlan): SetIdSweep | undefined {
+  const dirs = plan.writableDirs ?? [];
+  return dirs.length === 0 ? undefined : sweepSetIdFiles(dirs);
+}
+
 /** Frees what a plan holds when it will not run. */
 export function releasePlan(plan: LaunchPlan): void {
   plan.release?.();
@@ -288,6 +295,7 @@ function start(
       if (plan.detached) signalTree(child.pid, true, () => {});
       await plan.cgroups?.kill();
       const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
+      const setIdSweep = sweepAfterRun(plan);
       // A run ended by its limits or the caller keeps that reason, even before the command.
       const setupFailed =
         started !== undefined &&
@@ -307,6 +315,7 @@ function start(
         durationMs,
         ...(spawnError === undefined ? {} : { error: spawnError }),
         ...(setupFailed ? { setupFailed } : {}),
+        ...(setIdSweep === undefined ? {} : { setIdSweep }),
       };
       resolve(exit);
     };
