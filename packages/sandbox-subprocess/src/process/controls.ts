@@ -53,6 +53,12 @@ export const SandboxControl = {
   rlimitData: 'rlimit-data',
   memoryCgroupV2: 'memory:cgroup-v2',
   memoryCgroupV1: 'memory:cgroup-v1',
+  /**
+   * Socket buffers the command makes the kernel hold are bounded too, as verified for the run:
+   * cgroup v2 charges them to the memory limit; cgroup v1 gets a TCP buffer limit of a quarter
+   * of `maxMemoryMb` besides it (docs/security.md has the figures).
+   */
+  memorySocketBuffers: 'memory:socket-buffers',
   memoryRlimitData: 'memory:rlimit-data',
   memoryJobObject: 'memory:job-object',
   memoryUlimit: 'memory:ulimit',
