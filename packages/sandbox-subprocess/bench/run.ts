@@ -92,8 +92,8 @@ function spawnAndWait(file: string, args: readonly string[], startFd = false): P
       ? (['ignore', 'pipe', 'pipe', 'ignore', 'ignore', 'pipe'] as const)
       : (['ignore', 'pipe', 'pipe'] as const);
     const child = spawn(file, args, { stdio: [...stdio] });
-    child.stdout.resume();
-    child.stderr.resume();
+    child.stdout?.resume();
+    child.stderr?.resume();
     child.once('error', reject);
     child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
   });

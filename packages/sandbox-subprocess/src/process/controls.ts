@@ -23,9 +23,9 @@ export const SandboxControl = {
   newSession: 'new-session',
   capabilitiesDropped: 'capabilities-dropped',
   noNewPrivileges: 'no-new-privileges',
-  /** The generated seccomp deny list. */
+  /** The generated seccomp allowlist (loaded: the command started under it). */
   seccomp: 'seccomp',
-  /** seccomp allowlist mode (`allowedSyscalls`). */
+  /** The allowlist narrowed further by `allowedSyscalls`. */
   seccompAllowlist: 'seccomp-allowlist',
   /** `socket()` refused for every family but AF_UNIX. */
   seccompNoInet: 'seccomp-no-inet-sockets',
