@@ -8,6 +8,8 @@ export {
   watchSandboxConfig,
 } from './config/config-watcher.ts';
 export { seatbeltProfile } from './darwin/seatbelt.ts';
+export type { SyscallGroup } from './linux/seccomp/allowlist.ts';
+export type { ArgumentRule, ArgumentTest } from './linux/seccomp/argument-rules.ts';
 export {
   buildSeccompFilter,
   type SeccompFilterOptions,

@@ -29,7 +29,12 @@ export interface ProcessExit {
    * set-group-id files (Linux): `complete` when every entry was, `cleared` the paths whose bits
    * were removed.
    */
-  readonly setIdSweep?: { readonly complete: boolean; readonly cleared: readonly string[] };
+  readonly setIdSweep?: {
+    /** Every entry was checked (the walk stops past 50 000 entries or at an unreadable one). */
+    readonly complete: boolean;
+    /** Paths whose set-id bits were removed. */
+    readonly cleared: readonly string[];
+  };
 }
 
 /** A command running under the policy; see {@link SubprocessSandbox.spawn}. */

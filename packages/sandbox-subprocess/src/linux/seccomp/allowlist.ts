@@ -6,7 +6,9 @@
 
 /** One group of allowed syscalls and why a sandboxed command needs them. */
 export interface SyscallGroup {
+  /** Why a sandboxed command needs these calls. */
   readonly reason: string;
+  /** Syscall names (an architecture that lacks one skips it). */
   readonly names: readonly string[];
 }
 

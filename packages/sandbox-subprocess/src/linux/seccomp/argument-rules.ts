@@ -6,24 +6,47 @@
 /** How one argument decides a call. */
 export type ArgumentTest =
   /** Allowed only when the argument is one of `values`. */
-  | { readonly kind: 'one-of'; readonly values: readonly number[] }
+  | {
+      /** The test's name. */
+      readonly kind: 'one-of';
+      /** The values allowed. */
+      readonly values: readonly number[];
+    }
   /** Refused when the argument is one of `values`. */
-  | { readonly kind: 'none-of'; readonly values: readonly number[] }
+  | {
+      /** The test's name. */
+      readonly kind: 'none-of';
+      /** The values refused. */
+      readonly values: readonly number[];
+    }
   /** Refused when the argument has any bit of `mask` set. */
-  | { readonly kind: 'no-bit'; readonly mask: number }
+  | {
+      /** The test's name. */
+      readonly kind: 'no-bit';
+      /** The bits refused. */
+      readonly mask: number;
+    }
   /** Refused when `arg & typeMask` is one of `types`, or any bit of `mask` is set. */
   | {
+      /** The test's name. */
       readonly kind: 'file-type';
+      /** The file-type bits of a mode (S_IFMT). */
       readonly typeMask: number;
+      /** The file types refused. */
       readonly types: readonly number[];
+      /** Mode bits refused whatever the type. */
       readonly mask: number;
     };
 
 /** One argument rule: `syscall` is allowed when argument `arg` passes `test`. */
 export interface ArgumentRule {
+  /** The syscall's name. */
   readonly syscall: string;
+  /** Which argument decides (0-based). */
   readonly arg: number;
+  /** How it decides. */
   readonly test: ArgumentTest;
+  /** What the rule allows and why. */
   readonly reason: string;
 }
 
