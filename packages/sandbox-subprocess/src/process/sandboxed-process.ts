@@ -49,7 +49,10 @@ export interface SandboxedProcess {
   readonly stderr: Readable;
   /** Host ends of the extra pipes: `pipes[0]` is the command's fd 3. */
   readonly pipes: readonly Duplex[];
-  /** Controls enforced for this process. */
+  /**
+   * Controls this process was started under. They hold once the command itself started: an exit
+   * with `setupFailed` means none applied (`run`'s result then lists none).
+   */
   readonly controls: readonly SandboxControl[];
   /** Whether OS confinement (bubblewrap, Seatbelt, Job Object) applies, not only limits. */
   readonly sandboxApplied: boolean;
