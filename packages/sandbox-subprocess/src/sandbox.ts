@@ -212,7 +212,11 @@ export class SubprocessSandbox {
     const stderr = toText(result.stderr);
     const startBytes = result.output?.[3 + request.extraPipes + inputFds.length];
     const setupFailed =
-      plan.startMarker === true && !timedOut && !overflow && (startBytes?.length ?? 0) === 0;
+      plan.startMarker === true &&
+      !timedOut &&
+      !overflow &&
+      !memoryExceeded &&
+      (startBytes?.length ?? 0) === 0;
     return toResult(
       {
         sandboxApplied: plan.sandboxApplied,

@@ -296,11 +296,13 @@ function start(
       await plan.cgroups?.kill();
       const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
       const setIdSweep = sweepAfterRun(plan);
-      // A run ended by its limits or the caller keeps that reason, even before the command.
+      // A run ended by its limits (time, memory) or the caller keeps that reason, even before
+      // the command started.
       const setupFailed =
         started !== undefined &&
         !timedOut &&
         !cancelled &&
+        !memoryExceeded &&
         spawnError === undefined &&
         !(await started);
       // Removal waits for killed processes to leave the groups; the caller need not.
