@@ -129,6 +129,7 @@ export class SubprocessSandbox {
     return toResult(
       {
         sandboxApplied: child.sandboxApplied,
+        confinement: child.confinement,
         platform: child.platform,
         controls: [...child.controls, SandboxControl.outputCap],
       },
@@ -220,6 +221,7 @@ export class SubprocessSandbox {
     return toResult(
       {
         sandboxApplied: plan.sandboxApplied,
+        confinement: plan.confinement,
         platform: prepared.platform,
         controls: [...plan.controls, SandboxControl.outputCap],
       },
@@ -282,7 +284,7 @@ export class SubprocessSandbox {
    * take a few ms to probe bubblewrap); later calls are cheap.
    */
   capabilities(): SandboxCapabilities {
-    return detectCapabilities(this.#platform, this.#policy.enabled);
+    return detectCapabilities(this.#platform, this.#policy);
   }
 
   /**
@@ -325,7 +327,7 @@ export class SubprocessSandbox {
   }
 
   #notStartedBase(): ResultBase {
-    return { sandboxApplied: false, platform: this.#platform, controls: [] };
+    return { sandboxApplied: false, confinement: 'none', platform: this.#platform, controls: [] };
   }
 }
 
