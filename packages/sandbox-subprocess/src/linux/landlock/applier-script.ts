@@ -18,7 +18,7 @@ import { fileRights } from './landlock-abi.ts';
  * `exec FILE ARG...`. A pinned path that now names another file (a component swapped for a
  * symlink or renamed since the check) fails the run. Arguments: instructions fd, seccomp fd (-1 for none), first fd to close,
  * this architecture's numbers of prctl and close_range (landlock's are 444-446 everywhere), and
- * the start descriptor (above the first fd to close).
+ * the start descriptor (above the first fd to close; -1 for none, as for the probe).
  * Numbers from @ARGV get `+ 0`: `syscall()` passes a string as a pointer.
  */
 export const applierScript = String.raw`
@@ -58,15 +58,21 @@ for my $r (@rules) {
 }
 if (defined $cwd) { chdir $cwd or fail("chdir($cwd)") }
 syscall(446, $rs, 0) == 0 or fail('landlock_restrict_self');
-syscall($closeRange, $first, $started - 1, 0) == 0 or fail('close_range') if $started > $first;
-syscall($closeRange, $started + 1, 0xFFFFFFFF, 0) == 0 or fail('close_range');
+if ($started >= $first) {
+  syscall($closeRange, $first, $started - 1, 0) == 0 or fail('close_range') if $started > $first;
+  syscall($closeRange, $started + 1, 0xFFFFFFFF, 0) == 0 or fail('close_range');
+} else {
+  syscall($closeRange, $first, 0xFFFFFFFF, 0) == 0 or fail('close_range');
+}
 if (length $prog) {
   my $fprog = pack('S x6 Q', length($prog) / 8, unpack('Q', pack('p', $prog)));
   syscall($prctl, 22, 2, $fprog, 0, 0) == 0 or fail('prctl(PR_SET_SECCOMP)');
 }
-open(my $sh, '>&=', $started) or fail("start fd $started");
-syswrite($sh, 's') == 1 or fail('start byte');
-close $sh;
+if ($started >= 0) {
+  open(my $sh, '>&=', $started) or fail("start fd $started");
+  syswrite($sh, 's') == 1 or fail('start byte');
+  close $sh;
+}
 %ENV = %env;
 exec { $argv[0] } @argv;
 fail("execve($argv[0])");

@@ -22,8 +22,15 @@ import { filesystemRules, networkRules, type PathRule, treeHost } from './landlo
 /** This architecture's syscall table (the applier needs prctl and close_range). */
 const syscalls = process.arch === 'arm64' ? aarch64Syscalls : x86_64Syscalls;
 
-/** The applier's argv: perl, the script, and its descriptor and syscall numbers. */
-export function applierArgv(layout: { extraPipes: number }, withSeccomp: boolean): string[] {
+/**
+ * The applier's argv: perl, the script, and its descriptor and syscall numbers; with
+ * `withStartByte` (a run, not the probe) the start descriptor it writes its last byte to.
+ */
+export function applierArgv(
+  layout: { extraPipes: number },
+  withSeccomp: boolean,
+  withStartByte = false,
+): string[] {
   return [
     perlPath!,
     '-e',
@@ -34,7 +41,7 @@ export function applierArgv(layout: { extraPipes: number }, withSeccomp: boolean
     String(3 + layout.extraPipes),
     String(syscalls.prctl),
     String(syscalls.close_range),
-    String(startedDescriptor(layout)),
+    String(withStartByte ? startedDescriptor(layout) : -1),
   ];
 }
 
@@ -170,7 +177,7 @@ export function landlockArguments(
     if (request.unixSockets.length === 0) controls.push(SandboxControl.seccompNoUnixConnect);
   }
   return {
-    exec: [...drop, ...applierArgv(request, true)],
+    exec: [...drop, ...applierArgv(request, true, true)],
     instructions: encodeInstructions(instructions),
   };
 }
