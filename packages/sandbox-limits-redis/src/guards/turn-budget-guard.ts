@@ -62,6 +62,25 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
   const settings = validate(TurnBudgetGuardOptionsSchema, options, 'turn budget guard options');
   const { name, maxExecutionsPerTurn: limit, turnTtlMs } = settings;
   const callStore = createStoreCaller(settings, createWarner(settings.logger, name));
+  const { ledger } = callStore;
+  const exhausted = (
+    decision: BudgetDecision,
+    source: { insured?: boolean; thisHost?: boolean; clockFallback?: boolean },
+  ) =>
+    refusalWithoutStack(
+      () =>
+        new SandboxBudgetExhaustedError(`${name}: this turn has used its ${limit} executions`, {
+          retryAfterMs: decision.resetMs,
+          details: {
+            guard: name,
+            limit,
+            used: decision.used,
+            ...(source.insured ? { insured: true } : {}),
+            ...(source.thisHost ? { thisHost: true } : {}),
+            ...(source.clockFallback ? { clockFallback: true } : {}),
+          },
+        }),
+    );
   return {
     name,
     async acquire(context, signal) {
@@ -79,23 +98,21 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
         signal,
       );
       if (!outcome.ok) return lease({ decision: undefined });
-      const decision: BudgetDecision = outcome.insured
-        ? { ...outcome.value, insured: true }
-        : outcome.value;
-      if (!decision.allowed) {
-        throw refusalWithoutStack(
-          () =>
-            new SandboxBudgetExhaustedError(`${name}: this turn has used its ${limit} executions`, {
-              retryAfterMs: decision.resetMs,
-              details: {
-                guard: name,
-                limit,
-                used: decision.used,
-                ...(outcome.insured ? { insured: true } : {}),
-              },
-            }),
-        );
+      if (outcome.insured) {
+        // The ledger answered: it counts what the shared store admitted on this host too.
+        const decision: BudgetDecision = { ...outcome.value, insured: true };
+        if (!decision.allowed) throw exhausted(decision, { insured: true });
+        return lease({ decision });
       }
+      const decision = outcome.value;
+      if (!decision.allowed) {
+        throw exhausted(decision, { clockFallback: decision.clockFallback === true });
+      }
+      // Counted in this host's ledger too. Refused there when this host alone already had the
+      // turn's executions: the store forgot some (a failover, a restart) or never saw them (the
+      // insurance store's). The store keeps this claim counted: a budget cannot be given back.
+      const counted = ledger.claimBudget(key, member, limit, turnTtlMs);
+      if (!counted.allowed) throw exhausted(counted, { thisHost: true });
       return lease({ decision });
     },
   };

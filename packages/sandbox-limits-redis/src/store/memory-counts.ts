@@ -1,0 +1,170 @@
+// The in-memory counts behind the memory store and each guard's host ledger: the arithmetic of the
+// Redis scripts, synchronous, for one process. Entries expire like Redis keys and are swept lazily.
+import type { BudgetDecision, LeaseDecision, RateLimitDecision, RateRule } from './limit-store.ts';
+
+/** A live entry and its milliseconds to live, as Redis's KEYS and PTTL list them. */
+export interface MemoryEntry {
+  key: string;
+  pttl: number;
+}
+
+/** A time to count by, and whether it is the fallback clock (the given one was refused). */
+export interface Reading {
+  now: number;
+  fellBack: boolean;
+}
+
+/** The operations of a {@link LimitStore}, answered synchronously, plus what the guards need. */
+export interface MemoryCounts {
+  /**
+   * As {@link LimitStore.rateLimit}; `toleranceMs` admits a check that early (the guard's ledger
+   * counting what the shared store admitted: see rate-limit-guard.ts). Default 0.
+   */
+  rateLimit(key: string, rule: RateRule, toleranceMs?: number): RateLimitDecision;
+  refundRate(key: string, rule: RateRule): void;
+  claimBudget(key: string, member: string, limit: number, ttlMs: number): BudgetDecision;
+  /** Takes back a claim `claimBudget` counted (the shared store refused it, or it was abandoned). */
+  forgetClaim(key: string, member: string): void;
+  acquireLease(key: string, member: string, limit: number, ttlMs: number): LeaseDecision;
+  releaseLease(key: string, member: string): void;
+  /** Every live entry, for tests. */
+  entries(): MemoryEntry[];
+}
+
+interface Expiring {
+  expiresAt: number;
+}
+interface RateEntry extends Expiring {
+  tat: number;
+}
+interface BudgetEntry extends Expiring {
+  members: Set<string>;
+}
+interface LeaseEntry extends Expiring {
+  holders: Map<string, number>;
+}
+
+const sweepEveryMs = 1_000;
+
+/** Marks a decision made on the fallback clock. */
+function marked<Decision extends object>(decision: Decision, reading: Reading): Decision {
+  return reading.fellBack ? { ...decision, clockFallback: true } : decision;
+}
+
+/** Counts in this process's memory, timed by `read` (already checked: see time-check.ts). */
+export function createMemoryCounts(read: () => Reading): MemoryCounts {
+  const rates = new Map<string, RateEntry>();
+  const budgets = new Map<string, BudgetEntry>();
+  const leases = new Map<string, LeaseEntry>();
+  const maps: Map<string, Expiring>[] = [rates, budgets, leases];
+  let lastSweep = read().now;
+
+  /** The current time, after dropping every expired entry at most once a second. */
+  function tick(): Reading {
+    const reading = read();
+    const { now } = reading;
+    if (Math.abs(now - lastSweep) >= sweepEveryMs) {
+      lastSweep = now;
+      for (const map of maps) {
+        for (const [key, entry] of map) if (entry.expiresAt <= now) map.delete(key);
+      }
+    }
+    return reading;
+  }
+
+  function live<Entry extends Expiring>(map: Map<string, Entry>, key: string, now: number) {
+    const entry = map.get(key);
+    if (entry === undefined || entry.expiresAt > now) return entry;
+    map.delete(key);
+    return undefined;
+  }
+
+  return {
+    rateLimit(key, rule, toleranceMs = 0) {
+      const reading = tick();
+      const { now } = reading;
+      const interval = rule.windowMs / rule.limit;
+      const tolerance = interval * rule.burst;
+      const tat = Math.max(live(rates, key, now)?.tat ?? now, now);
+      const nextTat = tat + interval;
+      const allowAt = nextTat - tolerance;
+      if (now + toleranceMs < allowAt) {
+        return marked(
+          {
+            allowed: false,
+            remaining: 0,
+            resetMs: Math.ceil(tat - now),
+            retryAfterMs: Math.max(1, Math.ceil(allowAt - now)),
+          },
+          reading,
+        );
+      }
+      const resetMs = Math.max(1, Math.ceil(nextTat - now));
+      rates.set(key, { tat: nextTat, expiresAt: now + Math.max(resetMs, rule.windowMs) });
+      const remaining = Math.floor((now - allowAt) / interval + 1e-6);
+      return marked({ allowed: true, remaining, resetMs, retryAfterMs: 0 }, reading);
+    },
+    refundRate(key, rule) {
+      const { now } = tick();
+      const entry = live(rates, key, now);
+      if (entry === undefined) return;
+      entry.tat -= rule.windowMs / rule.limit;
+      if (entry.tat <= now) rates.delete(key);
+    },
+    claimBudget(key, member, limit, ttlMs) {
+      const reading = tick();
+      const { now } = reading;
+      const entry = live(budgets, key, now);
+      const resetMs = entry === undefined ? 0 : Math.max(0, Math.ceil(entry.expiresAt - now));
+      const used = entry?.members.size ?? 0;
+      if (entry?.members.has(member)) {
+        return marked({ allowed: true, used, resetMs, alreadyCounted: true }, reading);
+      }
+      if (used >= limit)
+        return marked({ allowed: false, used, resetMs, alreadyCounted: false }, reading);
+      if (entry === undefined) {
+        budgets.set(key, { members: new Set([member]), expiresAt: now + ttlMs });
+        return marked({ allowed: true, used: 1, resetMs: ttlMs, alreadyCounted: false }, reading);
+      }
+      entry.members.add(member);
+      return marked({ allowed: true, used: used + 1, resetMs, alreadyCounted: false }, reading);
+    },
+    forgetClaim(key, member) {
+      const entry = budgets.get(key);
+      if (entry === undefined) return;
+      entry.members.delete(member);
+      if (entry.members.size === 0) budgets.delete(key);
+    },
+    acquireLease(key, member, limit, ttlMs) {
+      const reading = tick();
+      const now = Math.floor(reading.now);
+      const holders = live(leases, key, now)?.holders ?? new Map<string, number>();
+      for (const [holder, expiresAt] of holders) if (expiresAt <= now) holders.delete(holder);
+      const mine = holders.has(member);
+      if (!mine && holders.size >= limit) {
+        const oldest = Math.min(...holders.values());
+        return marked(
+          { allowed: false, held: holders.size, retryAfterMs: Math.max(1, oldest - now) },
+          reading,
+        );
+      }
+      holders.set(member, now + ttlMs);
+      leases.set(key, { holders, expiresAt: Math.max(...holders.values()) });
+      return marked({ allowed: true, held: holders.size, retryAfterMs: 0 }, reading);
+    },
+    releaseLease(key, member) {
+      const entry = leases.get(key);
+      if (entry === undefined) return;
+      entry.holders.delete(member);
+      if (entry.holders.size === 0) leases.delete(key);
+    },
+    entries() {
+      const { now } = read();
+      return maps.flatMap((map) =>
+        [...map].flatMap(([key, entry]) =>
+          entry.expiresAt > now ? [{ key, pttl: entry.expiresAt - now }] : [],
+        ),
+      );
+    },
+  };
+}
