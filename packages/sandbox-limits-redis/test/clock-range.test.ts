@@ -109,7 +109,7 @@ describe.each([{ kind: 'Redis, clock host' }, { kind: 'memory, now option' }])(
         store = backend.store(read, logger);
       }
       expect(await admittedByStore(store)).toEqual({ admitted: 3, leases: 2 });
-    const rate = await admittedRate(store);
+      const rate = await admittedRate(store);
       expect(rate.admitted).toBe(3);
       expect(rate.flags).toEqual(Array.from({ length: 20 }, () => (refused ? true : undefined)));
       const leases = await admittedLeases(store);
