@@ -84,7 +84,7 @@ const grid = (hosts: number, entities: number) =>
 
 /**
  * Runs rounds of checks from every host for every entity until `disrupt` has finished and every
- * host's probe has had five answers in a row from the shared store again (at most 30 s), then
+ * host's probe has had five answers in a row from the shared store since (at most 30 s), then
  * waits for the leases to be released. One round every 40 ms: each host checks each entity's rate
  * limit, claims an execution of its turn, and asks for a lease it holds `holdMs`.
  */
@@ -158,12 +158,16 @@ export async function runScenario(
     );
 
   const started = performance.now();
-  let disrupted = false;
+  // How many answers each probe had when the disruption ended: only later ones count.
+  let answeredBefore: number[] | undefined;
   const disruption = disrupt().then(() => {
-    disrupted = true;
+    answeredBefore = probes.map((answers) => answers.length);
   });
   const recovered = () =>
-    disrupted && probes.every((answers) => answers.length >= 5 && answers.slice(-5).every(Boolean));
+    answeredBefore !== undefined &&
+    probes.every(
+      (answers, h) => answers.length - answeredBefore![h]! >= 5 && answers.slice(-5).every(Boolean),
+    );
   while (!recovered()) {
     if (performance.now() - started > 30_000) {
       throw new Error(`not recovered: ${probes.map((answers) => answers.slice(-5)).join(' / ')}`);
