@@ -24,7 +24,9 @@ import { warningRecorder } from './warning-recorder.ts';
  * inside Redis: what is left is one entry per round trip.
  */
 async function recordRoundTrips(port: number) {
-  const watcher = new Redis({ host: '127.0.0.1', port });
+  // No ready check: ioredis's INFO from the monitoring connection can come back as a MONITOR
+  // line and throw "Command queue state error" (seen here once under load; bullmq#2505).
+  const watcher = new Redis({ host: '127.0.0.1', port, enableReadyCheck: false });
   const monitor = await watcher.monitor();
   const commands: string[] = [];
   monitor.on('monitor', (_time: string, args: string[], source: string) => {
@@ -84,7 +86,7 @@ describe('on a server of its own', () => {
       const rule = { limit: 5, windowMs: 60_000, burst: 5 };
       await store.rateLimit('{=warm}', rule); // scripts cached first
       await store.acquireLease('{=warm-lease}', 'm', 1, 60_000);
-      const watcher = new Redis({ host: '127.0.0.1', port: server.port });
+      const watcher = new Redis({ host: '127.0.0.1', port: server.port, enableReadyCheck: false });
       const monitor = await watcher.monitor();
       const inScripts: string[] = [];
       monitor.on('monitor', (_time: string, args: string[], source: string) => {

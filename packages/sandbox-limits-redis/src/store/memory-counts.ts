@@ -23,8 +23,6 @@ export interface MemoryCounts {
   rateLimit(key: string, rule: RateRule, toleranceMs?: number): RateLimitDecision;
   refundRate(key: string, rule: RateRule): void;
   claimBudget(key: string, member: string, limit: number, ttlMs: number): BudgetDecision;
-  /** Takes back a claim `claimBudget` counted (the shared store refused it, or it was abandoned). */
-  forgetClaim(key: string, member: string): void;
   acquireLease(key: string, member: string, limit: number, ttlMs: number): LeaseDecision;
   releaseLease(key: string, member: string): void;
   /** Every live entry, for tests. */
@@ -51,8 +49,14 @@ function marked<Decision extends object>(decision: Decision, reading: Reading): 
   return reading.fellBack ? { ...decision, clockFallback: true } : decision;
 }
 
-/** Counts in this process's memory, timed by `read` (already checked: see time-check.ts). */
-export function createMemoryCounts(read: () => Reading): MemoryCounts {
+/**
+ * Counts in this process's memory, timed by `read` (already checked: see time-check.ts). A rate
+ * entry is kept a window after its last admission, as the Redis script keeps its key, unless
+ * `rateKeptUntilFull` is set (a guard's ledger): it then goes as soon as the bucket is full again,
+ * which means the same as no entry, so a ledger holds only users still partly drained (measured:
+ * about 370 bytes per entry with 45-character keys).
+ */
+export function createMemoryCounts(read: () => Reading, rateKeptUntilFull = false): MemoryCounts {
   const rates = new Map<string, RateEntry>();
   const budgets = new Map<string, BudgetEntry>();
   const leases = new Map<string, LeaseEntry>();
@@ -100,7 +104,8 @@ export function createMemoryCounts(read: () => Reading): MemoryCounts {
         );
       }
       const resetMs = Math.max(1, Math.ceil(nextTat - now));
-      rates.set(key, { tat: nextTat, expiresAt: now + Math.max(resetMs, rule.windowMs) });
+      const keptMs = rateKeptUntilFull ? nextTat - now : Math.max(resetMs, rule.windowMs);
+      rates.set(key, { tat: nextTat, expiresAt: now + keptMs });
       const remaining = Math.floor((now - allowAt) / interval + 1e-6);
       return marked({ allowed: true, remaining, resetMs, retryAfterMs: 0 }, reading);
     },
@@ -128,12 +133,6 @@ export function createMemoryCounts(read: () => Reading): MemoryCounts {
       }
       entry.members.add(member);
       return marked({ allowed: true, used: used + 1, resetMs, alreadyCounted: false }, reading);
-    },
-    forgetClaim(key, member) {
-      const entry = budgets.get(key);
-      if (entry === undefined) return;
-      entry.members.delete(member);
-      if (entry.members.size === 0) budgets.delete(key);
     },
     acquireLease(key, member, limit, ttlMs) {
       const reading = tick();

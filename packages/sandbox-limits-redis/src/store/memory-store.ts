@@ -70,7 +70,7 @@ export function createMemoryLimitStore(options: MemoryLimitStoreOptions = {}): L
 
 /** Counts timed by this process's monotonic clock: a guard's host ledger. */
 export function createLedgerCounts(): MemoryCounts {
-  return createMemoryCounts(monotonicReading);
+  return createMemoryCounts(monotonicReading, true);
 }
 
 /** `counts` as a {@link LimitStore} (each answer a resolved promise). */
