@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createMemoryLimitStore } from './memory-store.ts';
 
 describe('memory store', () => {
@@ -45,5 +45,20 @@ describe('memory store', () => {
     expect((await store.rateLimit('k', rule)).allowed).toBe(false);
     now = start + 500;
     expect(await store.rateLimit('k', rule)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('times by the monotonic clock captured at load: replacing performance.now changes nothing', async () => {
+    const store = createMemoryLimitStore();
+    const rule = { limit: 2, windowMs: 60_000, burst: 2 };
+    await store.rateLimit('k', rule);
+    await store.rateLimit('k', rule);
+    const real = performance.now.bind(performance);
+    const spy = vi.spyOn(performance, 'now').mockImplementation(() => real() + 86_400_000);
+    try {
+      // Had the replaced clock been read, the bucket would be full again a day later.
+      expect((await store.rateLimit('k', rule)).allowed).toBe(false);
+    } finally {
+      spy.mockRestore();
+    }
   });
 });
