@@ -53,3 +53,11 @@ function describe(value: unknown): string {
   }
   return value === null ? 'null' : typeof value;
 }
+
+/** `decision`, marked `clockFallback: true` when it was timed by the store's own clock. */
+export function withClockFallback<Decision extends object>(
+  decision: Decision,
+  fellBack: boolean,
+): Decision {
+  return fellBack ? { ...decision, clockFallback: true } : decision;
+}

@@ -55,8 +55,10 @@ export const TurnBudgetGuardOptionsSchema = z.strictObject({
 /**
  * Tier 3: at most `maxExecutionsPerTurn` executions per (conversationId, turnId). Only admitted
  * executions count, and an execution id counts once however often it is retried. Releasing the
- * lease does not give budget back. Refuses with `BUDGET_EXHAUSTED` and `retryAfterMs` (when the
- * turn's count expires).
+ * lease does not give budget back. Each admission is counted in this host's ledger too, so one
+ * host never admits more than the limit per turn whatever the store answers or forgets
+ * (`details.thisHost` when the ledger refused). Refuses with `BUDGET_EXHAUSTED` and `retryAfterMs`
+ * (when the turn's count expires).
  */
 export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudgetGuard {
   const settings = validate(TurnBudgetGuardOptionsSchema, options, 'turn budget guard options');

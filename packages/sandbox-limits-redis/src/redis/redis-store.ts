@@ -3,7 +3,7 @@
 import { type Logger, silentLogger, validate } from '@coda/sandbox-core';
 import { z } from 'zod';
 import { hostWallNow } from '../clock/host-clock.ts';
-import { checkedClock } from '../clock/time-check.ts';
+import { checkedClock, withClockFallback as marked } from '../clock/time-check.ts';
 import { loggerSchema } from '../guards/guard-options.ts';
 import type {
   BudgetDecision,
@@ -155,11 +155,6 @@ export function redisLimitStore(
 
 /** The scripts that read the time, in both clock variants. */
 type TimedScript = 'rateLimit' | 'refundRate' | 'acquireLease';
-
-/** Marks a decision timed by Redis because the host's clock reading was refused. */
-function marked<Decision extends object>(decision: Decision, fellBack: boolean): Decision {
-  return fellBack ? { ...decision, clockFallback: true } : decision;
-}
 
 /**
  * Turns the rate script's one integer back into a decision, with the arithmetic of the memory

@@ -1,5 +1,6 @@
 // The in-memory counts behind the memory store and each guard's host ledger: the arithmetic of the
 // Redis scripts, synchronous, for one process. Entries expire like Redis keys and are swept lazily.
+import { withClockFallback } from '../clock/time-check.ts';
 import type { BudgetDecision, LeaseDecision, RateLimitDecision, RateRule } from './limit-store.ts';
 
 /** A live entry and its milliseconds to live, as Redis's KEYS and PTTL list them. */
@@ -43,11 +44,6 @@ interface LeaseEntry extends Expiring {
 }
 
 const sweepEveryMs = 1_000;
-
-/** Marks a decision made on the fallback clock. */
-function marked<Decision extends object>(decision: Decision, reading: Reading): Decision {
-  return reading.fellBack ? { ...decision, clockFallback: true } : decision;
-}
 
 /**
  * Counts in this process's memory, timed by `read` (already checked: see time-check.ts). A rate
@@ -93,21 +89,24 @@ export function createMemoryCounts(read: () => Reading, rateKeptUntilFull = fals
       const nextTat = tat + interval;
       const allowAt = nextTat - tolerance;
       if (now + toleranceMs < allowAt) {
-        return marked(
+        return withClockFallback(
           {
             allowed: false,
             remaining: 0,
             resetMs: Math.ceil(tat - now),
             retryAfterMs: Math.max(1, Math.ceil(allowAt - now)),
           },
-          reading,
+          reading.fellBack,
         );
       }
       const resetMs = Math.max(1, Math.ceil(nextTat - now));
       const keptMs = rateKeptUntilFull ? nextTat - now : Math.max(resetMs, rule.windowMs);
       rates.set(key, { tat: nextTat, expiresAt: now + keptMs });
       const remaining = Math.floor((now - allowAt) / interval + 1e-6);
-      return marked({ allowed: true, remaining, resetMs, retryAfterMs: 0 }, reading);
+      return withClockFallback(
+        { allowed: true, remaining, resetMs, retryAfterMs: 0 },
+        reading.fellBack,
+      );
     },
     refundRate(key, rule) {
       const { now } = tick();
@@ -123,16 +122,28 @@ export function createMemoryCounts(read: () => Reading, rateKeptUntilFull = fals
       const resetMs = entry === undefined ? 0 : Math.max(0, Math.ceil(entry.expiresAt - now));
       const used = entry?.members.size ?? 0;
       if (entry?.members.has(member)) {
-        return marked({ allowed: true, used, resetMs, alreadyCounted: true }, reading);
+        return withClockFallback(
+          { allowed: true, used, resetMs, alreadyCounted: true },
+          reading.fellBack,
+        );
       }
       if (used >= limit)
-        return marked({ allowed: false, used, resetMs, alreadyCounted: false }, reading);
+        return withClockFallback(
+          { allowed: false, used, resetMs, alreadyCounted: false },
+          reading.fellBack,
+        );
       if (entry === undefined) {
         budgets.set(key, { members: new Set([member]), expiresAt: now + ttlMs });
-        return marked({ allowed: true, used: 1, resetMs: ttlMs, alreadyCounted: false }, reading);
+        return withClockFallback(
+          { allowed: true, used: 1, resetMs: ttlMs, alreadyCounted: false },
+          reading.fellBack,
+        );
       }
       entry.members.add(member);
-      return marked({ allowed: true, used: used + 1, resetMs, alreadyCounted: false }, reading);
+      return withClockFallback(
+        { allowed: true, used: used + 1, resetMs, alreadyCounted: false },
+        reading.fellBack,
+      );
     },
     acquireLease(key, member, limit, ttlMs) {
       const reading = tick();
@@ -142,14 +153,17 @@ export function createMemoryCounts(read: () => Reading, rateKeptUntilFull = fals
       const mine = holders.has(member);
       if (!mine && holders.size >= limit) {
         const oldest = Math.min(...holders.values());
-        return marked(
+        return withClockFallback(
           { allowed: false, held: holders.size, retryAfterMs: Math.max(1, oldest - now) },
-          reading,
+          reading.fellBack,
         );
       }
       holders.set(member, now + ttlMs);
       leases.set(key, { holders, expiresAt: Math.max(...holders.values()) });
-      return marked({ allowed: true, held: holders.size, retryAfterMs: 0 }, reading);
+      return withClockFallback(
+        { allowed: true, held: holders.size, retryAfterMs: 0 },
+        reading.fellBack,
+      );
     },
     releaseLease(key, member) {
       const entry = leases.get(key);
