@@ -15,9 +15,13 @@ import { createTurnBudgetGuard } from './turn-budget-guard.ts';
 /** A memory store behind a handle: `forget()` swaps in an empty one. */
 function forgetfulStore() {
   let current = createMemoryLimitStore();
+  const calls = { rateLimit: 0 };
   const store: LimitStore = {
     kind: 'memory',
-    rateLimit: (...args) => current.rateLimit(...args),
+    rateLimit: (...args) => {
+      calls.rateLimit++;
+      return current.rateLimit(...args);
+    },
     refundRate: (...args) => current.refundRate(...args),
     claimBudget: (...args) => current.claimBudget(...args),
     acquireLease: (...args) => current.acquireLease(...args),
@@ -25,6 +29,7 @@ function forgetfulStore() {
   };
   return {
     store,
+    calls,
     forget: () => {
       current = createMemoryLimitStore();
     },
@@ -69,6 +74,23 @@ describe('the host ledger', () => {
     forget();
     const again = await conc.acquire(context());
     await Promise.all([again, held[1]!, ...theirs].map((lease) => lease.release()));
+  });
+
+  it('remembers a user its ledger refused: hammering then costs no store call', async () => {
+    const { store, forget, calls } = forgetfulStore();
+    const rate = createRateLimitGuard({ store, limit: 2, windowMs: 60_000 });
+    await rate.acquire(context());
+    await rate.acquire(context());
+    forget();
+    expect((await refusal(rate.acquire(context()))).details).toMatchObject({
+      thisHost: true,
+      cached: false,
+    });
+    const before = calls.rateLimit;
+    for (let i = 0; i < 10; i++) {
+      expect((await refusal(rate.acquire(context()))).details).toMatchObject({ cached: true });
+    }
+    expect(calls.rateLimit).toBe(before);
   });
 
   it('does not refuse a unit the store admitted because its answer came back late', async () => {

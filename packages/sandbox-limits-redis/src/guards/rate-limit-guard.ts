@@ -173,9 +173,13 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
     const counted = ledger.rateLimit(key, rule, ledgerSlackMs);
     if (!counted.allowed) {
       // This host alone already had its limit: the store forgot some of it (a failover, a
-      // restart) or never saw it (units the insurance store granted). The unit goes back.
+      // restart) or never saw it (units the insurance store granted). The unit goes back, and
+      // the user is refused here until the ledger would admit again (with its slack): hammering
+      // then costs no round trip (and no refund) either.
       void refundShared(key);
-      throw refused(counted.retryAfterMs, counted.resetMs, false, { thisHost: true });
+      const retryAfterMs = Math.max(1, counted.retryAfterMs - ledgerSlackMs);
+      refusals?.refuse(refusalKey, retryAfterMs, counted.resetMs);
+      throw refused(retryAfterMs, counted.resetMs, false, { thisHost: true });
     }
     return new AdmittedRate(decision, key, refusalKey, refund);
   };
