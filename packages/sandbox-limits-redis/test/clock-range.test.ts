@@ -6,6 +6,7 @@
 // skew. Either way the store alone, and a guard on it, admit exactly 3 of 20 checks against a
 // limit of 3, and 2 of 5 leases against a cap of 2.
 import { randomUUID } from 'node:crypto';
+import type { SandboxValidationError } from '@coda/sandbox-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { hostWallNow } from '../src/clock/host-clock.ts';
 import {
@@ -121,6 +122,47 @@ describe.each([{ kind: 'Redis, clock host' }, { kind: 'memory, now option' }])(
       expect(warnings.filter((line) => line.includes('own clock instead'))).toHaveLength(
         refused ? 1 : 0,
       );
+    });
+  },
+);
+
+/** Durations a store may be called with directly, each refused (the guards validate their own). */
+const badDurations: { label: string; value: unknown }[] = [
+  { label: '1e300', value: 1e300 },
+  { label: 'NaN', value: Number.NaN },
+  { label: 'Infinity', value: Number.POSITIVE_INFINITY },
+  { label: 'negative', value: -1 },
+  { label: 'zero', value: 0 },
+  { label: 'a fraction', value: 1.5 },
+  { label: 'a string', value: '60000' },
+];
+
+describe.each([{ kind: 'Redis' }, { kind: 'memory' }])(
+  '$kind store: a window or TTL',
+  ({ kind }) => {
+    it.each(badDurations)('$label is refused with VALIDATION naming it', async ({ value }) => {
+      let store: LimitStore;
+      if (kind === 'memory') store = createMemoryLimitStore();
+      else {
+        const backend = await ioredisBackend();
+        backends.push(backend);
+        store = backend.store();
+      }
+      const key = `k:{=${randomUUID()}}`;
+      const rule = { limit: 3, windowMs: value as number, burst: 3 };
+      for (const call of [store.rateLimit(key, rule), store.refundRate(key, rule)]) {
+        const error = await refusal(call);
+        expect(error.code).toBe('VALIDATION');
+        expect((error as SandboxValidationError).issues[0]?.path).toBe('windowMs');
+      }
+      for (const call of [
+        store.claimBudget(key, 'm', 1, value as number),
+        store.acquireLease(key, 'm', 1, value as number),
+      ]) {
+        const error = await refusal(call);
+        expect(error.code).toBe('VALIDATION');
+        expect((error as SandboxValidationError).issues[0]?.path).toBe('ttlMs');
+      }
     });
   },
 );

@@ -12,6 +12,7 @@ import type {
   RateLimitDecision,
   RateRule,
 } from '../store/limit-store.ts';
+import { checkLimitAndTtl, checkRule } from '../store/store-arguments.ts';
 import type { RedisScriptClient } from './script-client.ts';
 import { type Clock, type LuaScript, scripts } from './scripts.ts';
 
@@ -119,16 +120,23 @@ export function redisLimitStore(
   return {
     kind: 'redis',
     rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision> {
+      try {
+        checkRule(rule);
+      } catch (error) {
+        return Promise.reject(error);
+      }
       const { lua, args, fellBack } = timed('rateLimit', ruleArguments(rule));
       return runDecoded(lua, key, args, (reply) =>
         marked(decodeRate(toMicros(reply), rule), fellBack),
       );
     },
     async refundRate(key: string, rule: RateRule): Promise<void> {
+      checkRule(rule);
       const { lua, args } = timed('refundRate', ruleArguments(rule));
       await run(lua, key, args);
     },
     async claimBudget(key, member, limit, ttlMs): Promise<BudgetDecision> {
+      checkLimitAndTtl(limit, ttlMs);
       const [allowed, used, resetMs, already] = await run(scripts.redis.turnBudget, key, [
         member,
         String(limit),
@@ -142,6 +150,7 @@ export function redisLimitStore(
       };
     },
     async acquireLease(key, member, limit, ttlMs): Promise<LeaseDecision> {
+      checkLimitAndTtl(limit, ttlMs);
       const timedCall = timed('acquireLease', [member, String(limit), String(ttlMs)]);
       const [allowed, held, retryAfterMs] = await run(timedCall.lua, key, timedCall.args);
       const decision = { allowed: allowed === 1, held: held ?? 0, retryAfterMs: retryAfterMs ?? 0 };

@@ -8,6 +8,7 @@ import { checkedClock } from '../clock/time-check.ts';
 import { loggerSchema } from '../guards/guard-options.ts';
 import type { LimitStore } from './limit-store.ts';
 import { createMemoryCounts, type MemoryCounts, type MemoryEntry } from './memory-counts.ts';
+import { checkLimitAndTtl, checkRule } from './store-arguments.ts';
 
 export type { MemoryEntry } from './memory-counts.ts';
 
@@ -78,15 +79,19 @@ export function memoryStoreOf(counts: MemoryCounts): LimitStore {
   const store: LimitStore = {
     kind: 'memory',
     async rateLimit(key, rule) {
+      checkRule(rule);
       return counts.rateLimit(key, rule);
     },
     async refundRate(key, rule) {
+      checkRule(rule);
       counts.refundRate(key, rule);
     },
     async claimBudget(key, member, limit, ttlMs) {
+      checkLimitAndTtl(limit, ttlMs);
       return counts.claimBudget(key, member, limit, ttlMs);
     },
     async acquireLease(key, member, limit, ttlMs) {
+      checkLimitAndTtl(limit, ttlMs);
       return counts.acquireLease(key, member, limit, ttlMs);
     },
     async releaseLease(key, member) {
