@@ -10,10 +10,12 @@ export {
 export { seatbeltProfile } from './darwin/seatbelt.ts';
 export { NetworkActivity, type NetworkActivityEvents } from './egress/egress-session.ts';
 export type { EgressLookup } from './egress/lookup.ts';
+export type { SyscallGroup } from './linux/seccomp/allowlist.ts';
+export type { ArgumentRule, ArgumentTest } from './linux/seccomp/argument-rules.ts';
 export {
   buildSeccompFilter,
-  deniedSyscalls,
   type SeccompFilterOptions,
+  seccompAllowlist,
 } from './linux/seccomp/filter.ts';
 export type { MemoryMechanism, SandboxCapabilities } from './platform/capabilities.ts';
 export type { Platform } from './platform/platform.ts';
@@ -47,6 +49,7 @@ export {
 export {
   createSandbox,
   degradedWarning,
+  extraSyscallsWarning,
   SubprocessSandbox,
   type SubprocessSandboxOptions,
 } from './sandbox.ts';
