@@ -34,6 +34,8 @@ const kindCodes: Record<ResponseErrorKind, SandboxErrorCode> = {
   'unknown-parser': 'VALIDATION',
   'invalid-result': 'VALIDATION',
   'result-too-large': 'VALIDATION',
+  // The Python runner's MemoryError under RLIMIT_AS.
+  'memory-exceeded': 'OOM',
 };
 
 // Reversed so that the first name of a number wins (SIGABRT over its alias SIGIOT).

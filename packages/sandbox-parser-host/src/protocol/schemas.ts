@@ -38,6 +38,7 @@ export const ResponseErrorKindSchema = z.enum([
   'invalid-result',
   'result-too-large',
   'never-settled',
+  'memory-exceeded',
 ]);
 
 /** What the runner writes in its response frame. */

@@ -12,10 +12,12 @@ import {
 import {
   type ChildExit,
   type ConfinementReport,
+  interpreterGuard,
   type ParserChild,
   toParserChild,
 } from './child.ts';
 import type { RunnerPlan } from './node-command.ts';
+import { pythonReadPaths } from './python-command.ts';
 import { runnerCommand } from './runner-command.ts';
 import { runnerPath, wirePath } from './runner-files.ts';
 
@@ -57,21 +59,29 @@ export class ConfinedSpawner {
       // Without a writable memory cgroup the layer would fall back to RLIMIT_DATA at the limit,
       // which stops Node from starting; the host's RSS watchdog bounds memory instead.
       memoryFallback: 'none',
-      readOnlyPaths: [process.execPath, runnerPath, wirePath, ...plan.readPaths],
+      readOnlyPaths:
+        plan.runtime === 'python'
+          ? [...pythonReadPaths(plan), ...plan.readPaths]
+          : [process.execPath, runnerPath, wirePath, ...plan.readPaths],
     });
     return wrap(
       child,
       child.controls.some((control) => memoryCgroups.has(control)),
+      plan.runtime ?? 'node',
     );
   }
 }
 
-function wrap(child: SandboxedProcess, cgroupMemory: boolean): ParserChild {
+function wrap(
+  child: SandboxedProcess,
+  cgroupMemory: boolean,
+  runtime: 'node' | 'python',
+): ParserChild {
   const confinement: ConfinementReport = {
     sandbox: child.sandboxApplied ? 'bubblewrap' : 'none',
     memory: cgroupMemory ? 'cgroup' : 'rss-watchdog',
     cpu: 'rlimit',
-    permissionModel: true,
+    ...interpreterGuard(runtime),
     controls: child.controls,
   };
   if (!child.sandboxApplied) confinement.degraded = 'bubblewrap is not available';

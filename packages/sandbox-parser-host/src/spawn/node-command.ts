@@ -1,5 +1,6 @@
 // The Node command line of a runner child: the permission model, the heap limit, the runner.
 import type { ParserLimits } from '@coda/sandbox-core';
+import type { PythonInterpreter } from './python-interpreter.ts';
 import { runnerPath, wirePath } from './runner-files.ts';
 
 const mebibyte = 1024 * 1024;
@@ -22,6 +23,12 @@ export interface RunnerPlan {
   limits: ParserLimits;
   /** The child's working directory: an empty temporary directory. */
   cwd: string;
+  /** Which runner the child runs; `python` needs {@link RunnerPlan.python}. Default `node`. */
+  runtime?: 'node' | 'python';
+  /** The interpreter of a `python` child. */
+  python?: PythonInterpreter;
+  /** The module's real path (the Python runner loads it by path, not by URL). */
+  modulePath?: string;
 }
 
 /**

@@ -34,3 +34,14 @@ export const runnerPath = runner;
 
 /** Absolute path of the protocol constants the runner imports. */
 export const wirePath = wire;
+
+/**
+ * Absolute path of the Python runner. It is not compiled: installed, it is read from the
+ * package's `src/runner/` (published with `dist/`); in the repository, from next to this file.
+ */
+export const pythonRunnerPath = fileURLToPath(
+  new URL(
+    import.meta.url.endsWith('.ts') ? '../runner/runner.py' : '../../src/runner/runner.py',
+    import.meta.url,
+  ),
+);
