@@ -28,13 +28,17 @@ import sys
 def main():
     # Everything used after the parser module loads is taken now, as locals of this frame.
     read_fd, write_fd, exit_now = os.read, os.write, os._exit
-    dumps, loads = json.dumps, json.loads
+    loads = json.loads
+    # The C encoder itself: json.dumps goes through Python code that looks builtins up at run time.
+    make_encoder, encode_string = json.encoder.c_make_encoder, json.encoder.c_encode_basestring
+    join = "".join
     set_recursion_limit, recursion_limit = sys.setrecursionlimit, sys.getrecursionlimit()
     memory_error, recursion_error = MemoryError, RecursionError
     base_exception, exception = BaseException, Exception
     function_type = type(main)
     to_bytes, from_bytes = int.to_bytes, int.from_bytes
-    str_type, bytes_type, int_type = str, bytes, int
+    str_type, bytes_type, int_type, type_of, length, view_of = str, bytes, int, type, len, memoryview
+    type_error, plain_exits = TypeError, (SystemExit, KeyboardInterrupt, RecursionError)
     console = (sys.stdout, sys.stderr)
 
     response_fd, nonce_bytes, length_bytes = 3, 32, 4
@@ -98,6 +102,23 @@ def main():
             delattr(owner, attribute)
             delattr(sys.modules["_signal" if owner is signal else "posix"], attribute)
 
+    def describe(error):
+        try:
+            message = str_type(error)
+            if message == "" or type_of(error) in plain_exits:
+                message = type_of(error).__name__ + (": " + message if message else "")
+            return message
+        except base_exception:  # noqa: BLE001
+            return "parser raised an exception that cannot be described"
+
+    def not_json(value):
+        raise type_error("Object of type " + type_of(value).__name__ + " is not JSON serializable")
+
+    def encode(value):
+        # Compact, UTF-8 text, no NaN or Infinity, circular references refused.
+        encoder = make_encoder({}, not_json, encode_string, None, ":", ",", False, False, False)
+        return join(encoder(value, 0))
+
     loaded, load_error = None, None
     try:
         spec = importlib.util.spec_from_file_location("parsers", module_path)
@@ -108,11 +129,11 @@ def main():
         load_error = "cannot load parser module: " + describe(error)
 
     def frame(body):
-        return nonce + to_bytes(len(body), length_bytes, "big") + body
+        return nonce + to_bytes(length(body), length_bytes, "big") + body
 
     def write_all(data):
-        view = memoryview(data)
-        while len(view) > 0:
+        view = view_of(data)
+        while length(view) > 0:
             view = view[write_fd(response_fd, view):]
 
     def respond(body_text, code):
@@ -126,9 +147,9 @@ def main():
         exit_now(code)
 
     def respond_error(kind, message):
-        if len(message) > error_message_limit:
+        if length(message) > error_message_limit:
             message = message[:error_message_limit] + "…"
-        respond(dumps({"ok": False, "kind": kind, "error": message}), exit_error)
+        respond('{"ok":false,"kind":"' + kind + '","error":' + encode_string(message) + "}", exit_error)
 
     write_all(frame(b""))
     header = read_exactly(length_bytes)
@@ -138,15 +159,15 @@ def main():
     if body is None:
         fail("stdin closed in the middle of the request")
     request = loads(body.decode("utf-8"))
-    if type(request) is not dict or request.get("v") != 1 or type(request.get("parser")) is not str_type:
+    if type_of(request) is not dict or request.get("v") != 1 or type(request.get("parser")) is not str_type:
         fail("unsupported request (expected protocol version 1)")
     if load_error is not None:
         respond_error("load-error", load_error)
 
     name = request["parser"]
     # The module's public functions: defined in it (not imported), not starting with "_".
-    fn = vars(loaded).get(name) if not name.startswith("_") else None
-    if type(fn) is not function_type or fn.__module__ != "parsers":
+    fn = loaded.__dict__.get(name) if not name.startswith("_") else None
+    if type_of(fn) is not function_type or fn.__module__ != "parsers":
         respond_error("unknown-parser", "Unknown parser: " + name)
 
     kwargs = request.get("kwargs") or {}
@@ -155,7 +176,7 @@ def main():
         data = fn(request["payload"], **kwargs)
     except memory_error:
         data = None
-        respond_error("memory-exceeded", "memory limit exceeded: MemoryError (RLIMIT_AS " + str(memory_bytes) + " bytes)")
+        respond_error("memory-exceeded", "memory limit exceeded: MemoryError (RLIMIT_AS " + str_type(memory_bytes) + " bytes)")
     except base_exception as error:  # SystemExit and KeyboardInterrupt are parser errors too
         data = None
         respond_error("parser-error", describe(error))
@@ -163,32 +184,20 @@ def main():
     # A parser may have raised the recursion limit; encoding deep results must fail cleanly.
     set_recursion_limit(recursion_limit)
     try:
-        text = dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=not_json)
+        text = encode(data)
         encoded = text.encode("utf-8")
     except memory_error:
         respond_error("memory-exceeded", "memory limit exceeded: MemoryError while encoding the result")
     except (exception, recursion_error) as error:
         respond_error("invalid-result", "parser result is not JSON: " + describe(error))
-    if len(encoded) > max_output_bytes:
+    if length(encoded) > max_output_bytes:
         respond_error(
             "result-too-large",
-            "parser result is " + str(len(encoded)) + " bytes, over maxOutputBytes (" + str(max_output_bytes) + ")",
+            "parser result is " + str_type(length(encoded)) + " bytes, over maxOutputBytes ("
+            + str_type(max_output_bytes) + ")",
         )
     respond('{"ok":true,"data":' + text + "}", exit_ok)
 
-
-def not_json(value):
-    raise TypeError("Object of type " + type(value).__name__ + " is not JSON serializable")
-
-
-def describe(error):
-    try:
-        message = str(error)
-        if message == "" or isinstance(error, (SystemExit, KeyboardInterrupt, RecursionError)):
-            message = type(error).__name__ + (": " + message if message else "")
-        return message
-    except BaseException:  # noqa: BLE001
-        return "parser raised an exception that cannot be described"
 
 
 # Audit events a parser may cause, beyond those checked below. Every other event is refused:
