@@ -88,6 +88,9 @@ export function classify(outcome: CallOutcome): ParserResult {
     if (exit.exitCode === 0) return { ...base, ok: true, data: response.data as never };
     return fail('CRASH', `child ${describeExit(exit)} after its response`);
   }
+  if (reader.kind === 'refused' && reader.reason === 'too-large') {
+    return fail('VALIDATION', reader.message);
+  }
   if (reader.kind === 'refused')
     return fail('CRASH', `child sent a bad response: ${reader.message}`);
   if (exit.signal === 'SIGXCPU') {

@@ -261,7 +261,7 @@ class Host implements ParserHost {
   #takeChild(limits: ParserLimits): RunnerProcess {
     const spare = this.#spares.take(limits);
     if (spare === undefined) return this.#spawn(limits);
-    this.#logger.debug({ pid: spare.child.pid }, 'parser call takes a warm spare');
+    this.#logger.debug({ pid: spare.child.pid }, 'parser call takes the warm spare');
     return spare;
   }
 
@@ -277,8 +277,8 @@ class Host implements ParserHost {
       this.#spares.fill(() => {
         const spare = this.#spawn(this.settings.limits);
         void spare.child.exited.then(() => {
-          // Still usable after its exit: it died waiting (the pool drops it, a call replaces it).
-          if (spare.usable) {
+          // Exited without a call: it died waiting (the pool drops it, a call replaces it).
+          if (!spare.served) {
             this.#logger.warn({ pid: spare.child.pid }, 'warm spare exited while waiting');
           }
         });
