@@ -4,6 +4,8 @@ export {
   hostDefaults,
   type ParserHostOptions,
   ParserHostOptionsSchema,
+  type ParserRuntime,
+  ParserRuntimeSchema,
   type ResolvedHostSettings,
   type RunParserOptions,
   RunParserOptionsSchema,
@@ -33,3 +35,5 @@ export {
 } from './protocol/wire.ts';
 export type { ConfinementReport } from './spawn/child.ts';
 export { heapLimitMiB } from './spawn/node-command.ts';
+export { minimumPythonVersion } from './spawn/python-interpreter.ts';
+export { resultMemoryFactor } from './host/response-cost.ts';

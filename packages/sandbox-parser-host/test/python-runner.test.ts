@@ -56,10 +56,11 @@ describe.each([
 
   it('wall clock, CPU and memory limits: TIMEOUT, TIMEOUT with SIGXCPU, OOM', async () => {
     const parsers = host();
-    const [wall, cpu, memory] = await Promise.all([
+    const [wall, cpu, memory, rows] = await Promise.all([
       parsers.runParser('sleep', { s: 60 }, { timeout: 500 }),
       parsers.runParser('spin', null, { cpuSecs: 1 }),
       parsers.runParser('memory_bomb', null, { memoryBytes: 64 * 1024 * 1024 }),
+      parsers.runParser('row_bomb', null, { memoryBytes: 64 * 1024 * 1024 }),
     ]);
     expect(wall).toMatchObject({ ok: false, timedOut: true, error: 'sandbox timeout', code: 'TIMEOUT', signal: 'SIGKILL' });
     expect(cpu).toMatchObject({ ok: false, timedOut: false, error: 'CPU time limit exceeded (1 s)', code: 'TIMEOUT', signal: 'SIGXCPU' });
@@ -69,6 +70,7 @@ describe.each([
       error: 'memory limit exceeded: MemoryError (RLIMIT_AS 67108864 bytes)',
       exitCode: 1,
     });
+    expect(rows).toMatchObject({ ok: false, code: 'OOM', error: memory.error, exitCode: 1 });
   });
 
   it("console output lands in stderr, never in the result", async () => {

@@ -172,24 +172,34 @@ def main():
 
     kwargs = request.get("kwargs") or {}
     max_output_bytes = request["limits"]["maxOutputBytes"]
+    failure, data = None, None
     try:
         data = fn(request["payload"], **kwargs)
     except memory_error:
-        data = None
-        respond_error("memory-exceeded", "memory limit exceeded: MemoryError (RLIMIT_AS " + str_type(memory_bytes) + " bytes)")
+        # Answered once this block is left: until then the traceback holds the parser's frames,
+        # and with them all it allocated, so nothing more could be allocated to answer.
+        failure = memory_error
     except base_exception as error:  # SystemExit and KeyboardInterrupt are parser errors too
-        data = None
-        respond_error("parser-error", describe(error))
+        failure = describe(error)
+    if failure is memory_error:
+        respond_error("memory-exceeded", "memory limit exceeded: MemoryError (RLIMIT_AS " + str_type(memory_bytes) + " bytes)")
+    if failure is not None:
+        respond_error("parser-error", failure)
 
     # A parser may have raised the recursion limit; encoding deep results must fail cleanly.
     set_recursion_limit(recursion_limit)
+    failure = None
     try:
         text = encode(data)
         encoded = text.encode("utf-8")
     except memory_error:
-        respond_error("memory-exceeded", "memory limit exceeded: MemoryError while encoding the result")
+        failure = memory_error
     except (exception, recursion_error) as error:
-        respond_error("invalid-result", "parser result is not JSON: " + describe(error))
+        failure = "parser result is not JSON: " + describe(error)
+    if failure is memory_error:
+        respond_error("memory-exceeded", "memory limit exceeded: MemoryError while encoding the result")
+    if failure is not None:
+        respond_error("invalid-result", failure)
     if length(encoded) > max_output_bytes:
         respond_error(
             "result-too-large",
