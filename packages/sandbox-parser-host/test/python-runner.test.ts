@@ -1,7 +1,7 @@
 // The Python runner: seed 004's failure table row by row, kwargs as keyword arguments, which
 // functions are parsers, and how the interpreter is chosen, with real python3 children in both
 // confinement modes.
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -94,10 +94,25 @@ describe.each([
 });
 
 describe('choosing the interpreter', () => {
-  it('a .py module means runtime python; python3 is found on PATH', () => {
-    const host = createParserHost({ module: pythonParsersPath, warmSpare: false });
-    expect(host.settings.runtime).toBe('python');
-    void host.close();
+  it('a .py module means runtime python; python3 on PATH, the first every user can read', async () => {
+    // A private copy of the interpreter first on PATH, as a version manager's build in a 0700
+    // home would be: the sandbox user could not run it, so the system's is chosen.
+    const dir = mkdtempSync(join(tmpdir(), 'coda-private-python-'));
+    const path = process.env.PATH;
+    try {
+      copyFileSync(realpathSync('/usr/bin/python3'), join(dir, 'python3'));
+      chmodSync(join(dir, 'python3'), 0o755);
+      process.env.PATH = `${dir}:/usr/bin`;
+      const host = createParserHost({ module: pythonParsersPath, warmSpare: false });
+      expect(host.settings).toMatchObject({ runtime: 'python', python: realpathSync('/usr/bin/python3') });
+      await host.close();
+      const given = createParserHost({ module: pythonParsersPath, warmSpare: false, python: join(dir, 'python3') });
+      expect(given.settings.python).toBe(join(dir, 'python3'));
+      await given.close();
+    } finally {
+      process.env.PATH = path;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses an interpreter that is not there, one older than 3.9, and python for node', () => {

@@ -181,6 +181,8 @@ export interface ResolvedHostSettings {
   spares: number;
   /** The module's language. */
   runtime: ParserRuntime;
+  /** The real path of the Python interpreter children run (`python` runtime only). */
+  python?: string;
   /** How much OS confinement is asked for. */
   confinement: ConfinementMode;
   /** Where the host logs. */

@@ -115,6 +115,7 @@ class Host implements ParserHost {
       warmSpare,
       spares: warmSpare ? (rest.spares ?? hostDefaults.spares) : 0,
       runtime,
+      ...(python === undefined ? {} : { python: python.executable }),
       confinement: rest.confinement ?? hostDefaults.confinement,
       logger,
     };

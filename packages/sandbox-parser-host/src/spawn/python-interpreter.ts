@@ -4,7 +4,8 @@
 // manager's shim script, which needs an environment the children do not get) and the sandbox can
 // show them exactly those directories.
 import { execFileSync } from 'node:child_process';
-import { realpathSync } from 'node:fs';
+import { accessSync, constants, realpathSync, statSync } from 'node:fs';
+import { delimiter, join, sep } from 'node:path';
 import { SandboxValidationError } from '@coda/sandbox-core';
 
 /** The oldest Python the runner supports (`sys.addaudithook` is 3.8; `-I` with `-X` and typing: 3.9). */
@@ -32,11 +33,60 @@ function refuse(given: string, message: string): never {
   });
 }
 
+/** Whether every user may reach `path`: each directory above it searchable, itself readable. */
+function openToEveryone(path: string): boolean {
+  try {
+    const parts = path.split(sep).filter(Boolean);
+    for (let depth = 0; depth < parts.length; depth++) {
+      const at = sep + parts.slice(0, depth).join(sep);
+      if ((statSync(at).mode & 0o001) === 0) return false;
+    }
+    return (statSync(path).mode & 0o004) !== 0;
+  } catch {
+    return false;
+  }
+}
+
+/** The `python3` files on PATH, in order. */
+function pythonsOnPath(): string[] {
+  return (process.env.PATH ?? '').split(delimiter).flatMap((dir) => {
+    const candidate = join(dir, 'python3');
+    try {
+      accessSync(candidate, constants.X_OK);
+      return [candidate];
+    } catch {
+      return [];
+    }
+  });
+}
+
 /**
- * Resolves `given` (default `python3`) to the interpreter children run; throws a
- * `SandboxValidationError` naming `python` when it cannot be started or is older than 3.9.
+ * The interpreter children run. Given a path or name, that one. Otherwise the first `python3` on
+ * PATH whose executable and standard library every user can read: on a root host the sandboxed
+ * child runs as uid 65534, and a version manager's build in a private home (`~/.pyenv` under a
+ * 0700 `/root`) is out of its reach; when none is, the first (the sandbox then says why).
+ * Throws a `SandboxValidationError` naming `python` when it cannot be started or is older
+ * than 3.9.
  */
-export function findPythonInterpreter(given = 'python3'): PythonInterpreter {
+export function findPythonInterpreter(given?: string): PythonInterpreter {
+  if (given !== undefined) return probeInterpreter(given);
+  const candidates = pythonsOnPath();
+  if (candidates.length === 0) return probeInterpreter('python3');
+  let first: PythonInterpreter | undefined;
+  for (const candidate of candidates) {
+    let found: PythonInterpreter;
+    try {
+      found = probeInterpreter(candidate);
+    } catch {
+      continue;
+    }
+    if ([found.executable, ...found.stdlib].every(openToEveryone)) return found;
+    first ??= found;
+  }
+  return first ?? probeInterpreter('python3');
+}
+
+function probeInterpreter(given: string): PythonInterpreter {
   let output: string;
   try {
     output = execFileSync(given, ['-I', '-S', '-c', probe], {
