@@ -148,7 +148,10 @@ const cases: [string, ParserHostOptions][] = [
   [`python, confined, ${spares} spares`, { module: pythonModule, python, spares }],
   ['node, confined, no spare', { module: nodeModule, warmSpare: false }],
   ['python, confined, no spare', { module: pythonModule, python, warmSpare: false }],
-  [`python, confinement none, ${spares} spares`, { module: pythonModule, python, spares, confinement: 'none' }],
+  [
+    `python, confinement none, ${spares} spares`,
+    { module: pythonModule, python, spares, confinement: 'none' },
+  ],
 ];
 for (const [name, options] of cases) {
   rows.push(await measureHost(name, options));

@@ -14,6 +14,7 @@ export {
   createParserHost,
   type ParserHost,
 } from './host/parser-host.ts';
+export { resultMemoryFactor } from './host/response-cost.ts';
 export type {
   ParserFailure,
   ParserResult,
@@ -36,4 +37,3 @@ export {
 export type { ConfinementReport } from './spawn/child.ts';
 export { heapLimitMiB } from './spawn/node-command.ts';
 export { minimumPythonVersion } from './spawn/python-interpreter.ts';
-export { resultMemoryFactor } from './host/response-cost.ts';

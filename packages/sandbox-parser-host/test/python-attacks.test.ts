@@ -26,7 +26,9 @@ afterEach(async () => {
 });
 
 /** A listening server that counts the connections it got. */
-async function listen(where: number | string): Promise<{ server: Server; connections: () => number }> {
+async function listen(
+  where: number | string,
+): Promise<{ server: Server; connections: () => number }> {
   let count = 0;
   const server = createServer((socket) => {
     count++;
@@ -34,7 +36,9 @@ async function listen(where: number | string): Promise<{ server: Server; connect
   });
   servers.push(server);
   await new Promise<void>((done) =>
-    typeof where === 'string' ? server.listen(where, done) : server.listen(where, '127.0.0.1', done),
+    typeof where === 'string'
+      ? server.listen(where, done)
+      : server.listen(where, '127.0.0.1', done),
   );
   return { server, connections: () => count };
 }
@@ -50,7 +54,8 @@ describe.each([
     const secret = join(base, 'secret.env');
     writeFileSync(secret, 'TOKEN=host-secret\n');
     const result = await host().runParser('read_secret', { secret });
-    const outside = (path: string): string => refused(`opening ${path} (outside the readable paths)`);
+    const outside = (path: string): string =>
+      refused(`opening ${path} (outside the readable paths)`);
     expect(result.data).toEqual({
       open: outside(secret),
       'os.open': outside(secret),
@@ -70,7 +75,8 @@ describe.each([
     mkdirSync(dir);
     writeFileSync(join(dir, 'keep.txt'), 'keep');
     const result = await host().runParser('write_files', { dir });
-    const forWriting = (name: string): string => refused(`opening a file for writing (${dir}/${name})`);
+    const forWriting = (name: string): string =>
+      refused(`opening a file for writing (${dir}/${name})`);
     expect(result.data).toEqual({
       'open w': forWriting('w.txt'),
       'open a': forWriting('a.txt'),
@@ -203,20 +209,42 @@ describe.each([
   it('results that are not JSON, too large or too deep are VALIDATION failures', async () => {
     const parsers = host();
     const cases: [string, unknown, string][] = [
-      ['huge', { bytes: 1024 * 1024 + 1 }, 'parser result is 1048579 bytes, over maxOutputBytes (1048576)'],
-      ['deep', { depth: 100_000 }, 'parser result is not JSON: RecursionError: maximum recursion depth exceeded while encoding a JSON object'],
+      [
+        'huge',
+        { bytes: 1024 * 1024 + 1 },
+        'parser result is 1048579 bytes, over maxOutputBytes (1048576)',
+      ],
+      [
+        'deep',
+        { depth: 100_000 },
+        'parser result is not JSON: RecursionError: maximum recursion depth exceeded while encoding a JSON object',
+      ],
       ['nan', null, 'parser result is not JSON: Out of range float values are not JSON compliant'],
-      ['infinite', null, 'parser result is not JSON: Out of range float values are not JSON compliant'],
-      ['raw_bytes', null, 'parser result is not JSON: Object of type bytes is not JSON serializable'],
+      [
+        'infinite',
+        null,
+        'parser result is not JSON: Out of range float values are not JSON compliant',
+      ],
+      [
+        'raw_bytes',
+        null,
+        'parser result is not JSON: Object of type bytes is not JSON serializable',
+      ],
       ['a_set', null, 'parser result is not JSON: Object of type set is not JSON serializable'],
-      ['tuple_keys', null, 'parser result is not JSON: keys must be str, int, float, bool or None, not tuple'],
+      [
+        'tuple_keys',
+        null,
+        'parser result is not JSON: keys must be str, int, float, bool or None, not tuple',
+      ],
       [
         'lone_surrogate',
         null,
         "parser result is not JSON: 'utf-8' codec can't encode character '\\ud800' in position 1: surrogates not allowed",
       ],
     ];
-    const results = await Promise.all(cases.map(([name, payload]) => parsers.runParser(name, payload)));
+    const results = await Promise.all(
+      cases.map(([name, payload]) => parsers.runParser(name, payload)),
+    );
     expect(results.map((result) => [result.code, result.error])).toEqual(
       cases.map(([, , error]) => ['VALIDATION', error]),
     );
@@ -229,7 +257,11 @@ describe.each([
       parsers.runParser('recursion_limit_raised', null, { cpuSecs: 1 }),
       parsers.runParser('c_recursion', null),
     ]);
-    expect(bomb).toMatchObject({ ok: false, code: 'RUNTIME', error: 'RecursionError: maximum recursion depth exceeded' });
+    expect(bomb).toMatchObject({
+      ok: false,
+      code: 'RUNTIME',
+      error: 'RecursionError: maximum recursion depth exceeded',
+    });
     // Python 3.11 calls Python functions without C recursion: the frames fill memory until CPU ends it.
     expect(raised).toMatchObject({ ok: false, code: 'TIMEOUT', signal: 'SIGXCPU' });
     expect(throughC).toMatchObject({ ok: false, code: 'CRASH', signal: 'SIGSEGV' });

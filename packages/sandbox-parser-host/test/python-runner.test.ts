@@ -20,12 +20,21 @@ describe.each([
     const [flat, echoed, strict, nothing] = await Promise.all([
       parsers.runParser('flatten', { frames: [{ values: [1, 2] }, { values: [3] }] }),
       parsers.runParser('echo', { a: 1 }, { kwargs: { strict: true, unit: 'kPa' } }),
-      parsers.runParser('strict_flatten', { frames: [{ values: [1, 'x'] }] }, { kwargs: { strict: true } }),
+      parsers.runParser(
+        'strict_flatten',
+        { frames: [{ values: [1, 'x'] }] },
+        { kwargs: { strict: true } },
+      ),
       parsers.runParser('nothing', null),
     ]);
     expect(flat).toMatchObject({ ok: true, data: [1, 2, 3], exitCode: 0, timedOut: false });
     expect(echoed.data).toEqual({ payload: { a: 1 }, kwargs: { strict: true, unit: 'kPa' } });
-    expect(strict).toMatchObject({ ok: false, error: 'values must be integers', code: 'RUNTIME', exitCode: 1 });
+    expect(strict).toMatchObject({
+      ok: false,
+      error: 'values must be integers',
+      code: 'RUNTIME',
+      exitCode: 1,
+    });
     expect(nothing).toMatchObject({ ok: true, data: null, exitCode: 0 });
     expect(flat.confinement).toMatchObject({
       runtime: 'python',
@@ -41,8 +50,18 @@ describe.each([
       parsers.runParser('throws', { id: 7 }),
       parsers.runParser('exits', null),
     ]);
-    expect(raised).toMatchObject({ ok: false, error: 'bad frame: 7', exitCode: 1, code: 'RUNTIME' });
-    expect(exited).toMatchObject({ ok: false, error: 'SystemExit: 3', exitCode: 1, code: 'RUNTIME' });
+    expect(raised).toMatchObject({
+      ok: false,
+      error: 'bad frame: 7',
+      exitCode: 1,
+      code: 'RUNTIME',
+    });
+    expect(exited).toMatchObject({
+      ok: false,
+      error: 'SystemExit: 3',
+      exitCode: 1,
+      code: 'RUNTIME',
+    });
   });
 
   it('only public functions defined in the module are parsers', async () => {
@@ -62,8 +81,20 @@ describe.each([
       parsers.runParser('memory_bomb', null, { memoryBytes: 64 * 1024 * 1024 }),
       parsers.runParser('row_bomb', null, { memoryBytes: 64 * 1024 * 1024 }),
     ]);
-    expect(wall).toMatchObject({ ok: false, timedOut: true, error: 'sandbox timeout', code: 'TIMEOUT', signal: 'SIGKILL' });
-    expect(cpu).toMatchObject({ ok: false, timedOut: false, error: 'CPU time limit exceeded (1 s)', code: 'TIMEOUT', signal: 'SIGXCPU' });
+    expect(wall).toMatchObject({
+      ok: false,
+      timedOut: true,
+      error: 'sandbox timeout',
+      code: 'TIMEOUT',
+      signal: 'SIGKILL',
+    });
+    expect(cpu).toMatchObject({
+      ok: false,
+      timedOut: false,
+      error: 'CPU time limit exceeded (1 s)',
+      code: 'TIMEOUT',
+      signal: 'SIGXCPU',
+    });
     expect(memory).toMatchObject({
       ok: false,
       code: 'OOM',
@@ -73,10 +104,12 @@ describe.each([
     expect(rows).toMatchObject({ ok: false, code: 'OOM', error: memory.error, exitCode: 1 });
   });
 
-  it("console output lands in stderr, never in the result", async () => {
+  it('console output lands in stderr, never in the result', async () => {
     const result = await host().runParser('chatty', null);
     expect(result).toMatchObject({ ok: true, data: 'quiet' });
-    expect(result.stderr).toBe('a log line from the parser\n{"ok":true,"data":"forged on stdout"}\n');
+    expect(result.stderr).toBe(
+      'a log line from the parser\n{"ok":true,"data":"forged on stdout"}\n',
+    );
   });
 
   it('warm spares serve calls back to back, each child once', async () => {
@@ -104,9 +137,16 @@ describe('choosing the interpreter', () => {
       chmodSync(join(dir, 'python3'), 0o755);
       process.env.PATH = `${dir}:/usr/bin`;
       const host = createParserHost({ module: pythonParsersPath, warmSpare: false });
-      expect(host.settings).toMatchObject({ runtime: 'python', python: realpathSync('/usr/bin/python3') });
+      expect(host.settings).toMatchObject({
+        runtime: 'python',
+        python: realpathSync('/usr/bin/python3'),
+      });
       await host.close();
-      const given = createParserHost({ module: pythonParsersPath, warmSpare: false, python: join(dir, 'python3') });
+      const given = createParserHost({
+        module: pythonParsersPath,
+        warmSpare: false,
+        python: join(dir, 'python3'),
+      });
       expect(given.settings.python).toBe(join(dir, 'python3'));
       await given.close();
     } finally {
@@ -124,15 +164,22 @@ describe('choosing the interpreter', () => {
         `#!/bin/sh\necho '{"executable": "${testPython}", "version": [3, 8, 18], "stdlib": []}'\n`,
       );
       chmodSync(old, 0o755);
-      const missing = thrown(() => createParserHost({ module: pythonParsersPath, python: join(dir, 'none') }));
+      const missing = thrown(() =>
+        createParserHost({ module: pythonParsersPath, python: join(dir, 'none') }),
+      );
       expect(missing.issues.map((issue) => issue.path)).toEqual(['python']);
-      expect(missing.message).toMatch(/^Invalid parser host options: python: cannot start \/.*\/none: /);
+      expect(missing.message).toMatch(
+        /^Invalid parser host options: python: cannot start \/.*\/none: /,
+      );
       const tooOld = thrown(() => createParserHost({ module: pythonParsersPath, python: old }));
       expect(tooOld.message).toBe(
         `Invalid parser host options: python: ${old} is Python 3.8.18; the runner needs 3.9 or newer`,
       );
       const forNode = thrown(() =>
-        createParserHost({ module: new URL('./fixtures/parsers.mjs', import.meta.url), python: 'python3' }),
+        createParserHost({
+          module: new URL('./fixtures/parsers.mjs', import.meta.url),
+          python: 'python3',
+        }),
       );
       expect(forNode.issues.map((issue) => [issue.path, issue.message])).toEqual([
         ['python', 'only a python runtime has an interpreter to choose'],

@@ -40,7 +40,14 @@ interface Row {
 async function measure(name: string, bytes: number): Promise<Row> {
   const { stdout } = await promisify(execFile)(
     process.execPath,
-    ['--expose-gc', '--conditions=@coda/source', memoryHost, name, String(bytes), String(maxOutputBytes)],
+    [
+      '--expose-gc',
+      '--conditions=@coda/source',
+      memoryHost,
+      name,
+      String(bytes),
+      String(maxOutputBytes),
+    ],
     { maxBuffer: 1024 * 1024, timeout: 120_000 },
   );
   return (JSON.parse(stdout) as Row[])[0] as Row;
@@ -51,7 +58,11 @@ describe('host memory per result', () => {
     const rows: Row[] = [];
     // Two at a time: each process holds up to a few hundred MiB while it measures.
     for (let at = 0; at < table.length; at += 2) {
-      rows.push(...(await Promise.all(table.slice(at, at + 2).map(([name, bytes]) => measure(name, bytes)))));
+      rows.push(
+        ...(await Promise.all(
+          table.slice(at, at + 2).map(([name, bytes]) => measure(name, bytes)),
+        )),
+      );
     }
     rows.forEach((row, index) => {
       const [name, , expected] = table[index] as (typeof table)[number];

@@ -63,7 +63,9 @@ export const parserPart: DemoPart = {
     const confinement = new Map<ParserRuntime, ConfinementReport>();
     for (const call of calls) {
       reporter.progress(`  ${call.parser}(${call.label})…`);
-      reporter.line(`  ${reporter.style.bold(call.parser)} ${reporter.style.dim(`(${call.label})`)}`);
+      reporter.line(
+        `  ${reporter.style.bold(call.parser)} ${reporter.style.dim(`(${call.label})`)}`,
+      );
       for (const runtime of runtimes) {
         const result = await resources
           .parserHost(runtime)

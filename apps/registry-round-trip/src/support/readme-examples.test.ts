@@ -54,7 +54,12 @@ describe('readReadme', () => {
       ],
       files: [
         { language: 'js', code: 'export const p = 1;\n', line: 20, name: 'parsers.mjs' },
-        { language: 'python', code: 'def p(payload):\n    return 1\n', line: 25, name: 'parsers.py' },
+        {
+          language: 'python',
+          code: 'def p(payload):\n    return 1\n',
+          line: 25,
+          name: 'parsers.py',
+        },
       ],
       fragments: 1,
     });

@@ -66,7 +66,13 @@ export function estimateParsedCost(json: string, maxDepth: number, budget: numbe
       bytes += (code === 123 ? cost.object : cost.array) + cost.value;
     } else if (code === 125 || code === 93) {
       depth--;
-    } else if (code === 45 || (code >= 48 && code <= 57) || code === 116 || code === 102 || code === 110) {
+    } else if (
+      code === 45 ||
+      (code >= 48 && code <= 57) ||
+      code === 116 ||
+      code === 102 ||
+      code === 110
+    ) {
       // A number, true, false or null: one slot. Skip the rest of the literal.
       bytes += cost.value;
       while (index + 1 < length) {

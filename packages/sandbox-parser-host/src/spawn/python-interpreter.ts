@@ -114,7 +114,10 @@ function probeInterpreter(given: string): PythonInterpreter {
   const version = `${major}.${minor}.${micro}`;
   const [wantMajor, wantMinor] = minimumPythonVersion;
   if (major !== wantMajor || minor < wantMinor) {
-    return refuse(given, `${given} is Python ${version}; the runner needs ${wantMajor}.${wantMinor} or newer`);
+    return refuse(
+      given,
+      `${given} is Python ${version}; the runner needs ${wantMajor}.${wantMinor} or newer`,
+    );
   }
   return {
     executable: realpathSync(found.executable),
