@@ -3,7 +3,7 @@
 // confinement modes.
 import { chmodSync, copyFileSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createParserHost } from '../src/index.ts';
 import { thrown } from './helpers.ts';
@@ -110,6 +110,34 @@ describe.each([
     expect(result.stderr).toBe(
       'a log line from the parser\n{"ok":true,"data":"forged on stdout"}\n',
     );
+  });
+
+  it('isolated interpreter: limits in force at import, only the module dir and stdlib importable', async () => {
+    const result = await host().runParser('interpreter', null, {
+      memoryBytes: 200 * 1024 * 1024,
+      cpuSecs: 3,
+    });
+    const stdlib = (result.data as { path: string[] }).path.slice(1);
+    expect(result.data).toEqual({
+      limits: { as: [209_715_200, 209_715_200], cpu: [3, 4], core: [0, 0] },
+      path: [dirname(pythonParsersPath), ...stdlib],
+      isolated: 1,
+      no_site: 1,
+      dont_write_bytecode: true,
+      site_loaded: false,
+      // LC_CTYPE is Python's own (PEP 538 coerces the C locale to C.UTF-8 at start); under
+      // bubblewrap the subprocess layer sets HOME, PWD and SHLVL in the child's own home.
+      environ: mode === 'none' ? ['LC_CTYPE'] : ['HOME', 'LC_CTYPE', 'PWD', 'SHLVL'],
+      sibling: "from the module's directory",
+    });
+    const python = realpathSync(testPython);
+    expect(stdlib.length).toBeGreaterThan(0);
+    expect(
+      stdlib.every((path) => path.startsWith(dirname(dirname(python)).replace(/\/bin$/, ''))),
+    ).toBe(true);
+    expect(
+      stdlib.some((path) => path.includes('site-packages') || path.includes('dist-packages')),
+    ).toBe(false);
   });
 
   it('warm spares serve calls back to back, each child once', async () => {
