@@ -7,7 +7,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { makePythonHost, pythonAttacksPath } from './python-helpers.ts';
 
@@ -88,8 +88,12 @@ describe.each([
       remove: refused('os.remove'),
       chmod: refused('os.chmod'),
       chdir: refused('os.chdir'),
+      'patched type, module directory': refused(
+        `opening a file for writing (${dirname(pythonAttacksPath)}/planted.py)`,
+      ),
     });
     expect(readdirSync(dir)).toEqual(['keep.txt']);
+    expect(readdirSync(dirname(pythonAttacksPath))).not.toContain('planted.py');
   });
 
   it('connects nowhere: TCP to loopback, a Unix socket, urllib, asyncio', async () => {

@@ -250,7 +250,7 @@ FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f
 def install_audit_hook(readable, cwd):
     # Bound here, never looked up at run time: a parser can replace builtins and module attributes.
     allowed, refused_modules, frame_attributes = ALLOWED_EVENTS, REFUSED_MODULES, FRAME_ATTRIBUTES
-    str_type, bytes_type, int_type, tuple_type = str, bytes, int, tuple
+    str_type, bytes_type, int_type, tuple_type, type_of, length = str, bytes, int, tuple, type, len
     permission_error, value_error = PermissionError, ValueError
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     decode = os.fsdecode
@@ -267,9 +267,9 @@ def install_audit_hook(readable, cwd):
         raise RefusedToParsers("audit hook: " + event + " is not available to parsers")
 
     def normalise(path):
-        if type(path) is bytes_type:
+        if type_of(path) is bytes_type:
             path = decode(path)
-        if type(path) is not str_type or "\0" in path:
+        if type_of(path) is not str_type or "\0" in path:
             return None
         if not path.startswith("/"):
             path = cwd + "/" + path
@@ -298,19 +298,19 @@ def install_audit_hook(readable, cwd):
             return
         if event == "open":
             path, _mode, flags = args
-            if type(flags) is int_type and flags & write_flags:
+            if type_of(flags) is int_type and flags & write_flags:
                 refuse("opening a file for writing (" + str_type(path) + ")")
-            if type(path) is int_type or may_read(path):
+            if type_of(path) is int_type or may_read(path):
                 return
             refuse("opening " + str_type(path) + " (outside the readable paths)")
         if event == "os.listdir" or event == "os.scandir":
-            path = args[0] if type(args) is tuple_type and len(args) > 0 else None
+            path = args[0] if type_of(args) is tuple_type and length(args) > 0 else None
             if path is None or may_read(path):
                 return
             refuse(event + " of " + str_type(path))
         if event == "import":
             name = args[0]
-            if type(name) is str_type and name.split(".")[0] in refused_modules:
+            if type_of(name) is str_type and name.split(".")[0] in refused_modules:
                 refuse("import of " + name)
             return
         if event == "object.__getattr__":
