@@ -4,12 +4,26 @@
 // a real C-level crash. Each runs with `confinement: 'none'` (the audit hook alone) and with the
 // default (bubblewrap as well); the expected refusals are written out here, from the hook's
 // documented messages.
-import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import {
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { makePythonHost, pythonAttacksPath } from './python-helpers.ts';
+import { makePythonHost, pythonAttacksPath, testPython } from './python-helpers.ts';
+
+const descriptorHost = fileURLToPath(new URL('./descriptor-host.ts', import.meta.url));
 
 const refused = (what: string): string =>
   `RefusedToParsers: audit hook: ${what} is not available to parsers`;
@@ -269,6 +283,39 @@ describe.each([
     // Python 3.11 calls Python functions without C recursion: the frames fill memory until CPU ends it.
     expect(raised).toMatchObject({ ok: false, code: 'TIMEOUT', signal: 'SIGXCPU' });
     expect(throughC).toMatchObject({ ok: false, code: 'CRASH', signal: 'SIGSEGV' });
+  });
+
+  it('descriptors the host inherited are closed before the module loads', async () => {
+    const secretFile = join(base, 'inherited.txt');
+    writeFileSync(secretFile, 'inherited secret');
+    const fd = openSync(secretFile, 'r');
+    try {
+      // The host process holds the file as fd 30 and 200 without close-on-exec, as a host
+      // inherits descriptors from whatever started it.
+      const stdio: ('ignore' | 'pipe' | number)[] = Array.from({ length: 201 }, () => 'ignore');
+      stdio[1] = 'pipe';
+      stdio[2] = 'pipe';
+      stdio[30] = fd;
+      stdio[200] = fd;
+      const mode = 'confinement' in options ? 'none' : 'default';
+      const child = spawn(
+        process.execPath,
+        ['--conditions=@coda/source', descriptorHost, mode, 'python', testPython],
+        { stdio, env: process.env },
+      );
+      let stdout = '';
+      child.stdout?.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+      });
+      const [exitCode] = await once(child, 'exit');
+      expect(exitCode).toBe(0);
+      const { inherited, result } = JSON.parse(stdout);
+      const held = { text: 'inherited secret', closeOnExec: false };
+      expect(inherited).toEqual({ 30: held, 200: held });
+      expect(result).toMatchObject({ ok: true, data: {} });
+    } finally {
+      closeSync(fd);
+    }
   });
 
   it('a parser that ignores SIGXCPU ends at the hard CPU limit (SIGKILL, CRASH)', async () => {
