@@ -56,11 +56,11 @@ export interface ParserHost {
     queued: number;
   };
   /**
-   * Resolves once the warm spare is ready for a request, starting it if it is due (at once when
+   * Resolves once every warm spare is ready for a request, starting those that are due (at once when
    * `warmSpare` is off or the host is closed).
    */
   warm(): Promise<void>;
-  /** Ends running calls (`CANCELLED`), refuses new ones, kills the spare and removes the cwd. */
+  /** Ends running calls (`CANCELLED`), refuses new ones, kills the spares and removes the cwd. */
   close(): Promise<void>;
   /** Same as {@link ParserHost.close}, for `await using`. */
   [Symbol.asyncDispose](): Promise<void>;
