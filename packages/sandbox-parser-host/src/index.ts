@@ -14,13 +14,13 @@ export {
   createParserHost,
   type ParserHost,
 } from './host/parser-host.ts';
-export { resultMemoryFactor } from './host/response-cost.ts';
 export type {
   ParserFailure,
   ParserResult,
   ParserResultFields,
   ParserSuccess,
 } from './host/result.ts';
+export { resultMemoryFactor } from './protocol/json-cost.ts';
 export {
   ParserRequestSchema,
   ParserResponseSchema,

@@ -29,7 +29,14 @@ for (const name of names) {
   const before = used();
   const result = await host.runParser('shape', { name, bytes });
   const growth = used() - before;
-  rows.push({ name, ok: result.ok, code: result.code, error: result.error, growth });
+  rows.push({
+    name,
+    ok: result.ok,
+    code: result.code,
+    error: result.error,
+    exitCode: result.exitCode,
+    growth,
+  });
   // Held until measured, then let go.
   void result;
 }

@@ -34,6 +34,7 @@ interface Row {
   ok: boolean;
   code?: string;
   error?: string;
+  exitCode: number | null;
   growth: number;
 }
 
@@ -71,9 +72,17 @@ describe('host memory per result', () => {
         expect({ name, ok: row.ok }).toEqual({ name, ok: true });
         expect(row.growth).toBeLessThan(budget);
       } else {
-        expect({ name, code: row.code, error: row.error?.split(': too many')[0] }).toEqual({
+        // Exit code 1: the runner refused it before sending (the host checks again on arrival:
+        // src/host/response-reader.test.ts).
+        expect({
+          name,
+          code: row.code,
+          exitCode: row.exitCode,
+          error: row.error?.split(': too many')[0],
+        }).toEqual({
           name,
           code: 'VALIDATION',
+          exitCode: 1,
           error: `parser result would take over ${budget} bytes of host memory once parsed (8 × (maxOutputBytes + 131072))`,
         });
         // Refused before it was built: nothing of it is held.

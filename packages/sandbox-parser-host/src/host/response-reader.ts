@@ -2,13 +2,16 @@
 // nonce, then a length and a body. An empty body is the runner's ready notice; the next frame
 // is the response. Memory stays flat whatever arrives: bytes before a nonce are scanned and
 // dropped, and a body over the cap is never buffered.
+
+import {
+  envelopeAllowance,
+  estimateParsedCost,
+  overBudgetMessage,
+  resultMemoryBudget,
+} from '../protocol/json-cost.ts';
 import { ParserResponseSchema } from '../protocol/schemas.ts';
 import type { ParserResponse } from '../protocol/wire.ts';
 import { lengthBytes, nonceBytes, readyLength } from '../protocol/wire.ts';
-import { estimateParsedCost, resultMemoryFactor } from './response-cost.ts';
-
-/** Room beyond `maxOutputBytes` for the response envelope and an error message (16 Ki chars). */
-export const envelopeAllowance = 128 * 1024;
 
 /**
  * The deepest response the host parses. The runner's `JSON.stringify` overflows its stack near
@@ -132,19 +135,14 @@ export class ResponseReader {
     const text = Buffer.concat(this.#body).toString('utf8');
     this.#body = [];
     // Bounded by its bytes: a shape that would make the host hold more is refused unparsed.
-    const budget = resultMemoryFactor * (this.#maxOutputBytes + envelopeAllowance);
+    const budget = resultMemoryBudget(this.#maxOutputBytes);
     const cost = estimateParsedCost(text, maxResponseDepth, budget);
     if ('refused' in cost) {
       this.#refuse('malformed', `the response is nested deeper than ${maxResponseDepth} levels`);
       return;
     }
     if (cost.bytes > budget) {
-      this.#refuse(
-        'too-large',
-        `parser result would take over ${budget} bytes of host memory once parsed ` +
-          `(${resultMemoryFactor} × (maxOutputBytes + ${envelopeAllowance})): ` +
-          `too many small values for its ${text.length} characters`,
-      );
+      this.#refuse('too-large', overBudgetMessage(this.#maxOutputBytes, text.length));
       return;
     }
     let parsed: unknown;

@@ -19,7 +19,7 @@ import {
 import type { RunnerPlan } from './node-command.ts';
 import { pythonReadPaths } from './python-command.ts';
 import { runnerCommand } from './runner-command.ts';
-import { runnerPath, wirePath } from './runner-files.ts';
+import { jsonCostPath, runnerPath, wirePath } from './runner-files.ts';
 
 const mebibyte = 1024 * 1024;
 const memoryCgroups = new Set<string>([
@@ -62,7 +62,7 @@ export class ConfinedSpawner {
       readOnlyPaths:
         plan.runtime === 'python'
           ? [...pythonReadPaths(plan), ...plan.readPaths]
-          : [process.execPath, runnerPath, wirePath, ...plan.readPaths],
+          : [process.execPath, runnerPath, wirePath, jsonCostPath, ...plan.readPaths],
     });
     return wrap(
       child,

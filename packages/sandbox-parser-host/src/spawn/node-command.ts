@@ -1,7 +1,7 @@
 // The Node command line of a runner child: the permission model, the heap limit, the runner.
 import type { ParserLimits } from '@coda/sandbox-core';
 import type { PythonInterpreter } from './python-interpreter.ts';
-import { runnerPath, wirePath } from './runner-files.ts';
+import { jsonCostPath, runnerPath, wirePath } from './runner-files.ts';
 
 const mebibyte = 1024 * 1024;
 
@@ -50,6 +50,7 @@ export function nodeArguments(plan: RunnerPlan): string[] {
     '--permission',
     `--allow-fs-read=${runnerPath}`,
     `--allow-fs-read=${wirePath}`,
+    `--allow-fs-read=${jsonCostPath}`,
     ...plan.readPaths.map((path) => `--allow-fs-read=${path}`),
     ...(process.platform === 'linux' ? [`--allow-fs-read=${descriptorInfoPath}`] : []),
     `--max-old-space-size=${heapLimitMiB(plan.limits.memoryBytes)}`,

@@ -1,11 +1,30 @@
 // What a response will cost the host once `JSON.parse` has built it, estimated in one pass over
 // the text before parsing, so that a child cannot make the host hold far more than the bytes it
-// sent. Measured on Node 24 (docs/performance.md, "host memory per result"): 16 MiB of `{}`
+// sent. Both sides use it: the Node runner on the result it is about to send, the host on every
+// response that arrives. The runner loads this file under Node's permission model: it imports
+// nothing. Measured on Node 24 (docs/performance.md, "host memory per result"): 16 MiB of `{}`
 // elements became 341 MiB of heap, of `[[0]]` 320 MiB, of objects with distinct keys 209 MiB,
 // while 16 MiB of numbers took 64 MiB and of strings about their size.
 
 /** The bytes of host memory a response may take once parsed, per byte of `maxOutputBytes`. */
 export const resultMemoryFactor = 8;
+
+/** Room beyond `maxOutputBytes` for the response envelope and an error message (16 Ki chars). */
+export const envelopeAllowance = 128 * 1024;
+
+/** The estimated heap a response may take on the host for `maxOutputBytes`. */
+export function resultMemoryBudget(maxOutputBytes: number): number {
+  return resultMemoryFactor * (maxOutputBytes + envelopeAllowance);
+}
+
+/** Why a result over {@link resultMemoryBudget} is refused; the same words on both sides. */
+export function overBudgetMessage(maxOutputBytes: number, characters: number): string {
+  return (
+    `parser result would take over ${resultMemoryBudget(maxOutputBytes)} bytes of host memory once parsed ` +
+    `(${resultMemoryFactor} × (maxOutputBytes + ${envelopeAllowance})): ` +
+    `too many small values for its ${characters} characters`
+  );
+}
 
 /** Bytes charged per item (upper bounds of what V8 took in the measurements above). */
 const cost = Object.freeze({
