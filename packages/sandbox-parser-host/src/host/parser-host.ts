@@ -17,7 +17,6 @@ import type { z } from 'zod';
 import { protocolVersion } from '../protocol/wire.ts';
 import type { ConfinementReport } from '../spawn/child.ts';
 import type { RunnerPlan } from '../spawn/node-command.ts';
-import { findPythonInterpreter } from '../spawn/python-interpreter.ts';
 import { type ChildSpawner, createChildSpawner } from '../spawn/spawn-child.ts';
 import { CallQueue } from './call-queue.ts';
 import {
@@ -31,6 +30,7 @@ import {
 import { resolveReadablePaths } from './read-paths.ts';
 import { type ParserResult, refusedResult } from './result.ts';
 import { RunnerProcess } from './runner-process.ts';
+import { chooseRuntime } from './runtime-choice.ts';
 import { SparePool } from './spare-pool.ts';
 
 /** A host that runs parser functions of one module in short-lived, confined children. */
@@ -88,22 +88,7 @@ class Host implements ParserHost {
     const { logger = hostDefaults.logger, limits, allowRead = [], ...rest } = parsed;
     // Real paths only, and no symlink that leads a parser out of what it may read.
     const { modulePath, readPaths } = resolveReadablePaths(parsed.module, allowRead);
-    const runtime = rest.runtime ?? (modulePath.endsWith('.py') ? 'python' : 'node');
-    if (runtime === 'node' && rest.python !== undefined) {
-      throw new SandboxValidationError(
-        'Invalid parser host options: python: only a python runtime has an interpreter to choose',
-        {
-          issues: [
-            {
-              path: 'python',
-              message: 'only a python runtime has an interpreter to choose',
-              received: JSON.stringify(rest.python),
-            },
-          ],
-        },
-      );
-    }
-    const python = runtime === 'python' ? findPythonInterpreter(rest.python) : undefined;
+    const { runtime, python } = chooseRuntime(modulePath, rest);
     const warmSpare = rest.warmSpare ?? hostDefaults.warmSpare;
     const settings: ResolvedHostSettings = {
       limits: resolveParserLimits(limits as Partial<ParserLimits> | undefined),
