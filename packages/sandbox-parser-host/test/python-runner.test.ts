@@ -224,6 +224,26 @@ describe('choosing the interpreter', () => {
     }
   });
 
+  it('a Python module the sandbox user cannot read is refused, naming its directory', async () => {
+    const dir = mkdtempSync('/var/tmp/coda-python-0700-'); // mode 0700, owned by the root host
+    try {
+      writeFileSync(join(dir, 'parsers.py'), 'def echo(payload):\n    return payload\n');
+      await using host = createParserHost({
+        module: join(dir, 'parsers.py'),
+        python: testPython,
+        warmSpare: false,
+      });
+      const result = await host.runParser('echo', 1);
+      expect(result).toMatchObject({ ok: false, code: 'VALIDATION', exitCode: null });
+      expect(result.error).toMatch(
+        /^cannot start a parser child: Invalid spawn options: readOnlyPaths\.\d+: not readable by the sandbox identity 65534:65534 /,
+      );
+      expect(result.error?.endsWith(`(got ${JSON.stringify(dir)})`)).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('runtime node for a .py module is refused at the call (not an ES module)', async () => {
     const host = makePythonHost({ runtime: 'node', python: undefined, confinement: 'none' });
     const result = await host.runParser('echo', null);
