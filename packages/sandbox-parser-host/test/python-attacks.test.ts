@@ -192,6 +192,20 @@ describe.each([
     expect(signalled).toBe(0);
   });
 
+  it('past the hook: rebuilt modules reach pidfd_send_signal, and Landlock (or the pid namespace) stops it', async () => {
+    const result = await host().runParser('past_the_hook', { pid: process.pid });
+    expect(result.data).toEqual({
+      // The gap docs/parser-host.md records: the audit hook does not see this.
+      'rebuilt _posixsubprocess': 'ok: True',
+      // confinement none: Landlock's signal scope (EPERM); under bubblewrap the host is not in
+      // the child's pid namespace, so pidfd_open finds no such process first.
+      'signal 0 to the host':
+        'confinement' in options
+          ? 'PermissionError: [Errno 1] Operation not permitted'
+          : 'ProcessLookupError: [Errno 3] No such process',
+    });
+  });
+
   it('no way to a frame, and so to the nonce; stdin holds nothing more', async () => {
     const result = await host().runParser('find_nonce', null);
     expect(result.data).toEqual({
