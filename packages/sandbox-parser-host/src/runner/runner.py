@@ -266,6 +266,9 @@ def restrict_with_landlock(readable):
         syscall(LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
+        # Out of sys.modules again, so that a parser's `import ctypes` meets the audit hook.
+        for name in [name for name in sys.modules if name == "ctypes" or name.startswith(("ctypes.", "_ctypes"))]:
+            del sys.modules[name]
 
 
 # Audit events a parser may cause, beyond those checked below. Every other event is refused:
