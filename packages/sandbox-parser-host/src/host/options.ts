@@ -62,7 +62,7 @@ export const ParserHostOptionsSchema = z.strictObject({
     .nonnegative()
     .max(2 ** 31 - 1)
     .optional(),
-  /** Keep one child started and waiting for the next call with the default limits. */
+  /** Keep `spares` children started and waiting for the next calls with the default limits. */
   warmSpare: z.boolean().optional(),
   /** Further paths the child may read (the parser module's directory is always readable). */
   allowRead: z.array(z.string().min(1)).optional(),
@@ -120,8 +120,8 @@ export interface ParserHostOptions {
   /** Bytes of the child's console output (stdout and stderr) kept in `result.stderr`. Default 64 KiB. */
   maxStderrBytes?: number | undefined;
   /**
-   * Keep one child started and waiting for the next call with the default limits, so a call
-   * does not wait for Node to start. Default `true`.
+   * Keep children started (`spares` of them) and waiting for the next calls with the default
+   * limits, so a call does not wait for the interpreter to start. Default `true`.
    */
   warmSpare?: boolean | undefined;
   /** Further paths the child may read (the parser module's directory is always readable). */
