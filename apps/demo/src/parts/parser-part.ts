@@ -113,7 +113,7 @@ function describe(
 function describeConfinement(report: ConfinementReport | undefined): string {
   if (report === undefined) return 'confinement: none reported';
   const parts = [
-    `children ran in ${report.sandbox === 'bubblewrap' ? 'bubblewrap' : 'no OS sandbox'}`,
+    `children ran in ${report.sandbox === 'none' ? 'no OS sandbox' : (report.backend ?? report.sandbox)}`,
     `memory bounded by ${report.memory}`,
     `CPU by ${report.cpu}`,
     report.auditHook ? 'the Python audit hook' : "Node's permission model",

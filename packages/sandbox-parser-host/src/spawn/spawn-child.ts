@@ -39,7 +39,7 @@ export function createChildSpawner(
     const report = unconfined(runtime);
     return { confinement: report, spawn: (plan) => spawnPlainChild(plan, report) };
   }
-  const confined = new ConfinedSpawner(mode === 'required', logger);
+  const confined = new ConfinedSpawner(mode, logger);
   let last: ConfinementReport | undefined;
   return {
     get confinement() {
