@@ -69,7 +69,8 @@ const builtFrom = ['.js', '.js.map', '.d.ts', '.d.ts.map'];
 
 /**
  * The files a package's tarball must hold, no more and no less: the manifest, README, LICENSE,
- * CHANGELOG.md once versioning made one, every non-test source and exactly its build output
+ * CHANGELOG.md once versioning made one, every non-test source and exactly its build output,
+ * and the Python sources that ship unbuilt
  * (so a stale `dist/` file of a deleted source, a test or a build-info file fails the check).
  */
 async function expectedFiles(dir: string): Promise<string[]> {
@@ -82,7 +83,10 @@ async function expectedFiles(dir: string): Promise<string[]> {
   const built = sources.flatMap((source) =>
     builtFrom.map((suffix) => source.replace(/^src\//, 'dist/').replace(/\.ts$/, suffix)),
   );
-  return [...fixed, ...sources, ...built].sort();
+  // Programs in other languages that ship as they are (the parser host's Python runner).
+  const shipped: string[] = [];
+  for await (const path of glob('src/**/*.py', { cwd: dir })) shipped.push(path);
+  return [...fixed, ...sources, ...built, ...shipped].sort();
 }
 
 async function checkFiles(dir: string, name: string, packed: Packed): Promise<void> {

@@ -77,7 +77,7 @@ describe('hovering an option', () => {
     ],
     [
       'warmSpare',
-      'Keep one child started and waiting for the next call with the default limits, so a call\ndoes not wait for Node to start. Default `true`.',
+      'Keep children started (`spares` of them) and waiting for the next calls with the default\nlimits, so a call does not wait for the interpreter to start. Default `true`.',
     ],
   ])('%s shows its doc comment', (field, doc) => {
     expect(hover(field).doc).toBe(doc);

@@ -2,7 +2,7 @@
 // comments say fails (a parser result that became CRASH still exits 0). One entry per runnable
 // block, in README order; each pattern must match somewhere in the block's stdout.
 
-/** README → its runnable blocks' expected output. The root README is `README.md`. */
+/** Package README → its runnable blocks' expected output. */
 export const expectedOutput: Record<string, readonly (readonly RegExp[])[]> = {
   '@coda/sandbox-core': [
     [/^64 30000$/m, /path: 'memoryMb'/, /received: 'NaN'/],
@@ -35,6 +35,11 @@ export const expectedOutput: Record<string, readonly (readonly RegExp[])[]> = {
       /^frames \[ \{ id: 'a', t: 0, v: 1\.5 \}, \{ id: 'a', t: 1, v: 2 \} \]$/m,
       /^false RUNTIME t must be a number$/m,
     ],
+    [
+      /^frames \[ \{ id: 'a', t: 0, v: 1\.5 \}, \{ id: 'a', t: 1, v: 2 \} \]$/m,
+      /^false RUNTIME t must be a number$/m,
+      /^python true$/m,
+    ],
   ],
   '@coda/sandbox-subprocess': [
     [
@@ -45,5 +50,4 @@ export const expectedOutput: Record<string, readonly (readonly RegExp[])[]> = {
       /^false 1 RUNTIME$/m,
     ],
   ],
-  'README.md': [],
 };

@@ -1,14 +1,21 @@
 // The host side of the Python reference, as seed 004 describes it: spawn the child, write the
 // request to stdin, read stdout to the end (subprocess.communicate), kill at the wall clock.
 import { execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const child = fileURLToPath(new URL('./fixtures/reference_child.py', import.meta.url));
 
-/** The real interpreter (not a pyenv shim script), as `sys.executable` would name it. */
-export const python = execFileSync('python3', ['-c', 'import sys; print(sys.executable)'], {
-  encoding: 'utf8',
-}).trim();
+/**
+ * The interpreter both the reference and the parser host's Python children run: the system's
+ * where there is one (a version manager's build under /root is unreadable to the sandbox user),
+ * as its real executable (not a shim script), as `sys.executable` names it.
+ */
+export const python = execFileSync(
+  existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3',
+  ['-c', 'import sys; print(sys.executable)'],
+  { encoding: 'utf8' },
+).trim();
 
 /** One call of the reference: resolves to the parsed `{ ok, data | error }`. */
 export function runReference(parser: string, payload: unknown): Promise<unknown> {

@@ -5,6 +5,8 @@ export {
   type ParserHostLookup,
   type ParserHostOptions,
   ParserHostOptionsSchema,
+  type ParserRuntime,
+  ParserRuntimeSchema,
   type ResolvedHostSettings,
   type RunParserOptions,
   RunParserOptionsSchema,
@@ -19,6 +21,7 @@ export type {
   ParserResultFields,
   ParserSuccess,
 } from './host/result.ts';
+export { resultMemoryFactor } from './protocol/json-cost.ts';
 export {
   ParserRequestSchema,
   ParserResponseSchema,
@@ -34,3 +37,4 @@ export {
 } from './protocol/wire.ts';
 export type { ConfinementReport } from './spawn/child.ts';
 export { heapLimitMiB } from './spawn/node-command.ts';
+export { minimumPythonVersion } from './spawn/python-interpreter.ts';

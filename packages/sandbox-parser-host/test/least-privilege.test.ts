@@ -31,8 +31,9 @@ describe('least privilege', () => {
     await using host = createParserHost({ module: join(dir, 'parsers.mjs') });
     const result = await host.runParser('echo', { a: 1 });
     expect(result).toMatchObject({ ok: false, code: 'VALIDATION', exitCode: null });
+    // readOnlyPaths: node, the runner, wire.js, json-cost.js, then the module's directory (4).
     expect(result.ok === false && result.error).toBe(
-      `cannot start a parser child: Invalid spawn options: readOnlyPaths.3: not readable by the sandbox identity 65534:65534 (make it readable by others, or set runAs) (got ${JSON.stringify(dir)})`,
+      `cannot start a parser child: Invalid spawn options: readOnlyPaths.4: not readable by the sandbox identity 65534:65534 (make it readable by others, or set runAs) (got ${JSON.stringify(dir)})`,
     );
   });
 

@@ -1,7 +1,7 @@
 // The layers the guided run shares between its parts, each opened on first use and closed once
 // at the end — the lifecycle a backend gives them too: create at start-up, dispose on shutdown.
 import type { SandboxEngine } from '@coda/sandbox-isolate';
-import type { ParserHost } from '@coda/sandbox-parser-host';
+import type { ParserHost, ParserRuntime } from '@coda/sandbox-parser-host';
 import type { SubprocessSandbox } from '@coda/sandbox-subprocess';
 import { createDemoGuards, guidedRunGuardSettings } from './guards.ts';
 import { createDemoEngine } from './isolate-engine.ts';
@@ -15,7 +15,8 @@ export interface DemoResources {
   engine(): Promise<SandboxEngine>;
   /** The tier 3/4 store: in memory, or Redis when REDIS_URL is set. */
   limitStore(): Promise<OpenLimitStore>;
-  parserHost(): ParserHost;
+  /** The telemetry parsers' host for `runtime` (JavaScript by default). */
+  parserHost(runtime?: ParserRuntime): ParserHost;
   /** Commands under the restrictive policy (stateless: nothing to close). */
   subprocessSandbox(): SubprocessSandbox;
   /** Closes whatever was opened. */
@@ -26,7 +27,7 @@ export interface DemoResources {
 export function createDemoResources(env: NodeJS.ProcessEnv = process.env): DemoResources {
   let engine: Promise<SandboxEngine> | undefined;
   let store: Promise<OpenLimitStore> | undefined;
-  let parserHost: ParserHost | undefined;
+  const parserHosts = new Map<ParserRuntime, ParserHost>();
   let sandbox: SubprocessSandbox | undefined;
   const limitStore = () => {
     store ??= openLimitStore(env.REDIS_URL);
@@ -42,9 +43,13 @@ export function createDemoResources(env: NodeJS.ProcessEnv = process.env): DemoR
       return engine;
     },
     limitStore,
-    parserHost() {
-      parserHost ??= createTelemetryParserHost();
-      return parserHost;
+    parserHost(runtime = 'node') {
+      let host = parserHosts.get(runtime);
+      if (host === undefined) {
+        host = createTelemetryParserHost(runtime);
+        parserHosts.set(runtime, host);
+      }
+      return host;
     },
     subprocessSandbox() {
       sandbox ??= createRestrictedSandbox();
@@ -53,7 +58,10 @@ export function createDemoResources(env: NodeJS.ProcessEnv = process.env): DemoR
     async close() {
       // The engine first: its executions may still hold leases in the store.
       await engine?.then((opened) => opened.dispose()).catch(() => {});
-      await Promise.allSettled([store?.then((opened) => opened.close()), parserHost?.close()]);
+      await Promise.allSettled([
+        store?.then((opened) => opened.close()),
+        ...[...parserHosts.values()].map((host) => host.close()),
+      ]);
     },
   };
 }

@@ -1,7 +1,7 @@
 // Part 4: a telemetry feed parsed in a confined child, then hostile feeds that end in clean
 // error results while the host carries on.
 import type { JsonObject, JsonValue } from '@coda/sandbox-core';
-import type { ConfinementReport, ParserResult } from '@coda/sandbox-parser-host';
+import type { ConfinementReport, ParserResult, ParserRuntime } from '@coda/sandbox-parser-host';
 import { formatMs, truncate } from '../cli/format.ts';
 import type { Reporter } from '../cli/reporter.ts';
 import {
@@ -49,47 +49,63 @@ const calls: readonly ParserCall[] = [
   { label: 'unknown parser', parser: '__proto__', payload: {}, expectOk: false },
 ];
 
+/** The same parsers in both languages, side by side. */
+const runtimes: readonly ParserRuntime[] = ['node', 'python'];
+
 export const parserPart: DemoPart = {
   name: 'parser',
   title: 'Parser host',
   summary:
-    'Untrusted feeds parsed in a short-lived, confined Node child per call (JSON over stdio).',
+    'Untrusted feeds parsed in a short-lived, confined child per call (JSON over stdio): the same parsers in JavaScript (Node) and Python.',
   async run(reporter, resources) {
-    const host = resources.parserHost();
     const runs: JsonValue[] = [];
     let unexpected = 0;
-    let confinement: ConfinementReport | undefined;
+    const confinement = new Map<ParserRuntime, ConfinementReport>();
     for (const call of calls) {
       reporter.progress(`  ${call.parser}(${call.label})…`);
-      const result = await host.runParser(
-        call.parser,
-        call.payload,
-        call.kwargs ? { kwargs: call.kwargs } : {},
+      reporter.line(
+        `  ${reporter.style.bold(call.parser)} ${reporter.style.dim(`(${call.label})`)}`,
       );
-      if (result.ok !== call.expectOk) unexpected++;
-      confinement ??= result.confinement;
-      describe(reporter, call, result);
-      runs.push(summarise(call, result));
+      for (const runtime of runtimes) {
+        const result = await resources
+          .parserHost(runtime)
+          .runParser(call.parser, call.payload, call.kwargs ? { kwargs: call.kwargs } : {});
+        if (result.ok !== call.expectOk) unexpected++;
+        if (result.confinement !== undefined && !confinement.has(runtime)) {
+          confinement.set(runtime, result.confinement);
+        }
+        describe(reporter, call, runtime, result);
+        runs.push(summarise(call, runtime, result));
+      }
     }
-    reporter.line(reporter.style.dim(`  ${describeConfinement(confinement)}`));
+    for (const runtime of runtimes) {
+      reporter.line(
+        reporter.style.dim(`  ${runtime}: ${describeConfinement(confinement.get(runtime))}`),
+      );
+    }
     return partReport('parser', unexpected, 'calls did not end as expected', runs);
   },
 };
 
-function describe(reporter: Reporter, call: ParserCall, result: ParserResult): void {
+function describe(
+  reporter: Reporter,
+  call: ParserCall,
+  runtime: ParserRuntime,
+  result: ParserResult,
+): void {
   const { style } = reporter;
   const time = formatMs(result.durationMs);
-  reporter.line(`  ${style.bold(call.parser)} ${style.dim(`(${call.label})`)}`);
+  const label = style.dim(runtime.padEnd(6));
   if (result.ok) {
     const data = Array.isArray(result.data) ? result.data : [];
     reporter.line(
-      `    ${style.green('ok')} ${data.length} items in ${time}: ${truncate(JSON.stringify(data.slice(0, 2)), 110)}`,
+      `    ${label} ${style.green('ok')} ${data.length} items in ${time}: ${truncate(JSON.stringify(data.slice(0, 2)), 100)}`,
     );
     return;
   }
   const mark = call.expectOk ? style.red('failed') : style.green('clean error');
   reporter.line(
-    `    ${mark} ${result.code ?? ''} "${truncate(result.error ?? '', 80)}" after ${time}` +
+    `    ${label} ${mark} ${result.code ?? ''} "${truncate(result.error ?? '', 80)}" after ${time}` +
       ` (timedOut ${result.timedOut}, exitCode ${result.exitCode}${result.signal ? `, ${result.signal}` : ''})`,
   );
 }
@@ -100,14 +116,15 @@ function describeConfinement(report: ConfinementReport | undefined): string {
     `children ran in ${report.sandbox === 'none' ? 'no OS sandbox' : (report.backend ?? report.sandbox)}`,
     `memory bounded by ${report.memory}`,
     `CPU by ${report.cpu}`,
-    "Node's permission model",
+    report.auditHook ? 'the Python audit hook' : "Node's permission model",
   ];
   return `${parts.join(' · ')}${report.degraded ? ` (degraded: ${report.degraded})` : ''}`;
 }
 
-function summarise(call: ParserCall, result: ParserResult): JsonObject {
+function summarise(call: ParserCall, runtime: ParserRuntime, result: ParserResult): JsonObject {
   const summary: JsonObject = {
     parser: call.parser,
+    runtime,
     feed: call.label,
     ok: result.ok,
     timedOut: result.timedOut,

@@ -24,6 +24,12 @@ const readme = [
   'export const p = 1;',
   '```',
   '',
+  '<!-- file: parsers.py -->',
+  '```python',
+  'def p(payload):',
+  '    return 1',
+  '```',
+  '',
   '<!-- fragment -->',
   '',
   'A paragraph: the marker above no longer applies.',
@@ -44,9 +50,17 @@ describe('readReadme', () => {
       install: ['@coda/pkg', '@coda/sandbox-core', 'ioredis'],
       runnable: [
         { language: 'ts', code: "import { a } from '@coda/pkg';\n", line: 8 },
-        { language: 'js', code: 'console.log(1);\n', line: 28 },
+        { language: 'js', code: 'console.log(1);\n', line: 34 },
       ],
-      files: [{ language: 'js', code: 'export const p = 1;\n', line: 20, name: 'parsers.mjs' }],
+      files: [
+        { language: 'js', code: 'export const p = 1;\n', line: 20, name: 'parsers.mjs' },
+        {
+          language: 'python',
+          code: 'def p(payload):\n    return 1\n',
+          line: 25,
+          name: 'parsers.py',
+        },
+      ],
       fragments: 1,
     });
   });

@@ -4,8 +4,9 @@
 // Markers (an HTML comment on the line before a block; GitHub does not render it):
 // - `<!-- fragment -->`: the block is part of a larger program (an option shape, a method
 //   call on something built elsewhere); it is not run.
-// - `<!-- file: NAME -->`: the block is a file the examples import (a parser module); it is
-//   saved as NAME next to them and not run by itself. Say the name in the text too.
+// - `<!-- file: NAME -->`: the block is a file the examples import (a parser module, in any
+//   language: `parsers.mjs`, `parsers.py`); it is saved as NAME next to them and not run by
+//   itself. Say the name in the text too.
 // Every other ts/js block is a complete program, run as written with plain `node`.
 import MarkdownIt from 'markdown-it';
 
@@ -16,13 +17,21 @@ export interface ReadmeBlock {
   readonly line: number;
 }
 
+/** A block saved as a file: `language` is its fence's info word (`js`, `py`, ...). */
+export interface ReadmeFile {
+  readonly language: string;
+  readonly code: string;
+  readonly line: number;
+  readonly name: string;
+}
+
 export interface ReadmeInstructions {
   /** The package names of the first `npm install` line, or undefined when there is none. */
   readonly install: readonly string[] | undefined;
   /** Blocks to run, in order. */
   readonly runnable: readonly ReadmeBlock[];
-  /** Blocks to save under a name before the runnable ones run. */
-  readonly files: readonly (ReadmeBlock & { readonly name: string })[];
+  /** Blocks to save under a name before the runnable ones run (any language: a `.py` module too). */
+  readonly files: readonly ReadmeFile[];
   readonly fragments: number;
 }
 
@@ -51,7 +60,7 @@ export function readReadme(markdown: string): ReadmeInstructions {
   const tokens = new MarkdownIt({ html: true }).parse(markdown, {});
   let install: string[] | undefined;
   const runnable: ReadmeBlock[] = [];
-  const files: (ReadmeBlock & { name: string })[] = [];
+  const files: ReadmeFile[] = [];
   let fragments = 0;
   let pending: RegExpExecArray | null = null;
   for (const token of tokens) {
@@ -67,6 +76,11 @@ export function readReadme(markdown: string): ReadmeInstructions {
     const language = languages[info];
     const block = { code: token.content, line: (token.map?.[0] ?? 0) + 2 };
     if (shells.has(info)) install ??= installedNames(token.content);
+    if (pending?.[2] !== undefined && language === undefined) {
+      files.push({ ...block, language: info, name: pending[2] });
+      pending = null;
+      continue;
+    }
     if (language === undefined) {
       pending = null;
       continue;

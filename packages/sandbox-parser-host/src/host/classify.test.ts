@@ -7,7 +7,9 @@ const plain: ConfinementReport = {
   sandbox: 'none',
   memory: 'rss-watchdog',
   cpu: 'rlimit',
+  runtime: 'node',
   permissionModel: true,
+  auditHook: false,
 };
 const confined: ConfinementReport = { ...plain, sandbox: 'bubblewrap', memory: 'cgroup' };
 

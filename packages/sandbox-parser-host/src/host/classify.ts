@@ -34,6 +34,8 @@ const kindCodes: Record<ResponseErrorKind, SandboxErrorCode> = {
   'unknown-parser': 'VALIDATION',
   'invalid-result': 'VALIDATION',
   'result-too-large': 'VALIDATION',
+  // The Python runner's MemoryError under RLIMIT_AS.
+  'memory-exceeded': 'OOM',
 };
 
 // Reversed so that the first name of a number wins (SIGABRT over its alias SIGIOT).
@@ -85,6 +87,9 @@ export function classify(outcome: CallOutcome): ParserResult {
     if (!response.ok) return fail(kindCodes[response.kind], response.error);
     if (exit.exitCode === 0) return { ...base, ok: true, data: response.data as never };
     return fail('CRASH', `child ${describeExit(exit)} after its response`);
+  }
+  if (reader.kind === 'refused' && reader.reason === 'too-large') {
+    return fail('VALIDATION', reader.message);
   }
   if (reader.kind === 'refused')
     return fail('CRASH', `child sent a bad response: ${reader.message}`);

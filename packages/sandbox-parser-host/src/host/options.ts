@@ -30,11 +30,26 @@ export const ConfinementModeSchema = z.enum(['auto', 'required', 'none']);
  */
 export type ConfinementMode = 'auto' | 'required' | 'none';
 
+/** The language the parser module is written in, and so the runner its children run. */
+export const ParserRuntimeSchema = z.enum(['node', 'python']);
+
+/**
+ * The language of the parser module: `node` (an ES module whose exported functions are the
+ * parsers) or `python` (a `.py` module whose public functions are the parsers).
+ */
+export type ParserRuntime = 'node' | 'python';
+
 /** Options of {@link createParserHost}. */
 export const ParserHostOptionsSchema = z
   .strictObject({
     /** The parser module: a path or a `file:` URL whose named exports are the parser functions. */
     module: z.union([z.string().min(1), z.instanceof(URL)]),
+    /** The module's language; default `python` for a `.py` module, else `node`. */
+    runtime: ParserRuntimeSchema.optional(),
+    /** The Python interpreter (a path, or a name looked up on `PATH`); default `python3`. */
+    python: z.string().min(1).optional(),
+    /** Warm children kept started with the default limits (0 to 64); default 1, 0 without `warmSpare`. */
+    spares: z.number().int().nonnegative().max(64).optional(),
     /** Default limits of every call (10 s wall clock, 256 MiB, 5 s CPU unless set). */
     limits: ParserLimitsSchema.partial().optional(),
     /** Children running at once; further calls wait in a FIFO queue. Default: available cores. */
@@ -52,7 +67,7 @@ export const ParserHostOptionsSchema = z
       .nonnegative()
       .max(2 ** 31 - 1)
       .optional(),
-    /** Keep one child started and waiting for the next call with the default limits. */
+    /** Keep `spares` children started and waiting for the next calls with the default limits. */
     warmSpare: z.boolean().optional(),
     /** Further paths the child may read (the parser module's directory is always readable). */
     allowRead: z.array(z.string().min(1)).optional(),
@@ -91,6 +106,24 @@ export type ParserHostLookup = (
 export interface ParserHostOptions {
   /** The parser module: a path or a `file:` URL whose named exports are the parser functions. */
   module: string | URL;
+  /**
+   * The module's language: `node` (exported functions are parsers) or `python` (public
+   * functions are parsers, run by `python3 -I`). Default: `python` when the module's name ends
+   * in `.py`, else `node`.
+   */
+  runtime?: ParserRuntime | undefined;
+  /**
+   * The Python interpreter for `runtime: 'python'`: a path, or a name looked up on `PATH`
+   * (Python 3.9 or newer). Default `python3`. Children run its real executable, found once when
+   * the host is created.
+   */
+  python?: string | undefined;
+  /**
+   * Children kept started with the default limits, module loaded, each waiting for one call, so
+   * that calls back to back do not wait for a child to start (0 to 64). Default 1 (0 when
+   * `warmSpare` is `false`).
+   */
+  spares?: number | undefined;
   /** Default limits of every call; each left out is the default (10 s wall clock, 256 MiB, 5 s CPU). */
   limits?: { [Limit in keyof ParserLimits]?: ParserLimits[Limit] | undefined } | undefined;
   /** Children running at once (1 to 1 024); further calls wait in a FIFO queue. Default: available cores. */
@@ -107,8 +140,8 @@ export interface ParserHostOptions {
   /** Bytes of the child's console output (stdout and stderr) kept in `result.stderr`. Default 64 KiB. */
   maxStderrBytes?: number | undefined;
   /**
-   * Keep one child started and waiting for the next call with the default limits, so a call
-   * does not wait for Node to start. Default `true`.
+   * Keep children started (`spares` of them) and waiting for the next calls with the default
+   * limits, so a call does not wait for the interpreter to start. Default `true`.
    */
   warmSpare?: boolean | undefined;
   /** Further paths the child may read (the parser module's directory is always readable). */
@@ -173,6 +206,12 @@ export interface ResolvedHostSettings {
   maxStderrBytes: number;
   /** Whether a warm spare child is kept. */
   warmSpare: boolean;
+  /** Warm children kept waiting (0 when `warmSpare` is false). */
+  spares: number;
+  /** The module's language. */
+  runtime: ParserRuntime;
+  /** The real path of the Python interpreter children run (`python` runtime only). */
+  python?: string;
   /** How much OS confinement is asked for. */
   confinement: ConfinementMode;
   /** Where the host logs. */
@@ -186,6 +225,7 @@ export const hostDefaults = Object.freeze({
   maxOutputBytes: 16 * 1024 * 1024,
   maxStderrBytes: 64 * 1024,
   warmSpare: true,
+  spares: 1,
   confinement: 'auto' as ConfinementMode,
   logger: silentLogger,
 });

@@ -30,6 +30,8 @@ import {
 import { resolveReadablePaths } from './read-paths.ts';
 import { type ParserResult, refusedResult } from './result.ts';
 import { RunnerProcess } from './runner-process.ts';
+import { chooseRuntime } from './runtime-choice.ts';
+import { SparePool } from './spare-pool.ts';
 
 /** A host that runs parser functions of one module in short-lived, confined children. */
 export interface ParserHost {
@@ -54,11 +56,11 @@ export interface ParserHost {
     queued: number;
   };
   /**
-   * Resolves once the warm spare is ready for a request, starting it if it is due (at once when
+   * Resolves once every warm spare is ready for a request, starting those that are due (at once when
    * `warmSpare` is off or the host is closed).
    */
   warm(): Promise<void>;
-  /** Ends running calls (`CANCELLED`), refuses new ones, kills the spare and removes the cwd. */
+  /** Ends running calls (`CANCELLED`), refuses new ones, kills the spares and removes the cwd. */
   close(): Promise<void>;
   /** Same as {@link ParserHost.close}, for `await using`. */
   [Symbol.asyncDispose](): Promise<void>;
@@ -66,10 +68,6 @@ export interface ParserHost {
 
 /** Longer names are refused: the name comes back in `Unknown parser: NAME`. */
 const maxParserNameLength = 1024;
-
-function sameLimits(a: ParserLimits, b: ParserLimits): boolean {
-  return a.timeout === b.timeout && a.memoryBytes === b.memoryBytes && a.cpuSecs === b.cpuSecs;
-}
 
 function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -83,13 +81,15 @@ class Host implements ParserHost {
   readonly #plan: Omit<RunnerPlan, 'limits'>;
   readonly #closing = new AbortController();
   readonly #active = new Set<Promise<unknown>>();
-  #spare: RunnerProcess | undefined;
+  readonly #spares: SparePool;
 
   constructor(options: ParserHostOptions) {
     const parsed = validate(ParserHostOptionsSchema, options, 'parser host options');
     const { logger = hostDefaults.logger, limits, allowRead = [], ...rest } = parsed;
     // Real paths only, and no symlink that leads a parser out of what it may read.
     const { modulePath, readPaths } = resolveReadablePaths(parsed.module, allowRead);
+    const { runtime, python } = chooseRuntime(modulePath, rest);
+    const warmSpare = rest.warmSpare ?? hostDefaults.warmSpare;
     const settings: ResolvedHostSettings = {
       limits: resolveParserLimits(limits as Partial<ParserLimits> | undefined),
       maxConcurrent: rest.maxConcurrent ?? availableParallelism(),
@@ -97,21 +97,28 @@ class Host implements ParserHost {
       maxPayloadBytes: rest.maxPayloadBytes ?? hostDefaults.maxPayloadBytes,
       maxOutputBytes: rest.maxOutputBytes ?? hostDefaults.maxOutputBytes,
       maxStderrBytes: rest.maxStderrBytes ?? hostDefaults.maxStderrBytes,
-      warmSpare: rest.warmSpare ?? hostDefaults.warmSpare,
+      warmSpare,
+      spares: warmSpare ? (rest.spares ?? hostDefaults.spares) : 0,
+      runtime,
+      ...(python === undefined ? {} : { python: python.executable }),
       confinement: rest.confinement ?? hostDefaults.confinement,
       logger,
     };
     const { logger: _, ...visible } = settings;
     this.settings = Object.freeze(visible);
     this.#logger = logger;
-    this.#spawner = createChildSpawner(settings.confinement, logger, {
+    this.#spawner = createChildSpawner(settings.confinement, logger, runtime, {
       network: parsed.network,
       lookup: parsed.lookup,
     });
+    this.#spares = new SparePool(settings.spares);
     this.#queue = new CallQueue(settings.maxConcurrent, settings.maxQueued);
     this.#plan = {
       moduleUrl: pathToFileURL(modulePath).href,
+      modulePath,
       readPaths,
+      runtime,
+      ...(python === undefined ? {} : { python }),
       cwd: mkdtempSync(join(tmpdir(), 'coda-parser-')),
     };
     this.#replenish();
@@ -128,7 +135,7 @@ class Host implements ParserHost {
   async warm(): Promise<void> {
     // Between a call's result and its scheduled replacement there is no spare: start it now.
     this.#replenish();
-    await this.#spare?.ready;
+    await this.#spares.ready();
   }
 
   runParser<Data = JsonValue>(
@@ -171,7 +178,7 @@ class Host implements ParserHost {
       );
       // A new spare starts once this call has its result: spawning costs the host several
       // milliseconds of synchronous work (and a core), which would otherwise delay this call.
-      if (this.#spare === undefined) setImmediate(() => this.#replenish());
+      if (this.#spares.waiting.length < this.#spares.size) setImmediate(() => this.#replenish());
       this.#logger.debug(
         { parser: parserName, ok: result.ok, code: result.code, durationMs: result.durationMs },
         'parser call finished',
@@ -241,16 +248,10 @@ class Host implements ParserHost {
   }
 
   #takeChild(limits: ParserLimits): RunnerProcess {
-    const spare = this.#spare;
-    if (spare !== undefined && !spare.usable) {
-      // It died while waiting (killed from outside, say): replaced after this call.
-      this.#spare = undefined;
-    } else if (spare !== undefined && sameLimits(spare.limits, limits)) {
-      this.#spare = undefined;
-      this.#logger.debug({ pid: spare.child.pid }, 'parser call takes the warm spare');
-      return spare;
-    }
-    return this.#spawn(limits);
+    const spare = this.#spares.take(limits);
+    if (spare === undefined) return this.#spawn(limits);
+    this.#logger.debug({ pid: spare.child.pid }, 'parser call takes the warm spare');
+    return spare;
   }
 
   #spawn(limits: ParserLimits): RunnerProcess {
@@ -260,19 +261,19 @@ class Host implements ParserHost {
   }
 
   #replenish(): void {
-    if (!this.settings.warmSpare || this.#closing.signal.aborted) return;
-    if (this.#spare?.usable) return;
+    if (this.#closing.signal.aborted) return;
     try {
-      const spare = this.#spawn(this.settings.limits);
-      this.#spare = spare;
-      void spare.child.exited.then(() => {
-        // Still the spare after its exit: it died waiting (the next call replaces it).
-        if (this.#spare === spare) {
-          this.#logger.warn({ pid: spare.child.pid }, 'warm spare exited while waiting');
-        }
+      this.#spares.fill(() => {
+        const spare = this.#spawn(this.settings.limits);
+        void spare.child.exited.then(() => {
+          // Exited without a call: it died waiting (the pool drops it, a call replaces it).
+          if (!spare.served) {
+            this.#logger.warn({ pid: spare.child.pid }, 'warm spare exited while waiting');
+          }
+        });
+        return spare;
       });
     } catch (error) {
-      this.#spare = undefined;
       this.#logger.warn({ error: describeError(error) }, 'cannot start a warm spare');
     }
   }
@@ -281,8 +282,7 @@ class Host implements ParserHost {
     if (!this.#closing.signal.aborted) {
       this.#closing.abort();
       this.#queue.close();
-      this.#spare?.discard();
-      this.#spare = undefined;
+      this.#spares.discardAll();
     }
     await Promise.allSettled([...this.#active]);
     rmSync(this.#plan.cwd, { recursive: true, force: true });

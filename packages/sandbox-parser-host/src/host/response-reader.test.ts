@@ -108,4 +108,21 @@ describe('ResponseReader', () => {
       response: { ok: false, error: 'Unknown parser: x', kind: 'unknown-parser' },
     });
   });
+
+  it('refuses, unparsed, a response whose shape would cost the host over its budget', () => {
+    // What only a child that stole the nonce could send (the runner refuses it first): 100 000
+    // empty objects are 300 kB of JSON, about 6 MB of heap; the budget at 256 KiB is
+    // 8 × (256 KiB + 128 KiB) = 3 145 728 bytes.
+    const body = `{"ok":true,"data":[${Array(100_000).fill('{}').join(',')}]}`;
+    const reader = new ResponseReader(nonce, 256 * 1024);
+    expect(feed(reader, frame(body), 65_536)).toEqual({
+      kind: 'refused',
+      reason: 'too-large',
+      message: `parser result would take over 3145728 bytes of host memory once parsed (8 × (maxOutputBytes + 131072)): too many small values for its ${body.length} characters`,
+    });
+    // The same bytes as one string are well within the budget.
+    const flat = new ResponseReader(nonce, 256 * 1024);
+    const text = `{"ok":true,"data":"${'x'.repeat(body.length - 21)}"}`;
+    expect(feed(flat, frame(text), 65_536).kind).toBe('complete');
+  });
 });

@@ -2,13 +2,16 @@
 // nonce, then a length and a body. An empty body is the runner's ready notice; the next frame
 // is the response. Memory stays flat whatever arrives: bytes before a nonce are scanned and
 // dropped, and a body over the cap is never buffered.
-import { measureJson } from '@coda/sandbox-core';
+
+import {
+  envelopeAllowance,
+  estimateParsedCost,
+  overBudgetMessage,
+  resultMemoryBudget,
+} from '../protocol/json-cost.ts';
 import { ParserResponseSchema } from '../protocol/schemas.ts';
 import type { ParserResponse } from '../protocol/wire.ts';
 import { lengthBytes, nonceBytes, readyLength } from '../protocol/wire.ts';
-
-/** Room beyond `maxOutputBytes` for the response envelope and an error message (16 Ki chars). */
-export const envelopeAllowance = 128 * 1024;
 
 /**
  * The deepest response the host parses. The runner's `JSON.stringify` overflows its stack near
@@ -131,8 +134,15 @@ export class ResponseReader {
   #finish(): void {
     const text = Buffer.concat(this.#body).toString('utf8');
     this.#body = [];
-    if (measureJson(text, maxResponseDepth, Number.POSITIVE_INFINITY) === 'depth') {
+    // Bounded by its bytes: a shape that would make the host hold more is refused unparsed.
+    const budget = resultMemoryBudget(this.#maxOutputBytes);
+    const cost = estimateParsedCost(text, maxResponseDepth, budget);
+    if ('refused' in cost) {
       this.#refuse('malformed', `the response is nested deeper than ${maxResponseDepth} levels`);
+      return;
+    }
+    if (cost.bytes > budget) {
+      this.#refuse('too-large', overBudgetMessage(this.#maxOutputBytes, text.length));
       return;
     }
     let parsed: unknown;

@@ -84,6 +84,11 @@ export class RunnerProcess {
     return !this.#used && !this.#exitedEarly;
   }
 
+  /** Whether this child was given its call (or discarded). */
+  get served(): boolean {
+    return this.#used;
+  }
+
   /** Kills the child without a call, such as a spare the host no longer needs. */
   discard(): void {
     this.#used = true;

@@ -1,7 +1,7 @@
 // The parser protocol's request and response as zod schemas, and the JSON Schemas generated
 // from them for runner authors (docs/parser-protocol.md shows them; a test keeps it in sync).
 // The host checks every response against the response schema. The runner cannot use them: it
-// runs under the permission model and imports nothing but wire.ts.
+// runs under the permission model and imports nothing but wire.ts and json-cost.ts.
 import { ParserLimitsSchema } from '@coda/sandbox-core';
 import { z } from 'zod';
 import { protocolVersion } from './wire.ts';
@@ -38,6 +38,7 @@ export const ResponseErrorKindSchema = z.enum([
   'invalid-result',
   'result-too-large',
   'never-settled',
+  'memory-exceeded',
 ]);
 
 /** What the runner writes in its response frame. */

@@ -36,7 +36,8 @@ export type ResponseErrorKind =
   | 'load-error'
   | 'invalid-result'
   | 'result-too-large'
-  | 'never-settled';
+  | 'never-settled'
+  | 'memory-exceeded';
 
 /** What the host writes on the child's stdin after the nonce and length. */
 export interface ParserRequest {

@@ -19,6 +19,11 @@ import { syncBuiltinESMExports } from 'node:module';
 import os from 'node:os';
 import v8 from 'node:v8';
 import {
+  estimateParsedCost,
+  overBudgetMessage,
+  resultMemoryBudget,
+} from '../protocol/json-cost.ts';
+import {
   lengthBytes,
   nonceBytes,
   type ParserRequest,
@@ -290,6 +295,16 @@ function encodeResult(nonce: Buffer, data: unknown, maxOutputBytes: number): nev
       ok: false,
       kind: 'result-too-large',
       error: `parser result is ${size} bytes, over maxOutputBytes (${maxOutputBytes})`,
+    });
+  }
+  // What the host would hold once it parsed this; it checks again, but need not receive it.
+  const budget = resultMemoryBudget(maxOutputBytes);
+  const cost = estimateParsedCost(dataJson, Number.POSITIVE_INFINITY, budget);
+  if ('bytes' in cost && cost.bytes > budget) {
+    respondError(nonce, {
+      ok: false,
+      kind: 'result-too-large',
+      error: overBudgetMessage(maxOutputBytes, dataJson.length),
     });
   }
   // Spliced rather than stringified twice: the result can be megabytes.

@@ -31,8 +31,12 @@ export interface ConfinementReport {
   memory: 'cgroup' | 'rss-watchdog' | 'heap-only';
   /** How CPU time is bounded. */
   cpu: 'rlimit' | 'none';
-  /** Node's permission model always applies. */
-  permissionModel: true;
+  /** Which runner the child runs. */
+  runtime: 'node' | 'python';
+  /** Node's permission model applies (always, for `node` children). */
+  permissionModel: boolean;
+  /** The Python runner's audit hook applies (always, for `python` children). */
+  auditHook: boolean;
   /** Why the sandbox is weaker than full confinement, when it is. */
   degraded?: string;
   /** The subprocess layer's controls that applied (`namespace:net`, `seccomp`, ...), if used. */
@@ -63,4 +67,11 @@ export function toParserChild(
 ): ParserChild {
   const { pid, stdin, stdout, stderr } = process;
   return { pid, stdin, stdout, stderr, ...rest };
+}
+
+/** The second line inside the interpreter: Node's permission model, or the Python audit hook. */
+export function interpreterGuard(
+  runtime: 'node' | 'python',
+): Pick<ConfinementReport, 'runtime' | 'permissionModel' | 'auditHook'> {
+  return { runtime, permissionModel: runtime === 'node', auditHook: runtime === 'python' };
 }

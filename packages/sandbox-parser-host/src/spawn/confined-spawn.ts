@@ -15,13 +15,15 @@ import type { ParserHostLookup } from '../host/options.ts';
 import {
   type ChildExit,
   type ConfinementReport,
+  interpreterGuard,
   type ParserChild,
   toParserChild,
 } from './child.ts';
 import type { RunnerPlan } from './node-command.ts';
 import { packageScopes } from './package-scopes.ts';
+import { pythonReadPaths } from './python-command.ts';
 import { runnerCommand } from './runner-command.ts';
-import { runnerPath, wirePath } from './runner-files.ts';
+import { jsonCostPath, runnerPath, wirePath } from './runner-files.ts';
 
 const mebibyte = 1024 * 1024;
 const memoryCgroups = new Set<string>([
@@ -73,22 +75,37 @@ export class ConfinedSpawner {
       // Without a writable memory cgroup the layer would fall back to RLIMIT_DATA at the limit,
       // which stops Node from starting; the host's RSS watchdog bounds memory instead.
       memoryFallback: 'none',
-      readOnlyPaths: [
-        process.execPath,
-        runnerPath,
-        wirePath,
-        ...plan.readPaths,
-        ...packageScopes([dirname(runnerPath), dirname(wirePath), ...plan.readPaths]),
-      ],
+      // A Python child needs no package scopes: only Node's loader reads package.json files.
+      readOnlyPaths:
+        plan.runtime === 'python'
+          ? [...pythonReadPaths(plan), ...plan.readPaths]
+          : [
+              process.execPath,
+              runnerPath,
+              wirePath,
+              jsonCostPath,
+              ...plan.readPaths,
+              ...packageScopes([
+                dirname(runnerPath),
+                dirname(wirePath),
+                dirname(jsonCostPath),
+                ...plan.readPaths,
+              ]),
+            ],
     });
     return wrap(
       child,
       child.controls.some((control) => memoryCgroups.has(control)),
+      plan.runtime ?? 'node',
     );
   }
 }
 
-function wrap(child: SandboxedProcess, cgroupMemory: boolean): ParserChild {
+function wrap(
+  child: SandboxedProcess,
+  cgroupMemory: boolean,
+  runtime: 'node' | 'python',
+): ParserChild {
   const backend = child.confinement;
   const confinement: ConfinementReport = {
     sandbox: backend.startsWith('bubblewrap')
@@ -99,7 +116,7 @@ function wrap(child: SandboxedProcess, cgroupMemory: boolean): ParserChild {
     backend,
     memory: cgroupMemory ? 'cgroup' : 'rss-watchdog',
     cpu: 'rlimit',
-    permissionModel: true,
+    ...interpreterGuard(runtime),
     controls: child.controls,
   };
   if (backend === 'landlock') {

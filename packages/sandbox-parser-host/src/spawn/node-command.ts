@@ -1,6 +1,7 @@
 // The Node command line of a runner child: the permission model, the heap limit, the runner.
 import type { ParserLimits } from '@coda/sandbox-core';
-import { runnerPath, wirePath } from './runner-files.ts';
+import type { PythonInterpreter } from './python-interpreter.ts';
+import { jsonCostPath, runnerPath, wirePath } from './runner-files.ts';
 
 const mebibyte = 1024 * 1024;
 
@@ -22,6 +23,12 @@ export interface RunnerPlan {
   limits: ParserLimits;
   /** The child's working directory: an empty temporary directory. */
   cwd: string;
+  /** Which runner the child runs; `python` needs {@link RunnerPlan.python}. Default `node`. */
+  runtime?: 'node' | 'python';
+  /** The interpreter of a `python` child. */
+  python?: PythonInterpreter;
+  /** The module's real path (the Python runner loads it by path, not by URL). */
+  modulePath?: string;
 }
 
 /**
@@ -43,6 +50,7 @@ export function nodeArguments(plan: RunnerPlan): string[] {
     '--permission',
     `--allow-fs-read=${runnerPath}`,
     `--allow-fs-read=${wirePath}`,
+    `--allow-fs-read=${jsonCostPath}`,
     ...plan.readPaths.map((path) => `--allow-fs-read=${path}`),
     ...(process.platform === 'linux' ? [`--allow-fs-read=${descriptorInfoPath}`] : []),
     `--max-old-space-size=${heapLimitMiB(plan.limits.memoryBytes)}`,

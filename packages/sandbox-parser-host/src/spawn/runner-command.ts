@@ -3,6 +3,7 @@
 // as a backstop; no core files) in front of node. The same command runs plain or under bwrap.
 import { existsSync } from 'node:fs';
 import { nodeArguments, type RunnerPlan } from './node-command.ts';
+import { pythonCommand } from './python-command.ts';
 
 const prlimitPath = ['/usr/bin/prlimit', '/bin/prlimit'].find((path) => existsSync(path));
 
@@ -19,6 +20,7 @@ export function dataLimitBytes(memoryBytes: number): number {
 
 /** The executable and arguments that start the runner for `plan`. */
 export function runnerCommand(plan: RunnerPlan): { file: string; args: string[] } {
+  if (plan.runtime === 'python') return pythonCommand(plan);
   const node = process.execPath;
   const args = nodeArguments(plan);
   if (prlimitPath === undefined) return { file: node, args };

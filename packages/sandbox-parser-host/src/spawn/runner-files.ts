@@ -5,7 +5,7 @@
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const files = ['runner/runner', 'protocol/wire'] as const;
+const files = ['runner/runner', 'protocol/wire', 'protocol/json-cost'] as const;
 
 function modifiedAt(url: URL): number {
   try {
@@ -27,10 +27,24 @@ function chooseFiles(): string[] {
   return (fresh ? built : sources).map((url) => fileURLToPath(url));
 }
 
-const [runner, wire] = chooseFiles() as [string, string];
+const [runner, wire, jsonCost] = chooseFiles() as [string, string, string];
 
 /** Absolute path of the runner script the child executes. */
 export const runnerPath = runner;
 
 /** Absolute path of the protocol constants the runner imports. */
 export const wirePath = wire;
+
+/** Absolute path of the result-cost estimate the runner imports. */
+export const jsonCostPath = jsonCost;
+
+/**
+ * Absolute path of the Python runner. It is not compiled: installed, it is read from the
+ * package's `src/runner/` (published with `dist/`); in the repository, from next to this file.
+ */
+export const pythonRunnerPath = fileURLToPath(
+  new URL(
+    import.meta.url.endsWith('.ts') ? '../runner/runner.py' : '../../src/runner/runner.py',
+    import.meta.url,
+  ),
+);

@@ -3,7 +3,7 @@
 // child with rlimits. Both run the same prlimit + node command.
 import type { Logger } from '@coda/sandbox-core';
 import type { ConfinementMode } from '../host/options.ts';
-import type { ConfinementReport, ParserChild } from './child.ts';
+import { type ConfinementReport, interpreterGuard, type ParserChild } from './child.ts';
 import { type ChildEgress, ConfinedSpawner } from './confined-spawn.ts';
 import type { RunnerPlan } from './node-command.ts';
 import { spawnPlainChild } from './plain-spawn.ts';
@@ -17,22 +17,28 @@ export interface ChildSpawner {
   spawn(plan: RunnerPlan): ParserChild;
 }
 
-const unconfined: ConfinementReport = Object.freeze({
-  sandbox: 'none',
-  memory: process.platform === 'linux' ? 'rss-watchdog' : 'heap-only',
-  cpu: rlimitsAvailable ? 'rlimit' : 'none',
-  permissionModel: true,
-  degraded: `confinement: 'none' was asked for${rlimitsAvailable ? '' : '; prlimit is missing, no RLIMIT_CPU'}`,
-});
+function unconfined(runtime: 'node' | 'python'): ConfinementReport {
+  // The Python runner sets its rlimits itself; a Node child needs prlimit for them.
+  const rlimits = runtime === 'python' || rlimitsAvailable;
+  return Object.freeze({
+    sandbox: 'none',
+    memory: process.platform === 'linux' ? 'rss-watchdog' : 'heap-only',
+    cpu: rlimits ? 'rlimit' : 'none',
+    ...interpreterGuard(runtime),
+    degraded: `confinement: 'none' was asked for${rlimits ? '' : '; prlimit is missing, no RLIMIT_CPU'}`,
+  });
+}
 
 /** Chooses how children are started for `mode`; warns once when they run without bubblewrap. */
 export function createChildSpawner(
   mode: ConfinementMode,
   logger: Logger,
+  runtime: 'node' | 'python' = 'node',
   egress: ChildEgress = {},
 ): ChildSpawner {
   if (mode === 'none') {
-    return { confinement: unconfined, spawn: (plan) => spawnPlainChild(plan, unconfined) };
+    const report = unconfined(runtime);
+    return { confinement: report, spawn: (plan) => spawnPlainChild(plan, report) };
   }
   const confined = new ConfinedSpawner(mode, logger, egress);
   let last: ConfinementReport | undefined;

@@ -1,0 +1,389 @@
+# The Python side of the parser protocol (docs/parser-protocol.md), the counterpart of runner.ts:
+# sets RLIMIT_AS and RLIMIT_CPU (as seed 004's child does), takes the nonce off stdin, closes
+# inherited descriptors, installs an audit hook, imports the parser module, says it is ready,
+# reads one request, calls one public function of the module and writes one framed response on
+# fd 3, then exits without running any exit handler.
+#
+# It runs as `python3 -I -B -S runner.py CONFIG`: isolated mode (no environment variables, no
+# user site, not even the script's directory on sys.path), no bytecode written, no site import.
+# CONFIG is one JSON argument: the module's real path, the readable paths and the limits.
+#
+# The audit hook is the second line inside the interpreter, where Node has its permission model
+# (the first line is the subprocess layer's confinement). It is an allowlist of audit events:
+# anything not listed is refused with PermissionError, and the listed ones that touch files are
+# checked against the readable paths. Everything the hook and the response need is bound in
+# closures before the parser module runs, so a parser that replaces builtins, json, os or sys
+# attributes cannot change what is checked or how the response is framed. The nonce lives only
+# in the frame of `main`, and every way to reach a frame is refused (sys._getframe, tb_frame,
+# gi_frame, sys.settrace, gc.get_referrers, ...), as is every way to build code objects
+# (code.__new__, marshal.loads) that could read memory.
+import importlib.util
+import json
+import os
+import resource
+import signal
+import sys
+
+
+def main():
+    # Everything used after the parser module loads is taken now, as locals of this frame.
+    read_fd, write_fd, exit_now = os.read, os.write, os._exit
+    loads = json.loads
+    # The C encoder itself: json.dumps goes through Python code that looks builtins up at run time.
+    make_encoder, encode_string = json.encoder.c_make_encoder, json.encoder.c_encode_basestring
+    join = "".join
+    set_recursion_limit, recursion_limit = sys.setrecursionlimit, sys.getrecursionlimit()
+    memory_error, recursion_error = MemoryError, RecursionError
+    base_exception, exception = BaseException, Exception
+    function_type = type(main)
+    to_bytes, from_bytes = int.to_bytes, int.from_bytes
+    str_type, bytes_type, int_type, type_of, length, view_of = str, bytes, int, type, len, memoryview
+    type_error, plain_exits = TypeError, (SystemExit, KeyboardInterrupt, RecursionError)
+    console = (sys.stdout, sys.stderr)
+
+    response_fd, nonce_bytes, length_bytes = 3, 32, 4
+    exit_ok, exit_error, exit_bad_request = 0, 1, 2
+    error_message_limit = 16_384
+
+    def fail(message):
+        write_fd(2, ("parser runner: " + message + "\n").encode("utf-8", "replace"))
+        exit_now(exit_bad_request)
+
+    config = loads(sys.argv[1])
+    memory_bytes, cpu_secs = config["memoryBytes"], config["cpuSecs"]
+
+    # The seed's limits, set before any parser code runs. The soft CPU limit is one second under
+    # the hard one, so the CPU limit shows as SIGXCPU (a parser that ignores it gets SIGKILL).
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_secs, cpu_secs + 1))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    def read_exactly(length):
+        buffer = bytearray()
+        while len(buffer) < length:
+            chunk = read_fd(0, length - len(buffer))
+            if not chunk:
+                return None
+            buffer += chunk
+        return buffer
+
+    # The nonce first: once parser code runs, whatever is still in the stdin pipe is readable.
+    nonce = read_exactly(nonce_bytes)
+    if nonce is None:
+        fail("stdin closed before the nonce arrived")
+    nonce = bytes_type(nonce)
+
+    # Descriptors inherited without close-on-exec (stdio and the response channel aside).
+    for name in os.listdir("/proc/self/fd"):
+        fd = int_type(name)
+        if fd > response_fd:
+            try:
+                if os.get_inheritable(fd):
+                    os.close(fd)
+            except OSError:
+                pass  # the listing's own descriptor, closed by now
+
+    module_path = config["module"]
+    module_dir = os.path.dirname(module_path)
+    stdlib = [path for path in sys.path if os.path.isdir(path)]
+    readable = tuple(path.rstrip("/") for path in [module_dir, *config["readPaths"], *stdlib])
+    cwd = os.getcwd()
+    # Only the module's directory and the standard library are importable.
+    sys.path[:] = [module_dir, *stdlib]
+    sys.dont_write_bytecode = True
+    # Cached bytecode is not read either: loading it goes through marshal, which can build any
+    # code object, so the hook refuses marshal; the module and what it imports compile from source.
+    sys.pycache_prefix = cwd + "/.no-bytecode"
+
+    restrict_with_landlock(readable)
+    install_audit_hook(readable, cwd)
+    # No audit event covers these: taken away (under bubblewrap a pid namespace hides the host).
+    for owner, attribute in ((signal, "pidfd_send_signal"), (os, "pidfd_open")):
+        if hasattr(owner, attribute):
+            delattr(owner, attribute)
+            delattr(sys.modules["_signal" if owner is signal else "posix"], attribute)
+
+    def describe(error):
+        try:
+            message = str_type(error)
+            if message == "" or type_of(error) in plain_exits:
+                message = type_of(error).__name__ + (": " + message if message else "")
+            return message
+        except base_exception:  # noqa: BLE001
+            return "parser raised an exception that cannot be described"
+
+    def not_json(value):
+        raise type_error("Object of type " + type_of(value).__name__ + " is not JSON serializable")
+
+    def encode(value):
+        # Compact, UTF-8 text, no NaN or Infinity, circular references refused.
+        encoder = make_encoder({}, not_json, encode_string, None, ":", ",", False, False, False)
+        return join(encoder(value, 0))
+
+    loaded, load_error = None, None
+    try:
+        spec = importlib.util.spec_from_file_location("parsers", module_path)
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules["parsers"] = loaded
+        spec.loader.exec_module(loaded)
+    except base_exception as error:  # noqa: BLE001 — any failure is reported after the request
+        load_error = "cannot load parser module: " + describe(error)
+
+    def frame(body):
+        return nonce + to_bytes(length(body), length_bytes, "big") + body
+
+    def write_all(data):
+        view = view_of(data)
+        while length(view) > 0:
+            view = view[write_fd(response_fd, view):]
+
+    def respond(body_text, code):
+        # What the parser printed reaches the host's capture before the child exits.
+        for stream in console:
+            try:
+                stream.flush()
+            except base_exception:  # noqa: BLE001 — a closed or broken console loses its tail
+                pass
+        write_all(frame(body_text.encode("utf-8")))
+        exit_now(code)
+
+    def respond_error(kind, message):
+        if length(message) > error_message_limit:
+            message = message[:error_message_limit] + "…"
+        respond('{"ok":false,"kind":"' + kind + '","error":' + encode_string(message) + "}", exit_error)
+
+    write_all(frame(b""))
+    header = read_exactly(length_bytes)
+    if header is None:
+        fail("stdin closed before a request arrived")
+    body = read_exactly(from_bytes(header, "big"))
+    if body is None:
+        fail("stdin closed in the middle of the request")
+    request = loads(body.decode("utf-8"))
+    if type_of(request) is not dict or request.get("v") != 1 or type(request.get("parser")) is not str_type:
+        fail("unsupported request (expected protocol version 1)")
+    if load_error is not None:
+        respond_error("load-error", load_error)
+
+    name = request["parser"]
+    # The module's public functions: defined in it (not imported), not starting with "_".
+    fn = loaded.__dict__.get(name) if not name.startswith("_") else None
+    if type_of(fn) is not function_type or fn.__module__ != "parsers":
+        respond_error("unknown-parser", "Unknown parser: " + name)
+
+    kwargs = request.get("kwargs") or {}
+    max_output_bytes = request["limits"]["maxOutputBytes"]
+    failure, data = None, None
+    try:
+        data = fn(request["payload"], **kwargs)
+    except memory_error:
+        # Answered once this block is left: until then the traceback holds the parser's frames,
+        # and with them all it allocated, so nothing more could be allocated to answer.
+        failure = memory_error
+    except base_exception as error:  # SystemExit and KeyboardInterrupt are parser errors too
+        failure = describe(error)
+    if failure is memory_error:
+        respond_error("memory-exceeded", "memory limit exceeded: MemoryError (RLIMIT_AS " + str_type(memory_bytes) + " bytes)")
+    if failure is not None:
+        respond_error("parser-error", failure)
+
+    # A parser may have raised the recursion limit; encoding deep results must fail cleanly.
+    set_recursion_limit(recursion_limit)
+    failure = None
+    try:
+        text = encode(data)
+        encoded = text.encode("utf-8")
+    except memory_error:
+        failure = memory_error
+    except (exception, recursion_error) as error:
+        failure = "parser result is not JSON: " + describe(error)
+    if failure is memory_error:
+        respond_error("memory-exceeded", "memory limit exceeded: MemoryError while encoding the result")
+    if failure is not None:
+        respond_error("invalid-result", failure)
+    if length(encoded) > max_output_bytes:
+        respond_error(
+            "result-too-large",
+            "parser result is " + str_type(length(encoded)) + " bytes, over maxOutputBytes ("
+            + str_type(max_output_bytes) + ")",
+        )
+    respond('{"ok":true,"data":' + text + "}", exit_ok)
+
+
+
+# Landlock (Linux 5.13+), the kernel's own allowlist, under the audit hook: it holds even for code
+# the hook cannot see (modules rebuilt with _imp.create_builtin, whose fork_exec and
+# pidfd_send_signal raise no audit event) and for any process such code starts. Reads only
+# beneath the readable paths; no writes, no file creation or removal; no TCP bind or connect
+# (ABI 4); no signals to processes outside the domain, the host included, and no abstract Unix
+# sockets (ABI 6). Best effort: the parts the kernel's ABI offers are applied, none when it has
+# no Landlock (or a seccomp filter refuses its calls); the audit hook applies either way.
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
+PR_SET_NO_NEW_PRIVS = 38
+READ_ACCESS = 4 | 8  # READ_FILE, READ_DIR
+FS_ACCESS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+
+
+def restrict_with_landlock(readable):
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    abi = syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if abi < 1:
+        return
+    fs = max(access for version, access in FS_ACCESS_BY_ABI.items() if version <= abi)
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    attr = RulesetAttr(fs, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    ruleset = syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return
+    try:
+        for path in readable:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                # A file (allowRead may name one) takes only the file rights.
+                allowed = READ_ACCESS if os.path.isdir(path) else 4
+                rule = PathBeneath(allowed, fd)
+                syscall(LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(1), ctypes.byref(rule), ctypes.c_uint32(0))
+            finally:
+                os.close(fd)
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        syscall(LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    finally:
+        os.close(ruleset)
+        # Out of sys.modules again, so that a parser's `import ctypes` meets the audit hook.
+        for name in [name for name in sys.modules if name == "ctypes" or name.startswith(("ctypes.", "_ctypes"))]:
+            del sys.modules[name]
+
+
+# Audit events a parser may cause, beyond those checked below. Every other event is refused:
+# sockets, subprocess, os.system/exec/fork/posix_spawn/spawn, os.kill/killpg, signal.pthread_kill,
+# ctypes, mmap, sys.settrace/setprofile, sys._current_frames, gc.get_objects/referrers/referents,
+# code.__new__, marshal, writes of any kind (os.remove, os.mkdir, shutil, tempfile, sqlite3, ...).
+ALLOWED_EVENTS = frozenset({
+    "compile",
+    "exec",
+    "builtins.id",
+    "object.__setattr__",
+    "object.__delattr__",
+    "function.__new__",
+    "time.sleep",
+    "array.__new__",
+    "pickle.find_class",
+    "locale.setlocale",
+    "os.putenv",
+    "os.unsetenv",
+    "glob.glob",
+    "glob.glob/2",
+    "re.compile",
+    "cpython._PySys_ClearAuditHooks",
+    "cpython.PyInterpreterState_Clear",
+    "sys.excepthook",
+    "sys.unraisablehook",
+})
+
+# Modules that cannot be imported: the ones whose only use here is a door out.
+REFUSED_MODULES = frozenset({
+    "ctypes", "_ctypes", "socket", "_socket", "ssl", "_ssl", "mmap", "_posixsubprocess",
+    "subprocess", "multiprocessing", "_multiprocessing", "pty", "termios", "fcntl", "_sqlite3",
+    "sqlite3", "asyncio", "selectors", "select", "_tracemalloc",
+})
+
+# Attributes that lead to a frame (and so to the runner's locals, the nonce among them).
+FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
+
+
+def install_audit_hook(readable, cwd):
+    # Bound here, never looked up at run time: a parser can replace builtins and module attributes.
+    allowed, refused_modules, frame_attributes = ALLOWED_EVENTS, REFUSED_MODULES, FRAME_ATTRIBUTES
+    str_type, bytes_type, int_type, tuple_type, type_of, length = str, bytes, int, tuple, type, len
+    permission_error, value_error = PermissionError, ValueError
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    decode = os.fsdecode
+
+    class RefusedToParsers(permission_error):
+        pass
+
+    class StackHidden(value_error):
+        # A ValueError, as sys._getframe raises past the top of the stack: namedtuple, enum and
+        # typing.NamedTuple catch it and go on without the caller's module name.
+        pass
+
+    def refuse(event):
+        raise RefusedToParsers("audit hook: " + event + " is not available to parsers")
+
+    def normalise(path):
+        if type_of(path) is bytes_type:
+            path = decode(path)
+        if type_of(path) is not str_type or "\0" in path:
+            return None
+        if not path.startswith("/"):
+            path = cwd + "/" + path
+        parts = []
+        for part in path.split("/"):
+            if part == "" or part == ".":
+                continue
+            if part == "..":
+                if parts:
+                    parts.pop()
+                continue
+            parts.append(part)
+        return "/" + "/".join(parts)
+
+    def may_read(path):
+        normal = normalise(path)
+        if normal is None:
+            return False
+        for root in readable:
+            if normal == root or normal.startswith(root + "/"):
+                return True
+        return False
+
+    def hook(event, args):
+        if event in allowed:
+            return
+        if event == "open":
+            path, _mode, flags = args
+            if type_of(flags) is int_type and flags & write_flags:
+                refuse("opening a file for writing (" + str_type(path) + ")")
+            if type_of(path) is int_type or may_read(path):
+                return
+            refuse("opening " + str_type(path) + " (outside the readable paths)")
+        if event == "os.listdir" or event == "os.scandir":
+            path = args[0] if type_of(args) is tuple_type and length(args) > 0 else None
+            if path is None or may_read(path):
+                return
+            refuse(event + " of " + str_type(path))
+        if event == "import":
+            name = args[0]
+            if type_of(name) is str_type and name.split(".")[0] in refused_modules:
+                refuse("import of " + name)
+            return
+        if event == "object.__getattr__":
+            if args[1] in frame_attributes:
+                refuse("the attribute " + str_type(args[1]))
+            return
+        if event == "sys._getframe" or event == "sys._getframemodulename":
+            raise StackHidden("audit hook: " + event + " is not available to parsers")
+        refuse(event)
+
+    sys.addaudithook(hook)
+
+
+if __name__ == "__main__":
+    main()
