@@ -14,6 +14,8 @@ export interface BpfInstruction {
 export const Op = {
   /** A = *(u32 *)(seccomp_data + k) */
   LD_W_ABS: 0x20,
+  /** A &= k */
+  AND_K: 0x54,
   /** if (A == k) jump jt else jump jf */
   JEQ_K: 0x15,
   /** if (A >= k) jump jt else jump jf */
@@ -50,6 +52,7 @@ export const maxInstructions = 4096;
 /** Builds `struct sock_filter` entries. */
 export const bpf = {
   load: (offset: number): BpfInstruction => ({ code: Op.LD_W_ABS, jt: 0, jf: 0, k: offset }),
+  and: (k: number): BpfInstruction => ({ code: Op.AND_K, jt: 0, jf: 0, k }),
   jeq: (k: number, jt: number, jf: number): BpfInstruction => ({ code: Op.JEQ_K, jt, jf, k }),
   jge: (k: number, jt: number, jf: number): BpfInstruction => ({ code: Op.JGE_K, jt, jf, k }),
   jset: (k: number, jt: number, jf: number): BpfInstruction => ({ code: Op.JSET_K, jt, jf, k }),

@@ -37,6 +37,11 @@ const EPERM = 1;
 const ENOSYS = 38;
 const AF_UNIX = 1;
 const AF_VSOCK = 40;
+/** The socket type's own bits (the rest are SOCK_NONBLOCK and SOCK_CLOEXEC). */
+const SOCK_TYPE_MASK = 0xf;
+const SOCK_DGRAM = 2;
+/** An AF_UNIX SOCK_RAW socket is made a datagram socket by the kernel. */
+const SOCK_RAW = 3;
 const TIOCSTI = 0x5412;
 const TIOCLINUX = 0x541c;
 /** CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET (Docker's mask). */
@@ -165,6 +170,15 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
       const connect = nr('connect');
       if (connect !== undefined) block.push(bpf.jeq(connect, 0, 1), bpf.ret(deny));
       block.push(...nonNullPointerRule(nr('sendto'), 4, deny));
+      // sendmsg and sendmmsg name their address in memory seccomp cannot read, and a datagram
+      // socket (socketpair's included) may send to any socket file it can name: where the host's
+      // sockets are on the path (the Landlock backend) that reached a host service. No datagram
+      // socket is made; stream and seqpacket ones cannot send without connecting.
+      for (const call of ['socket', 'socketpair']) {
+        for (const type of [SOCK_DGRAM, SOCK_RAW]) {
+          block.push(...argumentRule(nr(call), 1, 'equal', type, deny, SOCK_TYPE_MASK));
+        }
+      }
     }
   }
 
@@ -181,8 +195,8 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
 }
 
 /**
- * `if (nr == syscall && test(low word of arg)) return action;`, then reloads the syscall
- * number. Only the low 32 bits are compared: the arguments tested here are `int`s.
+ * `if (nr == syscall && test(low word of arg [& mask])) return action;`, then reloads the
+ * syscall number. Only the low 32 bits are compared: the arguments tested here are `int`s.
  */
 function argumentRule(
   syscall: number | undefined,
@@ -190,6 +204,7 @@ function argumentRule(
   test: 'equal' | 'not-equal' | 'any-bit',
   value: number,
   action: number,
+  mask?: number,
 ): BpfInstruction[] {
   if (syscall === undefined) return [];
   const compare =
@@ -198,9 +213,11 @@ function argumentRule(
       : test === 'equal'
         ? bpf.jeq(value, 0, 1)
         : bpf.jeq(value, 1, 0);
+  const masking = mask === undefined ? [] : [bpf.and(mask)];
   return [
-    bpf.jeq(syscall, 0, 4),
+    bpf.jeq(syscall, 0, 4 + masking.length),
     bpf.load(SeccompData.argLow(arg)),
+    ...masking,
     compare,
     bpf.ret(action),
     bpf.load(SeccompData.nr),
