@@ -232,6 +232,26 @@ describe('the Landlock applier', () => {
     }
   });
 
+  it('keeps values that look like records values: newlines, "path", "exec" in args and env', async () => {
+    // Fields end only at a NUL (refused in every argv, env and path by the policy schema).
+    const lookalike = `x\npath\n${allFs}\n/\nexec`;
+    const result = await applied(
+      [
+        python,
+        '-c',
+        'import os, sys\nprint(sys.argv[1:], repr(os.environ["V"]))\ntry:\n open("/etc/coda-injected", "w")\nexcept OSError as e: print("refused", e.errno)',
+        'path',
+        String(allFs),
+        '/',
+        'exec',
+      ],
+      { env: { V: lookalike } },
+    );
+    expect(result.stdout).toBe(
+      `['path', '${allFs}', '/', 'exec'] ${JSON.stringify(lookalike).replaceAll('"', "'")}\nrefused 13\n`,
+    );
+  });
+
   it('installs the seccomp filter last, before the command', async () => {
     const result = await applied(
       [

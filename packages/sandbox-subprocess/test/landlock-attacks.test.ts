@@ -30,6 +30,7 @@ const expected: Record<string, boolean> = {
   statOutside: false,
   hostMem: true,
   ptraceHost: true, // seccomp denies ptrace; Landlock would too
+  killHostGroup: true, // Landlock's signal scope (ABI 6), though the uid matches
   tcp6Connect: true, // seccomp: no AF_INET6 socket with the network off
   udpSend: true,
   rawSocket: true,
