@@ -23,6 +23,7 @@ import {
   viewArguments,
 } from './filesystem-view.ts';
 import { hostPaths } from './host-paths.ts';
+import { truncateAbi } from './landlock/landlock-abi.ts';
 import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
 import { runAdditions } from './run-paths.ts';
@@ -139,6 +140,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
         allowNetwork: policy.allowNetwork,
         allowedSyscalls: policy.allowedSyscalls,
         allowUnixConnect: request.unixSockets.length > 0,
+        refuseTruncateByName: landlockAbi !== undefined && landlockAbi < truncateAbi,
       })
     : new Uint8Array(0);
   let released = false;

@@ -85,6 +85,16 @@ describe('generated seccomp filter', () => {
     }
   });
 
+  it.each(arches)(
+    'refuses truncate(2) by name only when asked (Landlock ABI 1-2)',
+    ({ arch, table }) => {
+      const refusing = buildSeccompProgram({ allowNetwork: false, refuseTruncateByName: true });
+      expect(runFilter(refusing, { arch, nr: table.truncate! })).toBe(EPERM);
+      expect(runFilter(refusing, { arch, nr: table.ftruncate! })).toBe(ALLOW);
+      expect(runFilter(closed, { arch, nr: table.truncate! })).toBe(ALLOW);
+    },
+  );
+
   it('in allowlist mode allows only the listed calls, and the deny list still wins', () => {
     const program = buildSeccompProgram({
       allowNetwork: false,

@@ -17,6 +17,12 @@ export interface SeccompFilterOptions {
    * the view; `socketpair()` keeps working. Ignored when `allowNetwork` is true.
    */
   readonly allowUnixConnect?: boolean | undefined;
+  /**
+   * Refuse `truncate(2)` by name with EPERM: for the Landlock backend on ABI 1-2, which cannot
+   * refuse it on a file the rules only let be read (`ftruncate` needs a descriptor opened for
+   * writing, which every ABI checks).
+   */
+  readonly refuseTruncateByName?: boolean | undefined;
 }
 
 /** One architecture the filter knows: its audit id and syscall table. */
@@ -162,6 +168,10 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
     block.push(...argumentRule(nr('ioctl'), 1, 'equal', request, deny));
   }
   block.push(...argumentRule(nr('socket'), 0, 'equal', AF_VSOCK, deny));
+  const truncate = nr('truncate');
+  if (options.refuseTruncateByName === true && truncate !== undefined) {
+    block.push(bpf.jeq(truncate, 0, 1), bpf.ret(deny));
+  }
   if (!options.allowNetwork) {
     block.push(...argumentRule(nr('socket'), 0, 'not-equal', AF_UNIX, deny));
     if (options.allowUnixConnect !== true) {
