@@ -26,11 +26,13 @@ afterEach(() => {
 });
 
 interface Applied {
+  readonly handledFs?: number;
   readonly handledNet?: number;
   readonly scoped?: number;
   readonly paths?: readonly { path: string; access: number; pin?: string }[];
   readonly env?: Record<string, string>;
-  readonly seccomp?: boolean;
+  /** The package's filter with the network off (and these options). */
+  readonly seccomp?: boolean | { readonly refuseTruncateByName: boolean } | undefined;
   readonly extraFd?: number;
 }
 
@@ -40,7 +42,7 @@ async function applied(
   options: Applied = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const instructions = encodeInstructions({
-    handledFs: allFs,
+    handledFs: options.handledFs ?? allFs,
     handledNet: options.handledNet ?? 0,
     scoped: options.scoped ?? 0,
     paths: options.paths ?? system,
@@ -51,7 +53,12 @@ async function applied(
   });
   const fds = [
     unlinkedFile(
-      options.seccomp === true ? seccompProgram({ allowNetwork: false }) : new Uint8Array(0),
+      options.seccomp === undefined || options.seccomp === false
+        ? new Uint8Array(0)
+        : seccompProgram({
+            allowNetwork: false,
+            ...(options.seccomp === true ? {} : options.seccomp),
+          }),
     ),
     unlinkedFile(Buffer.from(instructions)),
   ];
@@ -60,7 +67,10 @@ async function applied(
     while (stdio.length < 30) stdio.push('ignore');
     stdio.push(options.extraFd);
   }
-  const [file, ...args] = applierArgv({ extraPipes: 0 }, options.seccomp === true);
+  const [file, ...args] = applierArgv(
+    { extraPipes: 0 },
+    options.seccomp !== undefined && options.seccomp !== false,
+  );
   const child = spawn(file!, args, { stdio, env: {} });
   for (const fd of fds) closeSync(fd);
   let stdout = '';
@@ -230,6 +240,52 @@ describe('the Landlock applier', () => {
     } finally {
       closeSync(inherited);
     }
+  });
+
+  // What an older kernel's ABI leaves open, measured by handling only that ABI's rights here,
+  // and the seccomp rule the plan adds there.
+  it('refuses truncate(2) of a read-only file: Landlock from ABI 3, seccomp by name before', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'kept');
+    // truncate(2) by name: GNU truncate opens for writing first, which every ABI refuses.
+    const truncate = (handledFs: number, seccomp?: { refuseTruncateByName: boolean }) =>
+      applied(
+        [
+          python,
+          '-c',
+          `import os\ntry:\n os.truncate(${JSON.stringify(file)}, 0); print("truncated")\nexcept OSError as e: print("refused", e.errno)`,
+        ],
+        { handledFs, paths: [...system, { path: dir, access: read }], seccomp },
+      );
+    writeFileSync(file, 'twelve bytes');
+    const abi2 = 0x3fff; // execute .. refer: no TRUNCATE right handled
+    expect((await truncate(allFs)).stdout).toBe('refused 13\n'); // EACCES, Landlock
+    expect(statSync(file).size).toBe(12);
+    const refused = await truncate(abi2, { refuseTruncateByName: true });
+    expect(refused.stdout).toBe('refused 1\n'); // EPERM, seccomp
+    expect(statSync(file).size).toBe(12);
+    expect((await truncate(abi2)).stdout).toBe('truncated\n'); // the gap the rule closes
+    expect(statSync(file).size).toBe(0);
+  });
+
+  it('keeps values that look like records values: newlines, "path", "exec" in args and env', async () => {
+    // Fields end only at a NUL (refused in every argv, env and path by the policy schema).
+    const lookalike = `x\npath\n${allFs}\n/\nexec`;
+    const result = await applied(
+      [
+        python,
+        '-c',
+        'import os, sys\nprint(sys.argv[1:], repr(os.environ["V"]))\ntry:\n open("/etc/coda-injected", "w")\nexcept OSError as e: print("refused", e.errno)',
+        'path',
+        String(allFs),
+        '/',
+        'exec',
+      ],
+      { env: { V: lookalike } },
+    );
+    expect(result.stdout).toBe(
+      `['path', '${allFs}', '/', 'exec'] ${JSON.stringify(lookalike).replaceAll('"', "'")}\nrefused 13\n`,
+    );
   });
 
   it('installs the seccomp filter last, before the command', async () => {

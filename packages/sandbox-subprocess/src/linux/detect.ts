@@ -2,7 +2,8 @@
 // namespaces this package asks for (AppArmor on some distributions blocks unprivileged user
 // namespaces). bash, setpriv and env come from fixed system directories, never from a PATH.
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync } from 'node:fs';
+import { closeSync, existsSync, statSync } from 'node:fs';
+import { delimiter, isAbsolute } from 'node:path';
 import { resolveExecutable } from '../process/resolve-executable.ts';
 import { unlinkedFile } from '../process/unlinked-file.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
@@ -59,7 +60,31 @@ export function detectLinux(
   return support;
 }
 
-function probe(hostPath: string | undefined, mode: BwrapMode): LinuxSupport {
+/**
+ * The directories of the host's PATH that no sandboxed command can have written: absolute, owned
+ * by root or by this process's uid, writable by neither group nor others. A run's writable
+ * directory on the host's PATH (handed to uid 65534, or opened to everyone) would otherwise let
+ * one run plant a `bwrap` that the next host process's probe accepts, so that every later run
+ * went through it unconfined.
+ */
+export function trustedHostPath(hostPath: string | undefined): string {
+  const uid = process.getuid?.();
+  const trusted = (dir: string): boolean => {
+    if (!isAbsolute(dir)) return false;
+    try {
+      const stats = statSync(dir);
+      return (
+        stats.isDirectory() && (stats.mode & 0o022) === 0 && (stats.uid === 0 || stats.uid === uid)
+      );
+    } catch {
+      return false;
+    }
+  };
+  return (hostPath ?? '').split(delimiter).filter(trusted).join(delimiter);
+}
+
+function probe(untrustedPath: string | undefined, mode: BwrapMode): LinuxSupport {
+  const hostPath = trustedHostPath(untrustedPath);
   const prlimit = resolveExecutable('prlimit', '/', hostPath);
   const bwrap = resolveExecutable('bwrap', '/', hostPath);
   const tools = { prlimit };

@@ -24,6 +24,7 @@ import {
   viewArguments,
 } from './filesystem-view.ts';
 import { hostPaths } from './host-paths.ts';
+import { truncateAbi } from './landlock/landlock-abi.ts';
 import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
 import { runAdditions } from './run-paths.ts';
@@ -151,6 +152,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
         allowedSyscalls: policy.allowedSyscalls,
         extraSyscalls: policy.extraSyscalls,
         allowUnixConnect: request.unixSockets.length > 0 || egress,
+        refuseTruncateByName: landlockAbi !== undefined && landlockAbi < truncateAbi,
       })
     : new Uint8Array(0);
   let released = false;

@@ -29,6 +29,10 @@ export function runFilter(program: readonly BpfInstruction[], data: SyscallData)
         a = words.get(ins.k) ?? 0;
         pc++;
         break;
+      case Op.AND_K:
+        a = (a & ins.k) >>> 0;
+        pc++;
+        break;
       case Op.JEQ_K:
         pc += 1 + (a === ins.k >>> 0 ? ins.jt : ins.jf);
         break;
@@ -37,10 +41,6 @@ export function runFilter(program: readonly BpfInstruction[], data: SyscallData)
         break;
       case Op.JSET_K:
         pc += 1 + ((a & ins.k) !== 0 ? ins.jt : ins.jf);
-        break;
-      case Op.ALU_AND_K:
-        a = (a & ins.k) >>> 0;
-        pc++;
         break;
       case Op.JA:
         pc += 1 + ins.k;

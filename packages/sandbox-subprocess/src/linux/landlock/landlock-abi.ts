@@ -42,11 +42,13 @@ export const readRights = FsAccess.execute | FsAccess.readFile | FsAccess.readDi
 export function handledFsRights(abi: number): number {
   let rights = (1 << 13) - 1; // ABI 1: execute .. makeSym
   if (abi >= 2) rights |= FsAccess.refer;
-  if (abi >= 3) rights |= FsAccess.truncate;
+  if (abi >= truncateAbi) rights |= FsAccess.truncate;
   if (abi >= 5) rights |= FsAccess.ioctlDev;
   return rights;
 }
 
+/** The first ABI that handles truncate(2) (before it, seccomp refuses the call by name). */
+export const truncateAbi = 3;
 /** The first ABI that can refuse TCP bind and connect. */
 export const tcpAbi = 4;
 /** The first ABI that scopes abstract Unix sockets and signals. */

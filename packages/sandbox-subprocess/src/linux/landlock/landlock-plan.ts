@@ -4,6 +4,7 @@
 // rules, the environment, the cwd, the command) follow the wrapper's on the same pipe, so none of
 // them is on a host command line.
 import { fstatSync } from 'node:fs';
+import { SandboxUnavailableError } from '@coda/sandbox-core';
 import { SandboxControl } from '../../process/controls.ts';
 import type { LaunchRequest } from '../../process/launch-plan.ts';
 import { type CheckedPath, isInside } from '../checked-path.ts';
@@ -103,6 +104,21 @@ export function encodeInstructions(instructions: ApplierInstructions): string {
 }
 
 /**
+ * Refuses `allowUnixSockets` here: Landlock before ABI 9 (LANDLOCK_ACCESS_FS_RESOLVE_UNIX, not
+ * used yet) does not check a connect or a datagram to a socket file, and the host's files stay
+ * on the path, so letting connect through for the listed sockets would let it reach every
+ * socket file the command's uid may write (a container engine's, a host service's).
+ */
+function refuseListedSockets(request: LaunchRequest, abi: number): void {
+  if (request.unixSockets.length === 0) return;
+  const reason = `under Landlock (ABI ${abi}) a command allowed to connect to one Unix socket file can connect to every one its uid may write`;
+  throw new SandboxUnavailableError(
+    `Refusing to run: allowUnixSockets needs a bubblewrap backend; ${reason}`,
+    { details: { reason, confinement: 'landlock', field: 'allowUnixSockets' } },
+  );
+}
+
+/**
  * The wrapper's last step (`exec`, as argv) and the applier's instructions for `request` under
  * Landlock ABI `abi`; pushes what applies onto `controls`. The additions are checked and pinned
  * (into `pins`) as bubblewrap's are.
@@ -116,6 +132,7 @@ export function landlockArguments(
   host: HostPaths = hostPaths,
 ): { exec: string[]; instructions: string } {
   const { policy } = request;
+  refuseListedSockets(request, abi);
   const additions = runAdditions(request, identity, pins, false, true);
   const network = networkRules(policy.allowNetwork, abi);
   const scoped = abi >= scopeAbi ? Scope.abstractUnixSocket | Scope.signal : 0;

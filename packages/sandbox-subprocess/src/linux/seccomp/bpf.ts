@@ -14,14 +14,14 @@ export interface BpfInstruction {
 export const Op = {
   /** A = *(u32 *)(seccomp_data + k) */
   LD_W_ABS: 0x20,
+  /** A &= k */
+  AND_K: 0x54,
   /** if (A == k) jump jt else jump jf */
   JEQ_K: 0x15,
   /** if (A >= k) jump jt else jump jf */
   JGE_K: 0x35,
   /** if (A & k) jump jt else jump jf */
   JSET_K: 0x45,
-  /** A &= k */
-  ALU_AND_K: 0x54,
   /** jump k (32-bit offset, unconditional) */
   JA: 0x05,
   /** return k */
@@ -52,10 +52,10 @@ export const maxInstructions = 4096;
 /** Builds `struct sock_filter` entries. */
 export const bpf = {
   load: (offset: number): BpfInstruction => ({ code: Op.LD_W_ABS, jt: 0, jf: 0, k: offset }),
+  and: (k: number): BpfInstruction => ({ code: Op.AND_K, jt: 0, jf: 0, k: k >>> 0 }),
   jeq: (k: number, jt: number, jf: number): BpfInstruction => ({ code: Op.JEQ_K, jt, jf, k }),
   jge: (k: number, jt: number, jf: number): BpfInstruction => ({ code: Op.JGE_K, jt, jf, k }),
   jset: (k: number, jt: number, jf: number): BpfInstruction => ({ code: Op.JSET_K, jt, jf, k }),
-  and: (k: number): BpfInstruction => ({ code: Op.ALU_AND_K, jt: 0, jf: 0, k: k >>> 0 }),
   ja: (k: number): BpfInstruction => ({ code: Op.JA, jt: 0, jf: 0, k }),
   ret: (k: number): BpfInstruction => ({ code: Op.RET_K, jt: 0, jf: 0, k: k >>> 0 }),
 } as const;

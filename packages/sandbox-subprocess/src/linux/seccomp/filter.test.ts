@@ -201,6 +201,42 @@ describe('generated seccomp filter (BPF emulator)', () => {
     expect(runFilter(unix, { arch, nr: socket, args: [2] })).toBe(EPERM);
   });
 
+  // sendmsg's address is in memory the filter cannot read: no datagram socket may exist to use it.
+  const socketTypes = [
+    { type: 1, name: 'SOCK_STREAM', refused: false },
+    { type: 1 | 0x80800, name: 'SOCK_STREAM|NONBLOCK|CLOEXEC', refused: false },
+    { type: 5, name: 'SOCK_SEQPACKET', refused: false },
+    { type: 2, name: 'SOCK_DGRAM', refused: true },
+    { type: 2 | 0x80000, name: 'SOCK_DGRAM|CLOEXEC', refused: true },
+    { type: 2 | 0x800, name: 'SOCK_DGRAM|NONBLOCK', refused: true },
+    { type: 3, name: 'SOCK_RAW (a datagram socket for AF_UNIX)', refused: true },
+    { type: 3 | 0x80800, name: 'SOCK_RAW|NONBLOCK|CLOEXEC', refused: true },
+  ];
+  it.each(arches)('makes no AF_UNIX datagram socket when connect is refused', ({ arch, table }) => {
+    const connectOk = buildSeccompProgram({ allowNetwork: false, allowUnixConnect: true });
+    for (const call of ['socket', 'socketpair']) {
+      for (const { type, name, refused } of socketTypes) {
+        const nr = table[call]!;
+        const label = `${call} ${name}`;
+        expect(runFilter(closed, { arch, nr, args: [1, type] }), label).toBe(
+          refused ? EPERM : ALLOW,
+        );
+        expect(runFilter(connectOk, { arch, nr, args: [1, type] }), label).toBe(ALLOW);
+        expect(runFilter(open, { arch, nr, args: [1, type] }), label).toBe(ALLOW);
+      }
+    }
+  });
+
+  it.each(arches)(
+    'refuses truncate(2) by name only when asked (Landlock ABI 1-2)',
+    ({ arch, table }) => {
+      const refusing = buildSeccompProgram({ allowNetwork: false, refuseTruncateByName: true });
+      expect(runFilter(refusing, { arch, nr: table.truncate! })).toBe(EPERM);
+      expect(runFilter(refusing, { arch, nr: table.ftruncate! })).toBe(ALLOW);
+      expect(runFilter(closed, { arch, nr: table.truncate! })).toBe(ALLOW);
+    },
+  );
+
   it('allowedSyscalls narrows: only the listed calls, argument rules still apply', () => {
     const program = buildSeccompProgram({
       allowNetwork: false,

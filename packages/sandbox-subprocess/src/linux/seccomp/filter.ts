@@ -36,6 +36,12 @@ export interface SeccompFilterOptions {
    * it and a strict policy refuses it). Argument-ruled and probed calls cannot be named.
    */
   readonly extraSyscalls?: readonly string[] | undefined;
+  /**
+   * Refuse `truncate(2)` by name with EPERM: for the Landlock backend on ABI 1-2, which cannot
+   * refuse it on a file the rules only let be read (`ftruncate` needs a descriptor opened for
+   * writing, which every ABI checks).
+   */
+  readonly refuseTruncateByName?: boolean | undefined;
 }
 
 /** One architecture the filter knows: its audit id and syscall table. */
@@ -56,6 +62,11 @@ const EPERM = 1;
 const ENOSYS = 38;
 /** socket() families by network mode. */
 const socketFamilies = { off: [1], on: [1, 2, 10] } as const; // AF_UNIX, AF_INET, AF_INET6
+/** The socket type's own bits (the rest are SOCK_NONBLOCK and SOCK_CLOEXEC). */
+const SOCK_TYPE_MASK = 0xf;
+const SOCK_DGRAM = 2;
+/** An AF_UNIX SOCK_RAW socket is made a datagram socket by the kernel. */
+const SOCK_RAW = 3;
 
 /** The calls the filter decides by argument (never plainly allowed, never widened). */
 export const argumentRuledSyscalls: readonly string[] = Object.freeze([
@@ -141,8 +152,14 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
   };
   for (const { syscall, arg, test } of argumentRules) rule(syscall, argumentBody(arg, test));
   const families = options.allowNetwork ? socketFamilies.on : socketFamilies.off;
-  rule('socket', argumentBody(0, { kind: 'one-of', values: families }));
   const unixConnect = options.allowNetwork || options.allowUnixConnect === true;
+  rule(
+    'socket',
+    unixConnect
+      ? argumentBody(0, { kind: 'one-of', values: families })
+      : [bpf.load(SeccompData.argLow(0)), bpf.jeq(families[0], 0, 5), ...noDatagramBody()],
+  );
+  if (options.refuseTruncateByName === true) rule('truncate', [bpf.ret(deny)]);
   // Without the network only AF_UNIX sockets exist, and seccomp cannot read the path a call
   // names: every connect is refused, and sendto with a destination address (arg 4 not NULL).
   if (unixConnect) {
@@ -150,6 +167,11 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
     rule('sendto', [bpf.ret(allow)]);
   } else {
     rule('sendto', nonNullPointerBody(4));
+    // sendmsg and sendmmsg name their address in memory seccomp cannot read, and a datagram
+    // socket (socketpair's included) may send to any socket file it can name: where the host's
+    // sockets are on the path (the Landlock backend) that reached a host service. No datagram
+    // socket is made; stream and seqpacket ones cannot send without connecting.
+    rule('socketpair', noDatagramBody());
   }
 
   const plain = [...plainAllowedSyscalls.filter(wanted), ...(options.extraSyscalls ?? [])];
@@ -191,6 +213,18 @@ function argumentBody(arg: number, test: ArgumentTest): BpfInstruction[] {
       ];
     }
   }
+}
+
+/** Loads argument 1 (a socket type) and refuses SOCK_DGRAM and SOCK_RAW, whatever its flags. */
+function noDatagramBody(): BpfInstruction[] {
+  return [
+    bpf.load(SeccompData.argLow(1)),
+    bpf.and(SOCK_TYPE_MASK),
+    bpf.jeq(SOCK_DGRAM, 2, 0),
+    bpf.jeq(SOCK_RAW, 1, 0),
+    bpf.ret(allow),
+    bpf.ret(deny),
+  ];
 }
 
 /**

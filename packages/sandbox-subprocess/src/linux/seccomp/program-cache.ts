@@ -11,6 +11,7 @@ export function seccompProgram(options: SeccompFilterOptions): Buffer {
     options.allowUnixConnect === true,
     options.allowedSyscalls ?? null,
     options.extraSyscalls ?? null,
+    options.refuseTruncateByName === true,
   ]);
   let program = programs.get(key);
   if (program === undefined) {
