@@ -287,16 +287,16 @@ describe('tools', () => {
     expect(event.details).toEqual({ field: 'maxDataRequests', limit: 1_000, size: 1_001 });
     // Before the fix the calls past the limit crossed too: the worker passed its 1 GiB bound
     // (OOM, and its co-tenants lost with it) while the host's answer waited behind them.
-    expect(event.stats?.dataRequests).toBe(1_001);
+    expect(event.stats?.dataRequests).toBe(1_000);
   });
 
-  it('lets no call past maxDataRequests + 1 cross, even from a synchronous loop', async () => {
+  it('lets no call past maxDataRequests cross, even from a synchronous loop', async () => {
     const event = expectError(
       await engine.run({ code: 'for (;;) dataProxy.request(1).catch(() => {})' }),
       'LIMIT_EXCEEDED',
     );
     expect(event.details).toEqual({ field: 'maxDataRequests', limit: 20, size: 21 });
-    expect(event.stats?.dataRequests).toBe(21);
+    expect(event.stats?.dataRequests).toBe(20);
   });
 
   it('never reaches a handler from a timer due after the execution timed out', async () => {
@@ -321,7 +321,7 @@ describe('tools', () => {
       'LIMIT_EXCEEDED',
     );
     expect(event.details).toEqual({ field: 'maxDataRequests', limit: 20, size: 21 });
-    expect(event.stats?.dataRequests).toBe(21);
+    expect(event.stats?.dataRequests).toBe(20);
     expect(received).toHaveLength(10); // calls 1, 3, … 19; the 21st ended the run
   });
 
@@ -334,7 +334,7 @@ describe('tools', () => {
       'LIMIT_EXCEEDED',
     );
     expect(event.details).toEqual({ field: 'maxDataRequests', limit: 20, size: 21 });
-    expect(event.stats?.dataRequests).toBe(21);
+    expect(event.stats?.dataRequests).toBe(20);
     expect(received).toHaveLength(20);
   });
 
@@ -345,7 +345,7 @@ describe('tools', () => {
       }),
       'LIMIT_EXCEEDED',
     );
-    expect(event.stats?.dataRequests).toBe(21);
+    expect(event.stats?.dataRequests).toBe(20);
   });
 
   it('never reaches a handler from a timer set before the code returned', async () => {

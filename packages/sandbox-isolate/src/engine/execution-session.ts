@@ -6,13 +6,12 @@ import {
   type ExecutionStats,
   type JsonValue,
   measureJson,
-  SandboxErrorCode,
-  type SandboxErrorJSON,
   type StatusEvent,
   type StatusLevel,
   utf8ByteLength,
   validate,
 } from '@coda/sandbox-core';
+import { type BridgeLimit, bridgeLimitError } from '../bridge/limit-errors.ts';
 import { capText, maxJsonDepth, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
 import type { DataHandler } from '../config/engine-config.ts';
 import type { DataAnswer, IsolateStats, JobHost, ParamsRefusal } from '../isolate/job.ts';
@@ -100,7 +99,7 @@ export class ExecutionSession implements JobHost {
     if (tool !== undefined && !this.#tools.has(tool)) {
       return { ok: false, message: 'tools: no such tool is configured' };
     }
-    const what = tool === undefined ? 'dataProxy.request params' : `tools.${tool} input`;
+    const label = tool === undefined ? 'dataProxy.request' : `tools.${tool}`;
     // Checked again here, before anything is parsed: a worker is not trusted either.
     const measured =
       refusal !== '' || paramsJson === null
@@ -108,49 +107,25 @@ export class ExecutionSession implements JobHost {
         : paramsJson.length > limits.maxRequestBytes
           ? 'size'
           : measureJson(paramsJson, maxJsonDepth, limits.maxRequestValues);
-    if (measured === 'depth') {
-      const message = `${what} are nested deeper than ${maxJsonDepth} levels`;
-      const fatal: SandboxErrorJSON = {
-        name: 'SandboxValidationError',
-        code: SandboxErrorCode.VALIDATION,
-        message,
-        details: { field: tool === undefined ? 'params' : 'input', limit: maxJsonDepth },
-      };
-      return { ok: false, message, fatal };
-    }
+    if (measured === 'depth') return this.#fatal('depth', 0, label);
     if (this.#dataRequests > limits.maxDataRequests) {
-      return limitExceeded(
-        'maxDataRequests',
-        limits.maxDataRequests,
-        this.#dataRequests,
-        tool === undefined
-          ? `dataProxy.request called more than maxDataRequests (${limits.maxDataRequests}) times`
-          : `tools.${tool}: more than maxDataRequests (${limits.maxDataRequests}) data requests and tool calls`,
-      );
+      return this.#fatal('maxDataRequests', this.#dataRequests, label);
     }
     const paramBytes = paramsJson === null || measured !== '' ? units : utf8ByteLength(paramsJson);
-    if (measured === 'values') {
-      return limitExceeded(
-        'maxRequestValues',
-        limits.maxRequestValues,
-        limits.maxRequestValues + 1,
-        `${what} hold more than maxRequestValues (${limits.maxRequestValues}) values`,
-      );
-    }
+    if (measured === 'values') return this.#fatal('maxRequestValues', 0, label);
     if (measured === 'size' || paramBytes > limits.maxRequestBytes) {
-      return limitExceeded(
-        'maxRequestBytes',
-        limits.maxRequestBytes,
-        Math.max(paramBytes, limits.maxRequestBytes + 1),
-        `${what} are over maxRequestBytes (${limits.maxRequestBytes} bytes)`,
-      );
+      return this.#fatal('maxRequestBytes', paramBytes, label);
     }
     if (paramsJson === null || !this.#addDataBytes(paramBytes)) {
-      return this.#overDataBytes(this.#dataBytes + (paramsJson === null ? paramBytes : 0));
+      return this.#fatal(
+        'maxDataBytes',
+        this.#dataBytes + (paramsJson === null ? paramBytes : 0),
+        label,
+      );
     }
     const answer = await this.#dispatch(paramsJson, tool);
     if (answer.ok && !this.#addDataBytes(utf8ByteLength(answer.json))) {
-      return this.#overDataBytes(this.#dataBytes);
+      return this.#fatal('maxDataBytes', this.#dataBytes, label);
     }
     return answer;
   }
@@ -165,10 +140,12 @@ export class ExecutionSession implements JobHost {
     if (handler === undefined) {
       return { ok: false, message: 'dataProxy.request: no data handler is configured' };
     }
+    // Once the execution's end is decided (a cancellation, a passed limit, its terminal event),
+    // nothing of it starts: a side-effecting tool must not run for an execution that is over.
+    if (this.#closed) return { ok: false, message: 'Execution has ended' };
     let value: unknown;
     try {
       this.#abort ??= new AbortController();
-      if (this.#closed) this.#abort.abort();
       const signal = this.#abort.signal;
       // A tool called without input gets undefined ('' is what the isolate sends then).
       let input: unknown =
@@ -206,7 +183,10 @@ export class ExecutionSession implements JobHost {
     return { ok: true, json };
   }
 
-  /** Ends the data handler's work (its signal aborts). */
+  /**
+   * Ends the data handler's work (its signal aborts) and refuses every later call. Called as soon
+   * as the execution's end is decided, before its terminal event goes out.
+   */
   close(): void {
     this.#closed = true;
     this.#abort?.abort();
@@ -236,25 +216,13 @@ export class ExecutionSession implements JobHost {
     return true;
   }
 
-  #overDataBytes(total: number): DataAnswer {
-    const limit = this.#limits.maxDataBytes;
-    return limitExceeded(
-      'maxDataBytes',
-      limit,
-      total,
-      `Data crossing the bridge exceeded maxDataBytes (${limit} bytes)`,
-    );
+  /** Ends the execution for a passed limit: nothing of it is dispatched any more. */
+  #fatal(limit: BridgeLimit, size: number, label: string): DataAnswer {
+    this.#closed = true;
+    this.#abort?.abort();
+    const fatal = bridgeLimitError(limit, this.#limits, size, label);
+    return { ok: false, message: fatal.message, fatal };
   }
-}
-
-function limitExceeded(field: string, limit: number, size: number, message: string): DataAnswer {
-  const fatal: SandboxErrorJSON = {
-    name: 'SandboxLimitExceededError',
-    code: SandboxErrorCode.LIMIT_EXCEEDED,
-    message,
-    details: { field, limit, size },
-  };
-  return { ok: false, message, fatal };
 }
 
 function whenAborted(signal: AbortSignal): Promise<void> {

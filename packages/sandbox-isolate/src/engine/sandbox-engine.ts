@@ -329,6 +329,10 @@ export class SandboxEngine {
       tools: this.#tools,
       emit: (event) => channel.push(event),
     });
+    // A cancellation decides the end at once (its terminal event goes out now): from here no
+    // handler of this execution starts, and running ones see their signal aborted first.
+    const closeSession = () => session.close();
+    signal.addEventListener('abort', closeSession, { once: true });
     trace?.enter('queue');
     let outcome: JobOutcome;
     try {
@@ -339,6 +343,7 @@ export class SandboxEngine {
         signal,
       );
     } finally {
+      signal.removeEventListener('abort', closeSession);
       session.close();
     }
     // The position comes from the isolate's side: checked here against the code as given, and

@@ -8,6 +8,7 @@ import {
   type SandboxErrorJSON,
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
+import { bridgeLimitError } from '../bridge/limit-errors.ts';
 import { capText, maxJsonDepth, scrubHostPaths } from '../bridge/safe-json.ts';
 import { disposeQuietly, type PreparedIsolate } from './context-builder.ts';
 import { ExecutionTimers } from './execution-timers.ts';
@@ -70,6 +71,9 @@ export class CodeExecutor {
       cpuAtEnd = readCpuMs(prepared);
       disposeQuietly(prepared.isolate);
     };
+    // A passed bridge limit is final: the execution ends here, inside the isolate's call, and
+    // the isolate is disposed before user code can catch, ignore or outlive it.
+    prepared.onBreach = (limit, size, label) => end(bridgeLimitError(limit, limits, size, label));
     prepared.host = {
       status(source, level, message, dataJson) {
         if (ended === undefined) host.status(source, level, message, dataJson);
@@ -140,6 +144,7 @@ export class CodeExecutor {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       prepared.host = undefined;
+      prepared.onBreach = undefined;
       // No timer outlives its execution, whichever way it ended.
       timers.close();
       prepared.timers = undefined;
