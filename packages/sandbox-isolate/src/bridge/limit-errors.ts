@@ -87,3 +87,13 @@ function limitExceeded(
     details: { field, limit, size },
   };
 }
+
+/** The OOM of a data answer refused because the isolate's heap has no room for it. */
+export function answerTooBigForHeap(memoryMb: number, units: number): SandboxErrorJSON {
+  return {
+    name: 'SandboxOOMError',
+    code: SandboxErrorCode.OOM,
+    message: `A data answer of ${units} characters does not fit in the memory limit of ${memoryMb} MiB; it was refused before it was copied in`,
+    details: { memoryMb, answerUnits: units },
+  };
+}

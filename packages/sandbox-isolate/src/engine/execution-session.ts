@@ -11,7 +11,7 @@ import {
   utf8ByteLength,
   validate,
 } from '@coda/sandbox-core';
-import { type BridgeLimit, bridgeLimitError } from '../bridge/limit-errors.ts';
+import { answerTooBigForHeap, type BridgeLimit, bridgeLimitError } from '../bridge/limit-errors.ts';
 import { capText, maxJsonDepth, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
 import type { DataHandler } from '../config/engine-config.ts';
 import type { DataAnswer, IsolateStats, JobHost, ParamsRefusal } from '../isolate/job.ts';
@@ -126,6 +126,15 @@ export class ExecutionSession implements JobHost {
     const answer = await this.#dispatch(paramsJson, tool);
     if (answer.ok && !this.#addDataBytes(utf8ByteLength(answer.json))) {
       return this.#fatal('maxDataBytes', this.#dataBytes, label);
+    }
+    // A string needs at least a byte per UTF-16 unit: an answer longer than the whole heap can
+    // never be copied in, and is refused here, before it crosses to a worker (where copying it
+    // aborted the process and its co-tenants). The isolate side checks the room actually left.
+    if (answer.ok && answer.json.length > limits.memoryMb * 1_048_576) {
+      this.#closed = true;
+      this.#abort?.abort();
+      const fatal = answerTooBigForHeap(limits.memoryMb, answer.json.length);
+      return { ok: false, message: fatal.message, fatal };
     }
     return answer;
   }
