@@ -2,6 +2,7 @@
 // isolate's side (a breach the bootstrap reports, final at once) and the host's session (the
 // second line, for a worker it does not trust). Built from the limit, its value and a count only.
 import { type ExecutionLimits, SandboxErrorCode, type SandboxErrorJSON } from '@coda/sandbox-core';
+import { maxValidatedInputValues } from '../tools/tool-input-validation.ts';
 import { maxJsonDepth } from './safe-json.ts';
 
 /** A tier 2 limit of the bridge a call can pass; `depth` is the fixed nesting depth. */
@@ -10,7 +11,8 @@ export type BridgeLimit =
   | 'maxRequestBytes'
   | 'maxRequestValues'
   | 'maxDataBytes'
-  | 'depth';
+  | 'depth'
+  | 'toolInputValues';
 
 /** Every {@link BridgeLimit}: what the host accepts from the isolate side. */
 export const bridgeLimits: ReadonlySet<string> = new Set<BridgeLimit>([
@@ -63,6 +65,13 @@ export function bridgeLimitError(
         limits.maxRequestBytes,
         Math.max(size, limits.maxRequestBytes + 1),
         `${what} are over maxRequestBytes (${limits.maxRequestBytes} bytes)`,
+      );
+    case 'toolInputValues':
+      return limitExceeded(
+        limit,
+        maxValidatedInputValues,
+        maxValidatedInputValues + 1,
+        `${what} hold more than ${maxValidatedInputValues} values, the most a tool with an input schema takes`,
       );
     case 'maxDataBytes':
       return limitExceeded(

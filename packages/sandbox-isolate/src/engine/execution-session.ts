@@ -9,13 +9,17 @@ import {
   type StatusEvent,
   type StatusLevel,
   utf8ByteLength,
-  validate,
 } from '@coda/sandbox-core';
 import { answerTooBigForHeap, type BridgeLimit, bridgeLimitError } from '../bridge/limit-errors.ts';
 import { capText, maxJsonDepth, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
 import type { DataHandler } from '../config/engine-config.ts';
 import type { DataAnswer, IsolateStats, JobHost, ParamsRefusal } from '../isolate/job.ts';
 import type { ToolTable } from '../tools/tool-config.ts';
+import {
+  maxDescribedInputValues,
+  maxValidatedInputValues,
+  validateToolInput,
+} from '../tools/tool-input-validation.ts';
 
 /** Options of an {@link ExecutionSession}. */
 export interface ExecutionSessionOptions {
@@ -116,6 +120,15 @@ export class ExecutionSession implements JobHost {
     if (measured === 'size' || paramBytes > limits.maxRequestBytes) {
       return this.#fatal('maxRequestBytes', paramBytes, label);
     }
+    // zod's work grows with the input: a tool with a schema takes a bounded number of values,
+    // and only a small one gets its issues listed (see tools/tool-input-validation.ts).
+    let large = false;
+    if (tool !== undefined && paramsJson !== null && this.#tools.get(tool)?.input !== undefined) {
+      if (measureJson(paramsJson, maxJsonDepth, maxValidatedInputValues) === 'values') {
+        return this.#fatal('toolInputValues', 0, label);
+      }
+      large = measureJson(paramsJson, maxJsonDepth, maxDescribedInputValues) === 'values';
+    }
     if (paramsJson === null || !this.#addDataBytes(paramBytes)) {
       return this.#fatal(
         'maxDataBytes',
@@ -123,7 +136,7 @@ export class ExecutionSession implements JobHost {
         label,
       );
     }
-    const answer = await this.#dispatch(paramsJson, tool);
+    const answer = await this.#dispatch(paramsJson, tool, large);
     if (answer.ok && !this.#addDataBytes(utf8ByteLength(answer.json))) {
       return this.#fatal('maxDataBytes', this.#dataBytes, label);
     }
@@ -143,7 +156,11 @@ export class ExecutionSession implements JobHost {
    * Answers one data request or tool call whose input passed every bound: the one place where
    * the host runs a data handler or a tool (validation, the handler, its answer as JSON).
    */
-  async #dispatch(paramsJson: string, tool: string | undefined): Promise<DataAnswer> {
+  async #dispatch(
+    paramsJson: string,
+    tool: string | undefined,
+    large: boolean,
+  ): Promise<DataAnswer> {
     const definition = tool === undefined ? undefined : this.#tools.get(tool);
     const handler = definition === undefined ? this.#handler : definition.handler;
     if (handler === undefined) {
@@ -160,7 +177,7 @@ export class ExecutionSession implements JobHost {
       let input: unknown =
         definition !== undefined && paramsJson === '' ? undefined : parseUntrustedJson(paramsJson);
       if (definition?.input !== undefined) {
-        input = validate(definition.input, input, `tools.${tool} input`);
+        input = validateToolInput(definition.input, input, large, `tools.${tool} input`);
       }
       const answered = Promise.resolve(
         handler(input as JsonValue, { context: this.#context, index: this.#dataRequests, signal }),

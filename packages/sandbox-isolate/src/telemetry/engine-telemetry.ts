@@ -269,6 +269,7 @@ const limitFields: ReadonlySet<string> = new Set([
   ...Object.keys(defaultExecutionLimits),
   'depth',
   'memoryMb',
+  'toolInputValues',
 ]);
 
 /**
