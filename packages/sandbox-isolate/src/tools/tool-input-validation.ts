@@ -42,16 +42,25 @@ export function validateToolInput(
   const parsed = schema.safeParse(input);
   if (parsed.success) return parsed.data;
   const all = parsed.error.issues;
-  const issues: ValidationIssue[] = all.slice(0, maxReportedIssues).map((issue) => ({
-    path: issue.path.map(String).join('.'),
-    message: issue.message,
-    received: describeValue(valueAt(input, issue.path)),
-  }));
+  const issues = all.slice(0, maxReportedIssues).flatMap((issue) => describeIssue(issue, input));
   const list = issues.map(
     (issue) => `${issue.path || '(root)'}: ${issue.message} (got ${issue.received})`,
   );
   const more = all.length > issues.length ? `; and ${all.length - issues.length} more` : '';
   throw new SandboxValidationError(`Invalid ${what}: ${list.join('; ')}${more}`, { issues });
+}
+
+// As core's validate names them: an unknown key is an issue of its own field.
+function describeIssue(issue: z.core.$ZodIssue, input: unknown): ValidationIssue[] {
+  const paths =
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.slice(0, maxReportedIssues).map((key) => [...issue.path, key])
+      : [issue.path];
+  return paths.map((path) => ({
+    path: path.map(String).join('.'),
+    message: issue.code === 'unrecognized_keys' ? 'unknown option' : issue.message,
+    received: describeValue(valueAt(input, path)),
+  }));
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
