@@ -16,6 +16,7 @@ import type { DataHandler } from '../config/engine-config.ts';
 import type { DataAnswer, IsolateStats, JobHost, ParamsRefusal } from '../isolate/job.ts';
 import type { ToolTable } from '../tools/tool-config.ts';
 import {
+  checkToolOutput,
   maxDescribedInputValues,
   maxValidatedInputValues,
   validateToolInput,
@@ -188,6 +189,16 @@ export class ExecutionSession implements JobHost {
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       return { ok: false, message: capText(scrubHostPaths(message), 1_000) };
+    }
+    if (definition?.output !== undefined) {
+      const checked = checkToolOutput(definition.output, value);
+      if (!checked.ok) {
+        return {
+          ok: false,
+          message: `tools.${tool}: the tool's answer does not match its output schema`,
+        };
+      }
+      value = checked.value;
     }
     // A tool that returns nothing (one that acts rather than answers) resolves with null.
     if (definition !== undefined && value === undefined) return { ok: true, json: 'null' };

@@ -22,6 +22,13 @@ export interface ToolDefinition<Input = unknown> {
    */
   input?: z.ZodType<Input>;
   /**
+   * zod schema of what the handler answers, checked on the host before user code sees the value
+   * (its parsed output is what user code gets): an answer that does not match rejects the call
+   * in user code with "the tool's answer does not match its output schema". It also gives the
+   * return type in `engine.toolDeclarations()` (without it, `Promise<unknown>`). Synchronous.
+   */
+  output?: z.ZodType;
+  /**
    * Answers one call, with the same `info` (context, index, signal) as a `dataHandler`. Its
    * return value goes back as JSON (counted against `maxDataBytes`); a throw rejects the call in
    * user code with the error's message (host paths removed).
@@ -62,6 +69,7 @@ const isZodSchema = (value: unknown): value is z.ZodType =>
 const ToolSchema = z.strictObject({
   description: z.string().max(10_000).optional(),
   input: z.unknown().refine(isZodSchema, 'expected a zod schema').optional(),
+  output: z.unknown().refine(isZodSchema, 'expected a zod schema').optional(),
   handler: z
     .unknown()
     .refine(

@@ -50,6 +50,25 @@ export function validateToolInput(
   throw new SandboxValidationError(`Invalid ${what}: ${list.join('; ')}${more}`, { issues });
 }
 
+/**
+ * A handler's answer checked against the tool's `output` schema: zod's early-aborting check
+ * first (an answer may be as big as maxDataBytes, and a failure's issues would echo it), then a
+ * parse for the output value only when it matches.
+ */
+export function checkToolOutput(
+  schema: z.ZodType,
+  value: unknown,
+): { ok: true; value: unknown } | { ok: false } {
+  try {
+    if (!z.validate(schema, value)) return { ok: false };
+    const parsed = schema.safeParse(value);
+    return parsed.success ? { ok: true, value: parsed.data } : { ok: false };
+  } catch {
+    // An async refinement or a throwing one: the answer is not known to match.
+    return { ok: false };
+  }
+}
+
 // As core's validate names them: an unknown key is an issue of its own field.
 function describeIssue(issue: z.core.$ZodIssue, input: unknown): ValidationIssue[] {
   const paths =
