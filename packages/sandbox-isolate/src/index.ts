@@ -5,9 +5,8 @@
  * `@coda/sandbox-isolate/mcp`.
  * @module @coda/sandbox-isolate
  */
+export type { DataHandler, DataRequestInfo } from './config/data-handler.ts';
 export type {
-  DataHandler,
-  DataRequestInfo,
   IsolationMode,
   SandboxEngineConfig,
   SubmitRequest,

@@ -313,7 +313,7 @@ describe('spans and metrics of executions (process isolation, global providers)'
       if (event.type === 'status') break;
     }
     handle.cancel('the user moved on');
-    const event = expectError(await handle.result, 'CANCELLED');
+    expectError(await handle.result, 'CANCELLED');
     const status = failed('CANCELLED');
     const tree = executionTree(global.spans, 'cancel-1');
     expect([tree.status, tree.attributes['coda.sandbox.outcome']]).toEqual([status, 'CANCELLED']);
@@ -359,7 +359,7 @@ describe('spans and metrics of executions (process isolation, global providers)'
   });
 
   it('an invalid request: only the execution span, failed with VALIDATION', async () => {
-    const event = expectError(
+    expectError(
       await engine.run({
         code: 'return 1',
         limits: { timeoutMs: -1 },
@@ -385,7 +385,7 @@ describe('spans and metrics of executions (process isolation, global providers)'
       code: 'await new Promise(() => {})',
       limits: { timeoutMs: 5_000 },
     });
-    const event = expectError(
+    expectError(
       await single.run({ code: 'return 1', context: { executionId: 'full-1' } }),
       'CAPACITY',
     );

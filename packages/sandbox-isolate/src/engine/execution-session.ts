@@ -12,7 +12,7 @@ import {
 } from '@coda/sandbox-core';
 import { answerTooBigForHeap, type BridgeLimit, bridgeLimitError } from '../bridge/limit-errors.ts';
 import { capText, maxJsonDepth, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
-import type { DataHandler } from '../config/engine-config.ts';
+import type { DataHandler } from '../config/data-handler.ts';
 import type { DataAnswer, IsolateStats, JobHost, ParamsRefusal } from '../isolate/job.ts';
 import type { ToolTable } from '../tools/tool-config.ts';
 import {

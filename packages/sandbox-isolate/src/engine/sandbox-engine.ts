@@ -21,6 +21,9 @@ import {
   toSandboxErrorJSON,
   utf8ByteLength,
 } from '@coda/sandbox-core';
+import type { ExecutionBackend } from '../backend/execution-backend.ts';
+import { InProcessBackend } from '../backend/in-process-backend.ts';
+import { WorkerBackend } from '../backend/worker-backend.ts';
 import { parseUntrustedJson } from '../bridge/safe-json.ts';
 import {
   type ResolvedEngineConfig,
@@ -37,10 +40,7 @@ import { checkWasmModules } from '../isolate/wasm-modules.ts';
 import { EngineTelemetry, type ExecutionTrace } from '../telemetry/engine-telemetry.ts';
 import { type ToolTable, toolTable } from '../tools/tool-config.ts';
 import { renderToolDeclarations } from '../tools/tool-declarations.ts';
-import { WorkerBackend } from '../worker/worker-backend.ts';
-import type { ExecutionBackend } from './backend.ts';
 import { ExecutionSession } from './execution-session.ts';
-import { InProcessBackend } from './in-process-backend.ts';
 
 /** The warning logged when an engine is created with `isolation: 'in-process'`. */
 export const inProcessWarning =

@@ -182,7 +182,7 @@ export class CodeExecutor {
  */
 const answerCheckUnits = 256 * 1024;
 /** Matches a string V8 cannot store one byte per unit. */
-const twoByte = /[^\u0000-\u00ff]/;
+const twoByte = /[\u0100-\uffff]/;
 
 /**
  * Whether an answer of `json` can be copied into the isolate: a string needs a byte per UTF-16

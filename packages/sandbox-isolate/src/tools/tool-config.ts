@@ -1,7 +1,7 @@
 // SandboxEngineConfig.tools: named host functions user code calls as `await tools.NAME(input)`.
 // The types, the zod schema of the option, and the lookup table the host dispatches through.
 import { z } from 'zod';
-import type { DataRequestInfo } from '../config/engine-config.ts';
+import type { DataRequestInfo } from '../config/data-handler.ts';
 
 /**
  * One named tool. User code calls it as `await tools.NAME(input)`; the call counts as a data
