@@ -51,7 +51,7 @@ describe('pnpm demo <part>', () => {
     }
   }, 60_000);
 
-  it('subprocess: reports what degraded when bubblewrap is missing', async () => {
+  it('subprocess: says Landlock ran, and why, when bubblewrap is missing', async () => {
     // PATH without bwrap: every program of /usr/bin but that one.
     const bin = await mkdtemp(join(tmpdir(), 'coda-demo-no-bwrap-'));
     try {
@@ -61,11 +61,30 @@ describe('pnpm demo <part>', () => {
       const { code, stdout } = await demo(['subprocess', '--json'], { PATH: path });
       const [part] = (JSON.parse(stdout) as DemoSummary).parts;
       expect(part?.status).toBe('ok');
-      const runs = (part?.runs ?? []) as { degraded: boolean; sandboxApplied: boolean }[];
-      expect(runs.map((run) => run.sandboxApplied)).toEqual([false, false, false, false]);
-      // The write and the connection are no longer stopped, and the demo says so.
-      expect(runs.map((run) => run.degraded)).toEqual([false, false, true, true]);
+      const runs = (part?.runs ?? []) as {
+        degraded: boolean;
+        sandboxApplied: boolean;
+        confinement?: string;
+        notRun?: string;
+      }[];
+      // Landlock confines the first three; the write is still stopped.
+      expect(
+        runs.slice(0, 3).map((run) => [run.sandboxApplied, run.confinement, run.degraded]),
+      ).toEqual([
+        [true, 'landlock', false],
+        [true, 'landlock', false],
+        [true, 'landlock', false],
+      ]);
+      // This machine's node sits under /root (0700): uid 65534 cannot reach it without
+      // bubblewrap's bind, so the sandbox refuses to start that check, and the demo says why.
+      expect(runs[3]).toMatchObject({ degraded: true, sandboxApplied: false });
+      expect(runs[3]?.notRun).toMatch(
+        /^Invalid spawn options: file: .* on its way is not searchable by the sandbox identity 65534:65534/,
+      );
       expect(code).toBe(0);
+      const text = await demo(['subprocess'], { PATH: path });
+      expect(text.stdout).toContain('backend: landlock');
+      expect(text.stdout).toContain('why not a stronger one: bubblewrap: bwrap not found on PATH');
     } finally {
       await rm(bin, { recursive: true, force: true });
     }

@@ -35,6 +35,7 @@ export const expectedOutput: Record<string, readonly (readonly RegExp[])[]> = {
   '@coda/sandbox-subprocess': [
     [
       /^true 2 notes\.txt\n 0 false true$/m,
+      /^bubblewrap$/m,
       /'bubblewrap',[\s\S]*'namespace:net',[\s\S]*'seccomp',/,
       /^\$\(id\) ; ls$/m,
       /^false 1 RUNTIME$/m,

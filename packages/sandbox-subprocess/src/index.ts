@@ -25,6 +25,7 @@ export {
   type SubprocessPolicyInput,
   SubprocessPolicySchema,
 } from './policy/subprocess-policy.ts';
+export { type Confinement, type LinuxBackend, linuxBackends } from './process/confinement.ts';
 export { SandboxControl } from './process/controls.ts';
 export type { MemoryFallback } from './process/launch-plan.ts';
 export type {

@@ -112,6 +112,7 @@ export class SubprocessSandbox {
     return toResult(
       {
         sandboxApplied: child.sandboxApplied,
+        confinement: child.confinement,
         platform: child.platform,
         controls: [...child.controls, SandboxControl.outputCap],
       },
@@ -189,6 +190,7 @@ export class SubprocessSandbox {
     return toResult(
       {
         sandboxApplied: plan.sandboxApplied,
+        confinement: plan.confinement,
         platform: prepared.platform,
         controls: [...plan.controls, SandboxControl.outputCap],
       },
@@ -249,7 +251,7 @@ export class SubprocessSandbox {
    * take a few ms to probe bubblewrap); later calls are cheap.
    */
   capabilities(): SandboxCapabilities {
-    return detectCapabilities(this.#platform, this.#policy.enabled);
+    return detectCapabilities(this.#platform, this.#policy);
   }
 
   /**
@@ -292,7 +294,7 @@ export class SubprocessSandbox {
   }
 
   #notStartedBase(): ResultBase {
-    return { sandboxApplied: false, platform: this.#platform, controls: [] };
+    return { sandboxApplied: false, confinement: 'none', platform: this.#platform, controls: [] };
   }
 }
 

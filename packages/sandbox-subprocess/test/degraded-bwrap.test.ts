@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createSandbox, degradedWarning, SandboxControl } from '../src/index.ts';
+import { createSandbox, SandboxControl } from '../src/index.ts';
 import { python } from './support/helpers.ts';
 
 const hostPath = process.env.PATH;
@@ -61,7 +61,7 @@ describe('bubblewrap partly refused', () => {
     }
   });
 
-  it('falls back to limits, with the reason, when user namespaces are refused', async () => {
+  it('runs under Landlock, with the reasons, when user namespaces are refused', async () => {
     process.env.PATH = pathWithBwrap('always', 'bwrap: setting up uid map: Permission denied');
     const warnings: unknown[][] = [];
     const ignore = (): void => {};
@@ -71,22 +71,33 @@ describe('bubblewrap partly refused', () => {
       error: ignore,
       warn: (...args: unknown[]) => warnings.push(args),
     };
-    const result = await createSandbox({}, { logger: logger as never }).run('/bin/echo', [
-      'still runs',
-    ]);
-    expect(result).toMatchObject({ success: true, stdout: 'still runs\n', sandboxApplied: false });
-    expect(warnings).toEqual([
-      [
-        {
-          reason:
-            'bwrap cannot create namespaces here: bwrap: setting up uid map: Permission denied',
-        },
-        degradedWarning,
-      ],
-    ]);
+    const sandbox = createSandbox({}, { logger: logger as never });
+    const result = await sandbox.run('/bin/echo', ['still runs']);
+    expect(result).toMatchObject({
+      success: true,
+      stdout: 'still runs\n',
+      sandboxApplied: true,
+      confinement: 'landlock',
+    });
+    expect(result.controls).toContain(SandboxControl.landlockFilesystem);
+    expect(warnings).toEqual([]); // confined: nothing degraded to limits only
+    const refused =
+      'bwrap cannot create namespaces here: bwrap: setting up uid map: Permission denied';
+    const reasons =
+      process.getuid?.() === 0
+        ? `bubblewrap: ${refused}; bubblewrap as the caller: ${refused}`
+        : `bubblewrap: ${refused}`;
+    expect(sandbox.capabilities()).toMatchObject({ confinement: 'landlock', reason: reasons });
     const strict = await createSandbox({ strict: true }).run('/bin/echo', ['never']);
     expect(strict.error).toBe(
-      'Refusing to run unconfined (strict policy): bwrap cannot create namespaces here: bwrap: setting up uid map: Permission denied',
+      `Refusing to run under landlock (strict policy needs bubblewrap): ${reasons}`,
+    );
+    const bwrapOnly = await createSandbox({ minimumConfinement: 'bubblewrap' }).run('/bin/echo', [
+      'never',
+    ]);
+    expect(bwrapOnly).toMatchObject({ success: false, code: 'UNAVAILABLE', stdout: '' });
+    expect(bwrapOnly.error).toBe(
+      `Refusing to run: the strongest confinement here is landlock, below minimumConfinement "bubblewrap" (${reasons}). Set minimumConfinement: 'landlock' to accept it.`,
     );
   });
 });

@@ -196,6 +196,7 @@ describe('capabilities', () => {
     expect(createSandbox().capabilities()).toEqual({
       platform: 'linux',
       confined: true,
+      confinement: 'bubblewrap',
       bubblewrap: true,
       seccomp: true,
       networkNamespace: true,
@@ -207,6 +208,7 @@ describe('capabilities', () => {
     expect(performance.now() - started).toBeLessThan(1_000);
     expect(createSandbox({ enabled: false }).capabilities()).toMatchObject({
       confined: false,
+      confinement: 'none',
       memoryMechanism: 'none',
       reason: 'sandbox disabled by policy',
     });

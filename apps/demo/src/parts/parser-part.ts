@@ -97,7 +97,7 @@ function describe(reporter: Reporter, call: ParserCall, result: ParserResult): v
 function describeConfinement(report: ConfinementReport | undefined): string {
   if (report === undefined) return 'confinement: none reported';
   const parts = [
-    `children ran in ${report.sandbox === 'bubblewrap' ? 'bubblewrap' : 'no OS sandbox'}`,
+    `children ran in ${report.sandbox === 'none' ? 'no OS sandbox' : (report.backend ?? report.sandbox)}`,
     `memory bounded by ${report.memory}`,
     `CPU by ${report.cpu}`,
     "Node's permission model",

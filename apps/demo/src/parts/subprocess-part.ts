@@ -2,7 +2,7 @@
 // machine — and, where bubblewrap or cgroups are missing, what degraded.
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import type { JsonObject } from '@coda/sandbox-core';
+import { isSandboxError, type JsonObject } from '@coda/sandbox-core';
 import {
   defaultSubprocessPolicy,
   degradedWarning,
@@ -78,7 +78,21 @@ export const subprocessPart: DemoPart = {
     ];
     try {
       for (const check of checks) {
-        const result = await check.run();
+        const refused = await startOrRefusal(check);
+        if (typeof refused === 'string') {
+          // The sandbox refused to start it here (under Landlock a program must be reachable by
+          // the run's identity through its real parents): nothing ran, nothing was shown.
+          describeRefusal(reporter, check.label, refused);
+          runs.push({
+            command: check.label,
+            held: false,
+            degraded: true,
+            notRun: refused,
+            sandboxApplied: false,
+          });
+          continue;
+        }
+        const result = refused;
         const held = check.holds(result);
         const degraded = !held && check.needsConfinement && !result.sandboxApplied;
         if (!held && !degraded) failed++;
@@ -91,14 +105,33 @@ export const subprocessPart: DemoPart = {
       await rm(forbiddenFile, { force: true });
     }
     const last = runs.at(-1);
+    const { confinement, reason } = sandbox.capabilities();
+    showBackend(reporter, confinement, reason);
     showControls(
       reporter,
       (last?.controls as string[] | undefined) ?? [],
       last?.sandboxApplied === true,
+      confinement,
     );
     return partReport('subprocess', failed, 'commands were not confined as expected', runs);
   },
 };
+
+/** The check's result, or why the sandbox refused to start it (an option it cannot honour here). */
+async function startOrRefusal(check: Check): Promise<SandboxResult | string> {
+  try {
+    return await check.run();
+  } catch (error) {
+    if (isSandboxError(error)) return error.message;
+    throw error;
+  }
+}
+
+function describeRefusal(reporter: Reporter, label: string, reason: string): void {
+  const { style } = reporter;
+  reporter.line(`  ${style.yellow('~ not run here:')} ${style.bold(label)}`);
+  reporter.line(`      ${truncate(reason, 160)}`);
+}
 
 /** Whether every variable in `env` output is one the policy lets through (plus the cwd). */
 function onlyAllowedVariables(output: string): boolean {
@@ -133,14 +166,34 @@ function describe(
   );
 }
 
-function showControls(reporter: Reporter, controls: readonly string[], applied: boolean): void {
+/** Which backend the probe chose on this machine, and why no stronger one. */
+function showBackend(reporter: Reporter, confinement: string, reason: string | undefined): void {
   const { style } = reporter;
   reporter.line();
+  const strongest = confinement === 'bubblewrap';
+  reporter.line(
+    `  backend: ${strongest ? style.green(confinement) : style.yellow(confinement)}` +
+      (reason === undefined ? ' (the strongest: bubblewrap works here)' : ''),
+  );
+  if (reason !== undefined) reporter.line(style.yellow(`  why not a stronger one: ${reason}`));
+}
+
+function showControls(
+  reporter: Reporter,
+  controls: readonly string[],
+  applied: boolean,
+  confinement: string,
+): void {
+  const { style } = reporter;
   reporter.line(`  sandboxApplied: ${applied ? style.green('yes') : style.yellow('no')}`);
   reporter.line(`  controls enforced here: ${controls.join(', ')}`);
   const missing = fullConfinement.filter((control) => !controls.includes(control));
   if (missing.length > 0) {
-    reporter.line(style.yellow(`  degraded: ${degradedWarning}`));
+    reporter.line(
+      style.yellow(
+        `  degraded: ${confinement === 'landlock' ? 'bubblewrap cannot run here; Landlock and seccomp confine commands instead' : degradedWarning}`,
+      ),
+    );
     reporter.line(style.yellow(`  missing on this machine: ${missing.join(', ')}`));
   }
 }
@@ -152,6 +205,7 @@ function summarise(result: SandboxResult): JsonObject {
     timedOut: result.timedOut,
     durationMs: Math.round(result.durationMs),
     sandboxApplied: result.sandboxApplied,
+    confinement: result.confinement,
     controls: [...result.controls],
     ...(result.error === undefined ? {} : { error: result.error }),
   };

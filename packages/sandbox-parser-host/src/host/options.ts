@@ -19,10 +19,12 @@ const byteCount = z
 export const ConfinementModeSchema = z.enum(['auto', 'required', 'none']);
 
 /**
- * How much OS confinement the host asks of `@coda/sandbox-subprocess`. `auto`: bubblewrap (and a
- * cgroup) when available, otherwise rlimits, the permission model and a memory watchdog, reported
- * in every result. `required`: refuse to run a call unconfined (`UNAVAILABLE`). `none`: never use
- * bubblewrap (the permission model and rlimits still apply).
+ * How much OS confinement the host asks of `@coda/sandbox-subprocess`, whose probe picks the
+ * backend (bubblewrap, else Landlock + seccomp where bubblewrap cannot run). `auto`: that backend
+ * when there is one, otherwise rlimits, the permission model and a memory watchdog, reported in
+ * every result. `required`: refuse to run a call without OS confinement (`UNAVAILABLE`): at least
+ * the Landlock backend. `none`: never use the subprocess layer's confinement (the permission model
+ * and rlimits still apply).
  */
 export type ConfinementMode = 'auto' | 'required' | 'none';
 

@@ -1,5 +1,6 @@
 // What the host needs of a started runner child, whichever way it was spawned.
 import type { Readable, Writable } from 'node:stream';
+import type { Confinement } from '@coda/sandbox-subprocess';
 
 /** How a child ended. */
 export interface ChildExit {
@@ -13,8 +14,16 @@ export interface ChildExit {
 
 /** Which mechanisms confine a parser child; every result carries it. */
 export interface ConfinementReport {
-  /** `bubblewrap`: the subprocess layer's namespaces and seccomp apply; `none`: they do not. */
-  sandbox: 'bubblewrap' | 'none';
+  /**
+   * `bubblewrap`: the subprocess layer's namespaces and seccomp apply; `landlock`: its Landlock
+   * rules and seccomp apply, without namespaces (where bubblewrap cannot run); `none`: neither.
+   */
+  sandbox: 'bubblewrap' | 'landlock' | 'none';
+  /**
+   * The subprocess layer's backend, as its `confinement` names it (`bubblewrap`,
+   * `bubblewrap-as-caller`, `landlock`, `rlimits`), when the child went through it.
+   */
+  backend?: Confinement;
   /**
    * What bounds total memory beyond the V8 heap limit: a cgroup set by the subprocess layer, or
    * the host's resident-memory watchdog (plus RLIMIT_DATA as a backstop), or only the heap limit.

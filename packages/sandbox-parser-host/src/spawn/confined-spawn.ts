@@ -1,6 +1,8 @@
-// Starts runner children through `@coda/sandbox-subprocess`: bubblewrap (no network, read-only
-// root, private /tmp, seccomp, namespaces, new session), a memory cgroup where one is writable,
-// a pid-namespace kill. The runner command inside is the same prlimit + node as the plain path.
+// Starts runner children through `@coda/sandbox-subprocess`, on the backend its probe chose:
+// bubblewrap (no network, read-only root, private /tmp, seccomp, namespaces, new session) or,
+// where bubblewrap cannot run, Landlock and seccomp; a memory cgroup where one is writable.
+// The runner command inside is the same prlimit + node as the plain path.
+import { dirname } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Logger } from '@coda/sandbox-core';
 import {
@@ -16,6 +18,7 @@ import {
   toParserChild,
 } from './child.ts';
 import type { RunnerPlan } from './node-command.ts';
+import { packageScopes } from './package-scopes.ts';
 import { runnerCommand } from './runner-command.ts';
 import { runnerPath, wirePath } from './runner-files.ts';
 
@@ -29,11 +32,15 @@ const memoryCgroups = new Set<string>([
 export class ConfinedSpawner {
   readonly #sandbox: SubprocessSandbox;
 
-  constructor(strict: boolean, logger: Logger) {
+  /**
+   * `required`: at least the Landlock backend, else every call is refused; `auto` accepts the
+   * subprocess layer's rlimits-only fallback too (the permission model and watchdog still apply).
+   */
+  constructor(mode: 'auto' | 'required', logger: Logger) {
     this.#sandbox = createSandbox(
       {
         enabled: true,
-        strict,
+        minimumConfinement: mode === 'required' ? 'landlock' : 'rlimits',
         // The host runs its own wall clock: the spare must wait without one.
         timeoutMs: 0,
         maxMemoryMb: 0,
@@ -47,7 +54,7 @@ export class ConfinedSpawner {
     );
   }
 
-  /** Starts one child; throws `SandboxUnavailableError` when strict and bwrap is missing. */
+  /** Starts one child; throws `SandboxUnavailableError` when required and no backend confines. */
   spawn(plan: RunnerPlan): ParserChild {
     const { file, args } = runnerCommand(plan);
     const child = this.#sandbox.spawn(file, args, {
@@ -57,7 +64,13 @@ export class ConfinedSpawner {
       // Without a writable memory cgroup the layer would fall back to RLIMIT_DATA at the limit,
       // which stops Node from starting; the host's RSS watchdog bounds memory instead.
       memoryFallback: 'none',
-      readOnlyPaths: [process.execPath, runnerPath, wirePath, ...plan.readPaths],
+      readOnlyPaths: [
+        process.execPath,
+        runnerPath,
+        wirePath,
+        ...plan.readPaths,
+        ...packageScopes([dirname(runnerPath), dirname(wirePath), ...plan.readPaths]),
+      ],
     });
     return wrap(
       child,
@@ -67,14 +80,23 @@ export class ConfinedSpawner {
 }
 
 function wrap(child: SandboxedProcess, cgroupMemory: boolean): ParserChild {
+  const backend = child.confinement;
   const confinement: ConfinementReport = {
-    sandbox: child.sandboxApplied ? 'bubblewrap' : 'none',
+    sandbox: backend.startsWith('bubblewrap')
+      ? 'bubblewrap'
+      : backend === 'landlock'
+        ? 'landlock'
+        : 'none',
+    backend,
     memory: cgroupMemory ? 'cgroup' : 'rss-watchdog',
     cpu: 'rlimit',
     permissionModel: true,
     controls: child.controls,
   };
-  if (!child.sandboxApplied) confinement.degraded = 'bubblewrap is not available';
+  if (backend === 'landlock') {
+    confinement.degraded =
+      'bubblewrap cannot run here: Landlock and seccomp confine the child (no namespaces)';
+  } else if (!child.sandboxApplied) confinement.degraded = 'bubblewrap is not available';
   const exited = child.exited.then(
     (exit): ChildExit => ({
       exitCode: exit.exitCode,

@@ -30,7 +30,7 @@ export function createChildSpawner(mode: ConfinementMode, logger: Logger): Child
   if (mode === 'none') {
     return { confinement: unconfined, spawn: (plan) => spawnPlainChild(plan, unconfined) };
   }
-  const confined = new ConfinedSpawner(mode === 'required', logger);
+  const confined = new ConfinedSpawner(mode, logger);
   let last: ConfinementReport | undefined;
   return {
     get confinement() {

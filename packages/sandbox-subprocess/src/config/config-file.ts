@@ -7,6 +7,7 @@ import {
   resolveSubprocessPolicy,
   type SubprocessPolicy,
 } from '../policy/subprocess-policy.ts';
+import { linuxBackends } from '../process/confinement.ts';
 
 const ConfigFileSchema = z.looseObject({ sandbox: z.record(z.string(), z.unknown()) });
 
@@ -85,6 +86,9 @@ const rlimitRules: RuleTable<Rlimits> = {
 const looseningRules: RuleTable<SubprocessPolicy> = {
   enabled: turnedOff,
   strict: turnedOff,
+  // A weaker backend accepted: later in the strongest-first order.
+  minimumConfinement: (before, after) =>
+    linuxBackends.indexOf(after) > linuxBackends.indexOf(before),
   timeoutMs: limitRaised,
   maxMemoryMb: limitRaised,
   allowNetwork: turnedOn,

@@ -37,6 +37,21 @@ const cases: { readonly [K in keyof SubprocessPolicy]-?: readonly Case[] } = {
       loosened: ['strict'],
     },
   ],
+  minimumConfinement: [
+    {
+      change: 'lowered to rlimits',
+      before: { minimumConfinement: 'landlock' },
+      after: { minimumConfinement: 'rlimits' },
+      loosened: ['minimumConfinement'],
+    },
+    {
+      change: 'raised to bubblewrap (tighter)',
+      before: { minimumConfinement: 'landlock' },
+      after: { minimumConfinement: 'bubblewrap' },
+      loosened: [],
+      back: ['minimumConfinement'],
+    },
+  ],
   timeoutMs: [
     {
       change: 'raised',

@@ -15,6 +15,8 @@ const systemPath = (name: string): string | undefined =>
 export const bashPath = systemPath('bash');
 /** util-linux setpriv, which drops to the run's identity inside the sandbox. */
 export const setprivPath = systemPath('setpriv');
+/** perl (perl-base, Essential on Debian and Ubuntu): runs the Landlock backend's applier. */
+export const perlPath = systemPath('perl');
 
 /** What the Linux path can use on this host. */
 export interface LinuxSupport {
@@ -28,20 +30,33 @@ export interface LinuxSupport {
   readonly reason: string | undefined;
 }
 
+/**
+ * How bubblewrap is started: `drop` (a root host: no user namespace, the command dropped to
+ * uid 65534 inside), `caller` (a user namespace of its own: the host's own uid, mapped).
+ */
+export type BwrapMode = 'drop' | 'caller';
+
 const cache = new Map<string, LinuxSupport>();
 
-/** Detects support for the host PATH given (cached per PATH value, so detection is cheap). */
-export function detectLinux(hostPath: string | undefined = process.env.PATH): LinuxSupport {
-  const key = hostPath ?? '';
+/**
+ * Detects support for the host PATH given (cached per PATH value, so detection is cheap). The
+ * default mode is the one runs under the default identity use: `drop` on a root host, `caller`
+ * elsewhere (where the caller's uid is already unprivileged).
+ */
+export function detectLinux(
+  hostPath: string | undefined = process.env.PATH,
+  mode: BwrapMode = process.getuid?.() === 0 ? 'drop' : 'caller',
+): LinuxSupport {
+  const key = `${mode}:${hostPath ?? ''}`;
   let support = cache.get(key);
   if (support === undefined) {
-    support = probe(hostPath);
+    support = probe(hostPath, mode);
     cache.set(key, support);
   }
   return support;
 }
 
-function probe(hostPath: string | undefined): LinuxSupport {
+function probe(hostPath: string | undefined, mode: BwrapMode): LinuxSupport {
   const prlimit = resolveExecutable('prlimit', '/', hostPath);
   const bwrap = resolveExecutable('bwrap', '/', hostPath);
   const tools = { prlimit };
@@ -49,11 +64,11 @@ function probe(hostPath: string | undefined): LinuxSupport {
     return { bwrap, ...tools, networkNamespace: false, reason: 'bwrap not found on PATH' };
   }
   const truePath = resolveExecutable('true', '/', hostPath) ?? '/bin/true';
-  const withNet = attempt(bwrap, truePath, true);
+  const withNet = attempt(bwrap, truePath, true, mode);
   if (withNet === undefined) return { bwrap, ...tools, networkNamespace: true, reason: undefined };
   // Some hosts refuse only the network namespace (bwrap: loopback: Failed RTM_NEWADDR); the
   // seccomp socket rule still keeps the network off there.
-  if (attempt(bwrap, truePath, false) === undefined) {
+  if (attempt(bwrap, truePath, false, mode) === undefined) {
     return { bwrap, ...tools, networkNamespace: false, reason: undefined };
   }
   return {
@@ -65,7 +80,18 @@ function probe(hostPath: string | undefined): LinuxSupport {
 }
 
 /** Runs bwrap once with this package's namespaces; returns why it failed, or undefined. */
-function attempt(bwrap: string, truePath: string, network: boolean): string | undefined {
+function attempt(
+  bwrap: string,
+  truePath: string,
+  network: boolean,
+  mode: BwrapMode,
+): string | undefined {
+  // A root host's runs drop to uid 65534 inside: where that uid is not mapped (a user namespace
+  // with one uid, as in rootless containers) the drop fails, and so must the probe.
+  const drop =
+    mode === 'drop' && setprivPath !== undefined
+      ? [setprivPath, '--reuid=65534', '--regid=65534', '--clear-groups', '--']
+      : [];
   let fd: number | undefined;
   try {
     fd = unlinkedFile(seccompProgram({ allowNetwork: false }));
@@ -73,7 +99,7 @@ function attempt(bwrap: string, truePath: string, network: boolean): string | un
       bwrap,
       [
         // As runs do: a root host's bwrap builds the view without a user namespace.
-        ...(process.getuid?.() === 0 ? [] : ['--unshare-user']),
+        ...(mode === 'drop' ? [] : ['--unshare-user', '--disable-userns']),
         '--unshare-pid',
         '--unshare-ipc',
         '--unshare-uts',
@@ -82,6 +108,10 @@ function attempt(bwrap: string, truePath: string, network: boolean): string | un
         '--new-session',
         '--cap-drop',
         'ALL',
+        // The drop needs these three, as in runs (linux-plan.ts).
+        ...(drop.length > 0
+          ? ['--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID', '--cap-add', 'CAP_SETPCAP']
+          : []),
         '--ro-bind',
         '/',
         '/',
@@ -92,6 +122,7 @@ function attempt(bwrap: string, truePath: string, network: boolean): string | un
         '--seccomp',
         '3',
         '--',
+        ...drop,
         truePath,
       ],
       { stdio: ['ignore', 'ignore', 'pipe', fd], timeout: 10_000, env: helperEnvironment },

@@ -3,17 +3,19 @@
 // which reads its instructions from a pipe: rlimits, then `exec bwrap --args FD`. bubblewrap's
 // arguments (the declared view, namespaces, the command and its environment) follow on the same
 // pipe, so none of them is on a host command line. Inside, a root host's command drops to an
-// unprivileged identity before anything of the caller's runs. Without a usable bwrap the same
-// wrapper runs the command directly: rlimits, cgroups, a process group, and no isolation.
-import { type Stats, statSync } from 'node:fs';
+// unprivileged identity before anything of the caller's runs. Where bubblewrap cannot run, the
+// probe's next backend (backend-choice.ts) takes its place: the Landlock applier
+// (landlock/landlock-plan.ts), on the same pipe, or, only when the policy accepts it, the wrapper
+// running the command directly: rlimits, cgroups, a process group, and no isolation.
 import { SandboxUnavailableError } from '@coda/sandbox-core';
 import { SandboxControl } from '../process/controls.ts';
 import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
 import { shellQuote } from '../process/shell-quote.ts';
 import { ulimitSteps } from '../process/ulimit.ts';
+import { chooseBackend, refuseBelowMinimum } from './backend-choice.ts';
 import { type CgroupSupport, createRunCgroups, detectCgroups, type RunCgroups } from './cgroup.ts';
-import { type CheckedPath, isInside, pathError, releasePins } from './checked-path.ts';
-import { bashPath, detectLinux, setprivPath } from './detect.ts';
+import { type CheckedPath, pathError, releasePins } from './checked-path.ts';
+import { bashPath, setprivPath } from './detect.ts';
 import {
   defaultFilesystemView,
   type HostPaths,
@@ -21,9 +23,10 @@ import {
   viewArguments,
 } from './filesystem-view.ts';
 import { hostPaths } from './host-paths.ts';
+import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
+import { runAdditions } from './run-paths.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
-import { viewAdditions, type WantedPath } from './view-additions.ts';
 import { instructionsDescriptor, seccompDescriptor, wrapperScript } from './wrapper-shell.ts';
 
 const mib = 1024 * 1024;
@@ -31,7 +34,7 @@ const mib = 1024 * 1024;
 export const defaultIdentity = Object.freeze({ uid: 65534, gid: 65534 });
 
 /** Who the command runs as. */
-type Identity =
+export type Identity =
   /** The host is root: drop to this uid/gid inside the sandbox (bwrap itself stays root). */
   | { readonly kind: 'drop'; readonly uid: number; readonly gid: number }
   /** The host is root and the policy asked for its identity (`runAs: 'host'`). */
@@ -40,7 +43,7 @@ type Identity =
   | { readonly kind: 'own' };
 
 /** The identity a run under `policy` gets on this host. */
-export function runIdentity(policy: LaunchRequest['policy']): Identity {
+export function runIdentity(policy: Pick<LaunchRequest['policy'], 'runAs'>): Identity {
   if (process.getuid?.() !== 0) return { kind: 'own' };
   if (policy.runAs === 'host') return { kind: 'host' };
   return { kind: 'drop', ...(policy.runAs ?? defaultIdentity) };
@@ -56,10 +59,13 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
       { details: { reason: 'bash not found' } },
     );
   }
-  const support = detectLinux(request.hostPath);
-  const useBwrap = support.bwrap !== undefined;
-  const identity = runIdentity(policy);
-  if (useBwrap && identity.kind === 'drop' && setprivPath === undefined) {
+  const choice = chooseBackend(policy, request.hostPath);
+  refuseBelowMinimum(choice, policy);
+  const { backend, identity, bwrap: support } = choice;
+  const useBwrap = backend === 'bubblewrap' || backend === 'bubblewrap-as-caller';
+  const landlockAbi = backend === 'landlock' ? choice.landlockAbi : undefined;
+  const confined = useBwrap || landlockAbi !== undefined;
+  if (confined && identity.kind === 'drop' && setprivPath === undefined) {
     throw new SandboxUnavailableError(
       'Dropping to an unprivileged identity needs util-linux setpriv (or runAs: "host")',
       { details: { reason: 'setpriv not found' } },
@@ -104,7 +110,12 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
       const exec = [support.bwrap!, '--args', String(fd), '--', ...bwrap.command];
       const options = bwrap.options.map((arg) => `${arg}\0`).join('');
       instructions = `${line(`exec ${exec.map(shellQuote).join(' ')}`)}\0${options}`;
+    } else if (landlockAbi !== undefined) {
+      const landlock = landlockArguments(request, identity, landlockAbi, controls, pins);
+      instructions = `${line(`exec ${landlock.exec.map(shellQuote).join(' ')}`)}\0${landlock.instructions}`;
     } else {
+      // The wrapper closed what the host left open (wrapper-shell.ts), here as everywhere.
+      controls.push(SandboxControl.inheritedDescriptorsClosed);
       instructions = `${line(fallbackExec(request, identity, controls))}\0`;
     }
   } catch (error) {
@@ -123,7 +134,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
   if (limits.timeoutMs > 0) controls.push(SandboxControl.wallClockTimeout);
   controls.push(useBwrap ? SandboxControl.killPidNamespace : SandboxControl.killProcessGroup);
 
-  const seccomp = useBwrap
+  const seccomp = confined
     ? seccompProgram({
         allowNetwork: policy.allowNetwork,
         allowedSyscalls: policy.allowedSyscalls,
@@ -143,7 +154,8 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     cwd: '/',
     env: {},
     controls,
-    sandboxApplied: useBwrap,
+    sandboxApplied: confined,
+    confinement: backend,
     inputs: [seccomp, Buffer.from(instructions)],
     release: () => {
       if (released) return;
@@ -153,7 +165,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     cgroups,
     detached: !useBwrap,
     launcher,
-    fallbackReason: useBwrap ? undefined : support.reason,
+    fallbackReason: confined ? undefined : choice.reasons.join('; '),
   };
 }
 
@@ -166,6 +178,7 @@ function unconfinedPlan(request: LaunchRequest): LaunchPlan {
     env: request.env,
     controls: [SandboxControl.cleanEnvironment, SandboxControl.killProcessGroup],
     sandboxApplied: false,
+    confinement: 'none',
     cgroups: undefined,
     detached: true,
     fallbackReason: 'sandbox disabled by policy',
@@ -269,54 +282,9 @@ export function bwrapArguments(
     controls.push(SandboxControl.networkNamespace);
   }
 
-  const writableFields: (readonly [string, string])[] = [
-    ...(request.writableDirectory === undefined
-      ? []
-      : [[request.writableField ?? 'cwd', request.writableDirectory] as const]),
-    ...request.writablePaths,
-  ];
-  for (const [field, path] of writableFields) {
-    if (identity.kind === 'drop' && !writableBy(path, identity)) {
-      throw pathError(
-        field,
-        `not writable by the sandbox identity ${identity.uid}:${identity.gid} (chown it, or set runAs)`,
-        path,
-      );
-    }
-  }
-  for (const [field, path] of [
-    ...(request.cwd === undefined ? [] : [['cwd', request.cwd] as const]),
-    ...request.readOnlyPaths,
-  ]) {
-    if (path === '/') throw pathError(field, 'binding / would show the whole host', '/');
-    // bwrap (root) can bind what the dropped identity cannot open; say so now rather than let the
-    // command fail inside with EACCES or, for a Node child, a MODULE_NOT_FOUND.
-    if (identity.kind === 'drop' && !readableBy(path, identity)) {
-      throw pathError(
-        field,
-        `not readable by the sandbox identity ${identity.uid}:${identity.gid} (make it readable by others, or set runAs)`,
-        path,
-      );
-    }
-  }
-  const wanted: WantedPath[] = [
-    ...writableFields.map(([field, path]) => ({ field, path, writable: true, implicit: false })),
-    ...(request.cwd === undefined
-      ? []
-      : [{ field: 'cwd', path: request.cwd, writable: false, implicit: true }]),
-    { field: 'file', path: request.executable, writable: false, implicit: true },
-    ...[...request.readOnlyPaths, ...request.unixSockets].map(([field, path]) => ({
-      field,
-      path,
-      writable: false,
-      implicit: false,
-    })),
-  ];
   // bwrap in a user namespace of its own may not follow the host's /proc/PID/fd links (it lacks
   // the host's capabilities there): it binds the checked path by name instead.
-  const additions = viewAdditions(wanted, request.hiddenPaths, pins, identity.kind === 'drop', {
-    rowOf: systemRowOf,
-  });
+  const additions = runAdditions(request, identity, pins, identity.kind === 'drop');
 
   const tmpfsBytes = limits.maxMemoryMb > 0 ? limits.maxMemoryMb * mib : 512 * mib;
   args.push(
@@ -377,37 +345,4 @@ export function bwrapArguments(
     if (request.unixSockets.length === 0) controls.push(SandboxControl.seccompNoUnixConnect);
   }
   return { options: args, command };
-}
-
-/** The default view's read-only row that shows `path` (the last row over it decides). */
-function systemRowOf(path: string): string | undefined {
-  let row: string | undefined;
-  for (const entry of defaultFilesystemView) {
-    if (!isInside(path, entry.path)) continue;
-    row = entry.access === 'read-only' ? entry.path : undefined;
-  }
-  return row;
-}
-
-/** Whether `identity` may create files in `dir` (write and search permission). */
-function writableBy(dir: string, identity: { uid: number; gid: number }): boolean {
-  return hasPermission(statSync(dir), identity, 0o3);
-}
-
-/** Whether `identity` may read `path` (and search it, for a directory). Its parents do not
- * matter: inside the view they are bwrap's own directories. */
-function readableBy(path: string, identity: { uid: number; gid: number }): boolean {
-  const stats = statSync(path);
-  return hasPermission(stats, identity, stats.isDirectory() ? 0o5 : 0o4);
-}
-
-/** Whether the owner, group or other bits that apply to `identity` (no supplementary groups:
- * setpriv clears them) hold every bit of `wanted`. */
-function hasPermission(
-  { uid, gid, mode }: Stats,
-  identity: { uid: number; gid: number },
-  wanted: number,
-): boolean {
-  const bits = uid === identity.uid ? mode >> 6 : gid === identity.gid ? mode >> 3 : mode;
-  return (bits & wanted) === wanted;
 }

@@ -22,6 +22,7 @@ describe('subprocess policy', () => {
       allowNetwork: true,
       allowFileWrites: true,
       strict: false,
+      minimumConfinement: 'landlock',
       maxOutputBytes: 4_194_304,
       allowedEnv: ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'],
       env: {},
@@ -65,6 +66,21 @@ describe('subprocess policy', () => {
       message: 'unknown syscall on x86_64 and aarch64',
       received: '"not_a_syscall"',
     });
+  });
+
+  it('accepts only the Linux backends as minimumConfinement', () => {
+    expect(createSandbox({ minimumConfinement: 'rlimits' }).getPolicy().minimumConfinement).toBe(
+      'rlimits',
+    );
+    const issues = issuesOf(() => createSandbox({ minimumConfinement: 'seccomp' } as never));
+    expect(issues).toEqual([
+      {
+        path: 'minimumConfinement',
+        message:
+          'Invalid option: expected one of "bubblewrap"|"bubblewrap-as-caller"|"landlock"|"rlimits"',
+        received: '"seccomp"',
+      },
+    ]);
   });
 
   it('keeps the old policy when an update is invalid', () => {

@@ -8,6 +8,7 @@ import {
 } from '@coda/sandbox-core';
 import { z } from 'zod';
 import { isKnownSyscall } from '../linux/seccomp/filter.ts';
+import { type LinuxBackend, linuxBackends } from '../process/confinement.ts';
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment name');
 /** A string the kernel can take whole: argv, env and paths end at the first NUL byte. */
@@ -62,6 +63,8 @@ const PolicyFields = SandboxPolicySchema.extend({
     .optional(),
   /** Refuse to run (instead of degrading) when full confinement is not available. */
   strict: z.boolean(),
+  /** Linux: the weakest backend a run may get; below it every run is refused (UNAVAILABLE). */
+  minimumConfinement: z.enum(linuxBackends),
   /** Bytes kept per output stream (stdout, stderr) of `run`/`exec`; the rest is dropped and flagged. */
   maxOutputBytes: z.number().int().positive().max(1_073_741_824),
   /** Host environment variables a command may see (copied when set on the host). */
@@ -122,8 +125,20 @@ export interface SubprocessPolicy extends SandboxPolicy {
    * of x86_64 or aarch64, such as `read`. Default: a denylist of dangerous syscalls instead.
    */
   allowedSyscalls?: string[] | undefined;
-  /** Refuse to run (instead of degrading to limits only) when full confinement is not available. Default `false`. */
+  /**
+   * Refuse to run (instead of degrading) when full confinement is not available: on Linux, a
+   * bubblewrap backend (`bubblewrap` or `bubblewrap-as-caller`). Default `false`.
+   */
   strict: boolean;
+  /**
+   * Linux: the weakest backend a run may get, from strongest to weakest `bubblewrap`,
+   * `bubblewrap-as-caller`, `landlock`, `rlimits` (see docs/subprocess.md). The backend is chosen
+   * by probing what works on the host; a run below this minimum is refused with `UNAVAILABLE`
+   * and the reasons, never run weaker. `'rlimits'` accepts resource limits alone (the command
+   * then sees the host's whole file system and network). Ignored on macOS and Windows and when
+   * `enabled` is false. Default `'landlock'`.
+   */
+  minimumConfinement: LinuxBackend;
   /**
    * Bytes kept per output stream (stdout, stderr) of `run`/`exec`, up to 1 GiB; the rest is
    * dropped and flagged. Default 4 MiB.
@@ -195,6 +210,7 @@ export type RlimitsInput = { [Limit in keyof Rlimits]?: Rlimits[Limit] | undefin
 export const defaultSubprocessPolicy: Readonly<SubprocessPolicy> = Object.freeze({
   ...defaultSandboxPolicy,
   strict: false,
+  minimumConfinement: 'landlock',
   maxOutputBytes: 4 * 1024 * 1024,
   // Not HOME: the host's home is not in the view; commands get their private one.
   allowedEnv: ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'],

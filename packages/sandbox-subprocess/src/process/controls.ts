@@ -65,6 +65,19 @@ export const SandboxControl = {
   seatbeltNoNetwork: 'seatbelt:no-network',
   seatbeltNoWrites: 'seatbelt:write-restricted',
   jobObject: 'job-object',
+  /** Ran under the Landlock backend (Linux, no namespace: where bubblewrap cannot run). */
+  landlock: 'landlock',
+  /**
+   * Landlock file-system rules from the declared view: reads only beneath its read-only rows
+   * (masked paths left out) and the run's additions, writes only in the writable directories.
+   */
+  landlockFilesystem: 'landlock:filesystem',
+  /** Landlock refused every TCP bind and connect (ABI 4 or later, network off). */
+  landlockNoTcp: 'landlock:no-tcp',
+  /** Landlock kept abstract Unix sockets inside the run (ABI 6 or later). */
+  landlockScopeAbstractUnix: 'landlock:scope-abstract-unix',
+  /** Landlock refused signals to processes outside the run (ABI 6 or later). */
+  landlockScopeSignal: 'landlock:scope-signal',
 } as const;
 
 /** One of the values of {@link SandboxControl}. */

@@ -3,6 +3,7 @@
 import type { RunCgroups } from '../linux/cgroup.ts';
 import type { Launcher } from '../linux/launcher-pool.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
+import type { Confinement } from './confinement.ts';
 import type { SandboxControl } from './controls.ts';
 
 /** Limits of one run: the policy's, with the call's overrides applied. */
@@ -60,6 +61,8 @@ export interface LaunchPlan {
   readonly args: readonly string[];
   readonly controls: readonly SandboxControl[];
   readonly sandboxApplied: boolean;
+  /** The backend that confines the command (see {@link Confinement}). */
+  readonly confinement: Confinement;
   /** Where to start `file` on the host. */
   readonly cwd: string;
   /** The environment `file` starts with: the command's where nothing else runs first, else none. */

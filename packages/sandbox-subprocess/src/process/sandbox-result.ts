@@ -3,6 +3,7 @@
 import { constants } from 'node:os';
 import type { SandboxErrorCode } from '@coda/sandbox-core';
 import type { Platform } from '../platform/platform.ts';
+import type { Confinement } from './confinement.ts';
 import type { SandboxControl } from './controls.ts';
 import type { ProcessExit } from './sandboxed-process.ts';
 
@@ -31,8 +32,13 @@ export interface SandboxResultFields {
    * signal ended the outermost process or the command never started.
    */
   readonly exitCode: number | null;
-  /** Whether OS confinement applied (bubblewrap, Seatbelt, Job Object), not only limits. */
+  /** Whether OS confinement applied (bubblewrap, Landlock, Seatbelt, Job Object), not only limits. */
   readonly sandboxApplied: boolean;
+  /**
+   * The backend that confined the command (`bubblewrap`, `bubblewrap-as-caller`, `landlock`,
+   * `rlimits` on Linux; `seatbelt`; `job-object`), or `none` (disabled, or never started).
+   */
+  readonly confinement: Confinement;
   /** The platform whose confinement ran the command. */
   readonly platform: Platform;
   /** Signal that ended the outermost process, if any (`SIGKILL` after a timeout). */
@@ -84,6 +90,7 @@ export type SandboxResult = SandboxSuccess | SandboxFailure;
 /** The outcome fields that do not depend on the output. */
 export interface ResultBase {
   readonly sandboxApplied: boolean;
+  readonly confinement: Confinement;
   readonly platform: Platform;
   readonly controls: readonly SandboxControl[];
 }
@@ -101,6 +108,7 @@ export function toResult(
   const fields = {
     ...output,
     sandboxApplied: base.sandboxApplied,
+    confinement: base.confinement,
     platform: base.platform,
     signal: exit.signal,
     timedOut: exit.timedOut,
@@ -124,6 +132,7 @@ export function notStartedResult(base: ResultBase, error: string): SandboxFailur
     stderr: '',
     exitCode: null,
     sandboxApplied: base.sandboxApplied,
+    confinement: base.confinement,
     platform: base.platform,
     signal: null,
     timedOut: false,
@@ -185,7 +194,8 @@ const endingSignals: readonly {
  * are read back from it: other codes above 128 are as likely to be the program's own choice.
  */
 function signalInExitCode(exitCode: number | null, base: ResultBase): string | null {
-  if (!base.sandboxApplied || base.platform !== 'linux' || exitCode === null) return null;
+  const bwrap = base.confinement === 'bubblewrap' || base.confinement === 'bubblewrap-as-caller';
+  if (!bwrap || base.platform !== 'linux' || exitCode === null) return null;
   const found = endingSignals.find((entry) => 128 + constants.signals[entry.signal] === exitCode);
   return found?.signal ?? null;
 }

@@ -1,6 +1,7 @@
 // The streaming handle `spawn` returns.
 import type { Duplex, Readable, Writable } from 'node:stream';
 import type { Platform } from '../platform/platform.ts';
+import type { Confinement } from './confinement.ts';
 import type { SandboxControl } from './controls.ts';
 
 /** How a confined command ended. */
@@ -35,8 +36,10 @@ export interface SandboxedProcess {
   readonly pipes: readonly Duplex[];
   /** Controls enforced for this process. */
   readonly controls: readonly SandboxControl[];
-  /** Whether OS confinement (bubblewrap, Seatbelt, Job Object) applies, not only limits. */
+  /** Whether OS confinement (bubblewrap, Landlock, Seatbelt, Job Object) applies, not only limits. */
   readonly sandboxApplied: boolean;
+  /** The backend that confines the command (see {@link Confinement}). */
+  readonly confinement: Confinement;
   /** The platform whose confinement runs the command. */
   readonly platform: Platform;
   /** Resolves once everything the command started is gone; never rejects. */

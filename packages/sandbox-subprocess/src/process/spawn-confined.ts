@@ -316,6 +316,7 @@ function start(
     pipes,
     controls: Object.freeze([...plan.controls]),
     sandboxApplied: plan.sandboxApplied,
+    confinement: plan.confinement,
     platform,
     exited,
     kill: () => {

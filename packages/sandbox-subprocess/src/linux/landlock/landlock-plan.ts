@@ -1,0 +1,175 @@
+// The Landlock backend's half of a run: where bubblewrap cannot build namespaces (a container's
+// seccomp profile, user namespaces refused), the wrapper execs the applier (applier-script.ts),
+// after setpriv when a root host drops to the run's identity. The applier's instructions (the
+// rules, the environment, the cwd, the command) follow the wrapper's on the same pipe, so none of
+// them is on a host command line.
+import { fstatSync } from 'node:fs';
+import { SandboxControl } from '../../process/controls.ts';
+import type { LaunchRequest } from '../../process/launch-plan.ts';
+import { type CheckedPath, isInside } from '../checked-path.ts';
+import { perlPath, setprivPath } from '../detect.ts';
+import { defaultFilesystemView, type HostPaths, sandboxHome } from '../filesystem-view.ts';
+import { hostPaths } from '../host-paths.ts';
+import type { Identity } from '../linux-plan.ts';
+import { runAdditions } from '../run-paths.ts';
+import { aarch64Syscalls } from '../seccomp/syscalls-aarch64.ts';
+import { x86_64Syscalls } from '../seccomp/syscalls-x86-64.ts';
+import { instructionsDescriptor, seccompDescriptor } from '../wrapper-shell.ts';
+import { applierScript } from './applier-script.ts';
+import { handledFsRights, Scope, scopeAbi } from './landlock-abi.ts';
+import { filesystemRules, networkRules, type PathRule, treeHost } from './landlock-rules.ts';
+
+/** This architecture's syscall table (the applier needs prctl and close_range). */
+const syscalls = process.arch === 'arm64' ? aarch64Syscalls : x86_64Syscalls;
+
+/** The applier's argv: perl, the script, and its descriptor and syscall numbers. */
+export function applierArgv(layout: { extraPipes: number }, withSeccomp: boolean): string[] {
+  return [
+    perlPath!,
+    '-e',
+    applierScript,
+    '--',
+    String(instructionsDescriptor(layout)),
+    String(withSeccomp ? seccompDescriptor(layout) : -1),
+    String(3 + layout.extraPipes),
+    String(syscalls.prctl),
+    String(syscalls.close_range),
+  ];
+}
+
+/** The applier's instructions: Landlock's handled rights and rules, env, cwd, the command. */
+export interface ApplierInstructions {
+  readonly handledFs: number;
+  readonly handledNet: number;
+  readonly scoped: number;
+  /** `pin`: `DEV:INO` of the file the host checked (a run's additions), to be found again. */
+  readonly paths: readonly {
+    readonly path: string;
+    readonly access: number;
+    readonly pin?: string | undefined;
+  }[];
+  readonly ports: readonly { readonly port: number; readonly access: number }[];
+  readonly env: Readonly<Record<string, string>>;
+  readonly cwd: string;
+  readonly command: readonly string[];
+}
+
+/**
+ * The rules with the identity (`DEV:INO`) of each path the host checked and pinned: the applier
+ * opens paths by name, so it must find the same files (bubblewrap binds the pinned descriptor
+ * itself; the applier, maybe already another uid, cannot open the host's /proc/PID/fd links).
+ */
+function pinned(
+  rules: readonly PathRule[],
+  pins: readonly CheckedPath[],
+): ApplierInstructions['paths'] {
+  const identities = new Map(
+    pins.map((pin) => {
+      const stats = fstatSync(pin.fd);
+      return [pin.real, `${stats.dev}:${stats.ino}`] as const;
+    }),
+  );
+  return rules.map((rule) => ({ ...rule, pin: identities.get(rule.path) }));
+}
+
+/** The instructions as the applier reads them: NUL-separated fields (no value holds a NUL). */
+export function encodeInstructions(instructions: ApplierInstructions): string {
+  const fields = [
+    String(instructions.handledFs),
+    String(instructions.handledNet),
+    String(instructions.scoped),
+    ...instructions.paths.flatMap((rule) => [
+      'path',
+      String(rule.access),
+      rule.path,
+      rule.pin ?? '',
+    ]),
+    ...instructions.ports.flatMap((rule) => ['port', String(rule.access), String(rule.port)]),
+    ...Object.entries(instructions.env).flatMap(([name, value]) => ['env', `${name}=${value}`]),
+    'cwd',
+    instructions.cwd,
+    'exec',
+    ...instructions.command,
+  ];
+  return fields.map((field) => `${field}\0`).join('');
+}
+
+/**
+ * The wrapper's last step (`exec`, as argv) and the applier's instructions for `request` under
+ * Landlock ABI `abi`; pushes what applies onto `controls`. The additions are checked and pinned
+ * (into `pins`) as bubblewrap's are.
+ */
+export function landlockArguments(
+  request: LaunchRequest,
+  identity: Identity,
+  abi: number,
+  controls: SandboxControl[],
+  pins: CheckedPath[],
+  host: HostPaths = hostPaths,
+): { exec: string[]; instructions: string } {
+  const { policy } = request;
+  const additions = runAdditions(request, identity, pins, false, true);
+  const network = networkRules(policy.allowNetwork, abi);
+  const scoped = abi >= scopeAbi ? Scope.abstractUnixSocket | Scope.signal : 0;
+  const cwd = request.cwd ?? '/';
+  const instructions: ApplierInstructions = {
+    handledFs: handledFsRights(abi),
+    handledNet: network.handled,
+    scoped,
+    paths: pinned(
+      filesystemRules(defaultFilesystemView, additions, abi, treeHost(host, host === hostPaths)),
+      pins,
+    ),
+    ports: network.ports,
+    env: { HOME: sandboxHome, ...request.env, PWD: cwd },
+    cwd,
+    command: [request.executable, ...request.args],
+  };
+  controls.push(SandboxControl.landlock, SandboxControl.landlockFilesystem);
+  // A hidden path inside /proc stays visible (landlock-rules.ts): then the control is not claimed.
+  const hidden = additions.hidden;
+  if (hidden.length > 0 && !hidden.some((path) => isInside(path, '/proc'))) {
+    controls.push(SandboxControl.hiddenPaths);
+  }
+  controls.push(
+    additions.writable.length > 0 ? SandboxControl.writableDirectory : SandboxControl.noFileWrites,
+  );
+  if (network.handled !== 0) controls.push(SandboxControl.landlockNoTcp);
+  if (scoped !== 0) {
+    controls.push(SandboxControl.landlockScopeAbstractUnix, SandboxControl.landlockScopeSignal);
+  }
+  // Every capability goes, whatever the identity: with CAP_SYS_PTRACE a Landlock domain may still
+  // read other processes' /proc/PID/environ (seen on this project's kernel), and a uid 0 that
+  // keeps its uid (a user namespace with one uid) would otherwise keep them all. Clearing the
+  // inheritable set clears the ambient one; no_new_privs then keeps file capabilities from
+  // granting any at execve. Only a root host may (and must) empty the bounding set too.
+  const root = process.getuid?.() === 0;
+  const drop = [
+    setprivPath!,
+    ...(identity.kind === 'drop'
+      ? [`--reuid=${identity.uid}`, `--regid=${identity.gid}`, '--clear-groups']
+      : []),
+    '--inh-caps=-all',
+    ...(root ? ['--bounding-set=-all'] : []),
+    '--',
+  ];
+  controls.push(
+    identity.kind === 'host' ? SandboxControl.hostIdentity : SandboxControl.unprivilegedIdentity,
+    SandboxControl.capabilitiesDropped,
+  );
+  controls.push(
+    SandboxControl.newSession,
+    SandboxControl.noNewPrivileges,
+    SandboxControl.seccomp,
+    SandboxControl.inheritedDescriptorsClosed,
+  );
+  if (policy.allowedSyscalls !== undefined) controls.push(SandboxControl.seccompAllowlist);
+  if (!policy.allowNetwork) {
+    controls.push(SandboxControl.seccompNoInet);
+    if (request.unixSockets.length === 0) controls.push(SandboxControl.seccompNoUnixConnect);
+  }
+  return {
+    exec: [...drop, ...applierArgv(request, true)],
+    instructions: encodeInstructions(instructions),
+  };
+}
