@@ -5,6 +5,7 @@
  * `@coda/sandbox-isolate/mcp`.
  * @module @coda/sandbox-isolate
  */
+export type { BridgeLimit } from './bridge/limit-errors.ts';
 export type { DataHandler, DataRequestInfo } from './config/data-handler.ts';
 export type {
   IsolationMode,
