@@ -21,7 +21,7 @@ export const maxReportedIssues = 10;
  * Most values of a refused input whose issues are listed: zod's issues cost far more than its
  * check (an issue object, a path, a message per bad element; a union's per branch).
  */
-export const maxDescribedInputValues = 250;
+export const maxDescribedInputValues = 100;
 
 /**
  * Parses `input` with `schema`; throws a `SandboxValidationError` naming the first issues, or,
