@@ -453,8 +453,13 @@ export class WorkerProcess {
       const now = performance.now();
       let overrunning = false;
       for (const pending of this.#jobs.values()) {
-        if (now > pending.deadline - deadlineGraceMs + overrunGraceMs) overrunning = true;
-        if (now > pending.deadline) {
+        const overrun = now > pending.deadline - deadlineGraceMs + overrunGraceMs;
+        if (overrun) overrunning = true;
+        // Alone on the worker's main thread past its time limit: that thread is stuck (code V8's
+        // timeout does not reach, such as isolated-vm copying a rejection reason whose getters
+        // loop) and no co-tenant can be on the worker, so it is replaced now, not 2 s later.
+        const stuckAlone = this.#onMainThread === pending.job.id && this.#jobs.size === 1;
+        if (now > pending.deadline || (overrun && stuckAlone)) {
           this.kill({ kind: 'deadline', id: pending.job.id });
           return;
         }
