@@ -1,9 +1,11 @@
 // The backends the shared suite runs against: in memory, and real Redis (standalone and cluster)
 // through ioredis and node-redis. Each gets a fresh key prefix so test files never share counts.
 import { randomUUID } from 'node:crypto';
+import { type Logger, silentLogger } from '@coda/sandbox-core';
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 import { inject } from 'vitest';
+import { hostWallNow } from '../src/clock/host-clock.ts';
 import {
   type Clock,
   createMemoryLimitStore,
@@ -12,13 +14,18 @@ import {
   fromNodeRedis,
   type LimitStore,
 } from '../src/index.ts';
+import { redisLimitStore } from '../src/redis/redis-store.ts';
 import { memoryEntries } from '../src/store/memory-store.ts';
 
 /** A store under test plus what the tests need to look behind it. */
 export interface Backend {
   readonly label: string;
-  /** Makes a store; Redis backends give each store its own client (another "host"). */
-  store(): LimitStore;
+  /**
+   * Makes a store; Redis backends give each store its own client (another "host"). `hostClock`
+   * replaces this host's clock for `clock: 'host'`, `logger` gets the store's warnings
+   * (standalone ioredis only).
+   */
+  store(hostClock?: () => unknown, logger?: Logger): LimitStore;
   /** Every live key this backend's stores wrote, with its PTTL (memory: its live entries). */
   keys(): Promise<{ key: string; pttl: number }[]>;
   /** Drops every cached script on every node (SCRIPT FLUSH); memory has none. */
@@ -72,10 +79,11 @@ export async function ioredisBackend(
   await ready(admin);
   return {
     label: `ioredis standalone, clock ${clock}`,
-    store: () => {
+    store: (hostClock = hostWallNow, logger = silentLogger) => {
       const client = new Redis({ ...standaloneOptions(), maxRetriesPerRequest: 1 });
       clients.push(client);
-      return createRedisLimitStore({ client: fromIoredis(client), keyPrefix: prefix, clock });
+      const options = { client: fromIoredis(client), keyPrefix: prefix, clock, logger };
+      return redisLimitStore(options, hostClock);
     },
     keys: () => keysOn(admin, prefix),
     flushScripts: async () => {

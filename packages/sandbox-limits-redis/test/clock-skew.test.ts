@@ -1,9 +1,10 @@
 // Two hosts whose clocks disagree by 30 s share one Redis: what docs/limits.md ("Clock skew with
 // clock: 'host'") says they do to a rate limit, measured, and that the default clock is immune.
-// The skew is one host's Date.now() moved forward while it sends a check: `clock: 'host'` reads
-// it synchronously, when the check is sent.
+// The skew is one host's clock moved forward: its store is made with a clock that reads 30 s
+// ahead. Replacing `Date.now` cannot do it: the store reads the one captured when it loaded.
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import { hostWallNow } from '../src/clock/host-clock.ts';
 import type { Clock, LimitStore } from '../src/index.ts';
 import { type Backend, ioredisBackend } from './backends.ts';
 
@@ -18,18 +19,8 @@ async function twoHosts(clock: Clock) {
   const backend = await ioredisBackend(undefined, clock);
   backends.push(backend);
   const behind = backend.store();
-  const ahead = backend.store();
-  const realNow = Date.now.bind(Date);
-  // Only the ahead host's calls see the moved clock; the spy is undone before anything awaits.
-  const checkAhead = (key: string) => {
-    const spy = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + skewMs);
-    try {
-      return ahead.rateLimit(key, rule);
-    } finally {
-      spy.mockRestore();
-    }
-  };
-  return { behind, checkAhead };
+  const ahead = backend.store(() => hostWallNow() + skewMs);
+  return { behind, checkAhead: (key: string) => ahead.rateLimit(key, rule) };
 }
 
 async function admitted(check: () => ReturnType<LimitStore['rateLimit']>, tries: number) {
@@ -62,5 +53,21 @@ describe('clock skew between hosts', () => {
     expect(refused.allowed).toBe(false);
     expect(refused.retryAfterMs).toBeGreaterThan(6_000 - 2_000);
     expect(refused.retryAfterMs).toBeLessThanOrEqual(6_000);
+  });
+
+  it("clock 'host' reads a clock code in the process cannot replace: Date.now 30 s ahead changes nothing", async () => {
+    const backend = await ioredisBackend(undefined, 'host');
+    backends.push(backend);
+    const [behind, other] = [backend.store(), backend.store()];
+    const key = `rate:{=${randomUUID()}}`;
+    expect(await admitted(() => behind.rateLimit(key, rule), 12)).toBe(10);
+    const realNow = Date.now.bind(Date);
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + skewMs);
+    try {
+      // Were the replaced Date.now read, this would admit 5 (the first case above).
+      expect(await admitted(() => other.rateLimit(key, rule), 12)).toBe(0);
+    } finally {
+      spy.mockRestore();
+    }
   });
 });

@@ -14,7 +14,6 @@ import {
   createRedisLimitStore,
   createTurnBudgetGuard,
   fromIoredis,
-  type RateLimitLease,
 } from '../src/index.ts';
 import { failFast, type RedisProcess, startRedis } from './redis-servers.ts';
 import { refusal } from './refusal.ts';
@@ -25,7 +24,9 @@ import { warningRecorder } from './warning-recorder.ts';
  * inside Redis: what is left is one entry per round trip.
  */
 async function recordRoundTrips(port: number) {
-  const watcher = new Redis({ host: '127.0.0.1', port });
+  // No ready check: ioredis's INFO from the monitoring connection can come back as a MONITOR
+  // line and throw "Command queue state error" (seen here once under load; bullmq#2505).
+  const watcher = new Redis({ host: '127.0.0.1', port, enableReadyCheck: false });
   const monitor = await watcher.monitor();
   const commands: string[] = [];
   monitor.on('monitor', (_time: string, args: string[], source: string) => {
@@ -85,7 +86,7 @@ describe('on a server of its own', () => {
       const rule = { limit: 5, windowMs: 60_000, burst: 5 };
       await store.rateLimit('{=warm}', rule); // scripts cached first
       await store.acquireLease('{=warm-lease}', 'm', 1, 60_000);
-      const watcher = new Redis({ host: '127.0.0.1', port: server.port });
+      const watcher = new Redis({ host: '127.0.0.1', port: server.port, enableReadyCheck: false });
       const monitor = await watcher.monitor();
       const inScripts: string[] = [];
       monitor.on('monitor', (_time: string, args: string[], source: string) => {
@@ -238,62 +239,84 @@ describe('when Redis stops mid-test and comes back', () => {
       }
     }
   });
-  it('insurance: enforces each limit on this host alone while Redis is down, then uses Redis again', async () => {
+  it('insurance: enforces each limit on this host alone, knowing what it holds on Redis, then uses Redis again', async () => {
     const client = connect(failFast);
     await once(client, 'ready');
     const { warnings, logger } = warningRecorder();
-    const store = createRedisLimitStore({
-      client: fromIoredis(client),
-      keyPrefix: `ins:${randomUUID()}:`,
-    });
+    const keyPrefix = `ins:${randomUUID()}:`;
+    const store = createRedisLimitStore({ client: fromIoredis(client), keyPrefix });
     const common = { store, timeoutMs: 300, failMode: 'insurance', logger } as const;
     const rate = createRateLimitGuard({ ...common, limit: 2, windowMs: 60_000 });
     const budget = createTurnBudgetGuard({ ...common, maxExecutionsPerTurn: 1 });
-    const conc = createConcurrencyGuard({ ...common, maxPerUser: 1 });
-    const context = (executionId: string) => ({ executionId, userId: 'u', turnId: 't' });
-    // On Redis: one unit of two taken, the turn's one execution counted, decisions not insured.
+    const conc = createConcurrencyGuard({
+      ...common,
+      maxPerUser: 2,
+      leaseTtlMs: 5_000,
+      renewEveryMs: 100,
+    });
+    const context = (executionId: string, userId = 'u') => ({ executionId, userId, turnId: 't' });
+    // On Redis: one unit of two taken, the turn's one execution counted, one slot of two held.
     expect((await rate.acquire(context('a'))).decision).not.toHaveProperty('insured');
     expect((await budget.acquire(context('a'))).decision).not.toHaveProperty('insured');
+    const onRedis = await conc.acquire(context('a'));
+    expect(onRedis.insured).toBe(false);
 
     await server.kill();
-    // This host's own counts start empty: two more rate units, one more execution of the turn.
+    // The insurance store knows what this host took on Redis: one more rate unit, no more
+    // executions of the turn (its retry is still admitted), one more slot.
     const insured = await rate.acquire(context('b'));
-    expect(insured.decision).toMatchObject({ allowed: true, remaining: 1, insured: true });
-    await rate.acquire(context('c'));
-    const refused = await refusal(rate.acquire(context('d')));
+    expect(insured.decision).toMatchObject({ allowed: true, remaining: 0, insured: true });
+    const refused = await refusal(rate.acquire(context('c')));
     expect(refused.code).toBe('RATE_LIMITED');
     expect(refused.details).toMatchObject({ insured: true, cached: false });
-    expect((await budget.acquire(context('b'))).decision).toMatchObject({ used: 1, insured: true });
-    expect((await refusal(budget.acquire(context('c')))).details).toMatchObject({ insured: true });
+    const spent = await refusal(budget.acquire(context('b')));
+    expect(spent.code).toBe('BUDGET_EXHAUSTED');
+    expect(spent.details).toMatchObject({ insured: true, used: 1 });
+    expect((await budget.acquire(context('a'))).decision).toMatchObject({
+      alreadyCounted: true,
+      insured: true,
+    });
     const slot = await conc.acquire(context('b'));
     expect(slot.insured).toBe(true);
-    expect((await refusal(conc.acquire(context('c')))).details).toMatchObject({ insured: true });
-    await slot.release();
-    const again = await conc.acquire(context('d'));
-    expect(again.insured).toBe(true);
-    await again.release();
+    const full = await refusal(conc.acquire(context('c')));
+    expect(full.details).toMatchObject({ insured: true, held: 2 });
     expect(warnings.some((line) => line.includes('failMode insurance'))).toBe(true);
 
-    // Redis back (empty, no persistence): decisions come from it again.
+    // Redis back (empty, no persistence). The insured slot is written back at its next renewal:
+    // another host then sees it (and the re-taken one: the cap is full there too).
     await server.restart();
+    const otherHost = connect(failFast);
+    await once(otherHost, 'ready');
+    const elsewhere = createConcurrencyGuard({
+      store: createRedisLimitStore({ client: fromIoredis(otherHost), keyPrefix }),
+      maxPerUser: 2,
+    });
     const deadline = Date.now() + 10_000;
     for (;;) {
-      // Until the client has reconnected, the insurance store answers (and refuses: 2 taken).
-      const answer = await rate.acquire(context('e')).catch((error: unknown) => error);
-      if (!isSandboxError(answer)) {
-        expect((answer as RateLimitLease).decision).toEqual({
-          allowed: true,
-          remaining: 1,
-          resetMs: expect.any(Number),
-          retryAfterMs: 0,
-        });
+      const answer = await elsewhere.acquire(context('x')).catch((error: unknown) => error);
+      if (isSandboxError(answer) && answer.code === 'RATE_LIMITED') {
+        expect(answer.details).toMatchObject({ held: 2 });
         break;
       }
-      expect(answer.details).toMatchObject({ insured: true });
-      if (Date.now() > deadline) throw new Error('still insured 10 s after Redis came back');
+      if (!isSandboxError(answer)) await (answer as { release(): Promise<void> }).release();
+      if (Date.now() > deadline)
+        throw new Error('insured slot not written back 10 s after Redis came back');
       await sleep(100);
     }
-    const shared = await conc.acquire(context('f'));
+    // Redis has forgotten this host's rate unit and the turn's execution; this host has not.
+    const overHere = await refusal(rate.acquire(context('d')));
+    expect(overHere.details).toMatchObject({ thisHost: true });
+    expect((await refusal(budget.acquire(context('e')))).details).toMatchObject({ thisHost: true });
+    // Another user's checks come from Redis again.
+    const fresh = await rate.acquire(context('f', 'u2'));
+    expect(fresh.decision).toEqual({
+      allowed: true,
+      remaining: 1,
+      resetMs: expect.any(Number),
+      retryAfterMs: 0,
+    });
+    await Promise.all([onRedis.release(), slot.release()]);
+    const shared = await conc.acquire(context('g'));
     expect(shared.insured).toBe(false);
     await shared.release();
   });

@@ -89,6 +89,10 @@ export async function startRedis(
       '',
       '--appendonly',
       'no',
+      // A replica that (re)joins gets its full sync at once, not after the default 5 s wait for
+      // more replicas to share it.
+      '--repl-diskless-sync-delay',
+      '0',
     ];
     args.push('--dir', dir);
     if (options.cluster)

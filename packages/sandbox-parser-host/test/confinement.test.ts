@@ -43,6 +43,26 @@ describe('degraded (confinement: none)', () => {
     });
   });
 
+  it('counts bytes queued on its sockets in the kernel, against an unbounded control', async () => {
+    const host = makeHost({ confinement: 'none' });
+    const mib = 1024 * 1024;
+    const control = await host.runParser(
+      'socketHoard',
+      { connections: 80 },
+      { memoryBytes: 2048 * mib },
+    );
+    // The control shows the hoard's kernel queues pass the limit below while its own memory
+    // (the watchdog passed it at 2 GiB) stays far under it.
+    expect(control.ok).toBe(true);
+    expect(control.data as number).toBeGreaterThan(160 * mib);
+    const bounded = await host.runParser(
+      'socketHoard',
+      { connections: 80 },
+      { memoryBytes: 160 * mib },
+    );
+    expect(bounded).toMatchObject({ ok: false, code: 'OOM', signal: 'SIGKILL' });
+  });
+
   it('keeps the CPU limit, the heap limit and the Buffer bound', async () => {
     const host = makeHost({ confinement: 'none', maxConcurrent: 3 });
     const [cpu, heap, buffers] = await Promise.all([
@@ -55,7 +75,9 @@ describe('degraded (confinement: none)', () => {
     expect(heap).toMatchObject({ code: 'OOM' });
     expect(heap.error).toMatch(/^memory limit exceeded: /);
     expect(buffers).toMatchObject({ code: 'OOM', signal: 'SIGKILL' });
-    expect(buffers.error).toMatch(/^memory limit exceeded: \d+ bytes resident, limit 167772160$/);
+    expect(buffers.error).toMatch(
+      /^memory limit exceeded: \d+ bytes held \(resident, page tables, socket queues\), limit 167772160$/,
+    );
   });
 
   it('keeps the permission model and the unforgeable channel', async () => {

@@ -24,6 +24,23 @@ const withoutMemoryLimit = createSandbox({
   maxMemoryMb: 0,
 });
 const disabled = createSandbox({ enabled: false });
+/** The issue's minimal form of a confined command, written by hand. */
+const minimalForm = [
+  '--ro-bind',
+  '/',
+  '/',
+  '--dev',
+  '/dev',
+  '--proc',
+  '/proc',
+  '--tmpfs',
+  '/tmp',
+  '--unshare-all',
+  '--die-with-parent',
+  '--new-session',
+  '--',
+  '/bin/true',
+];
 const sameNamespaces = [
   '--unshare-user',
   '--unshare-pid',
@@ -68,11 +85,15 @@ const packageArgs = [...packageBwrap.options, '--', ...packageBwrap.command];
 /** The same options, running /bin/true directly (no setpriv, no bash inside): what those cost. */
 const packageArgsDirect = [...packageBwrap.options, '--', '/bin/true'];
 
-function spawnAndWait(file: string, args: readonly string[]): Promise<void> {
+/** With `startFd`, fd 5 is a pipe too: the package's command writes its start byte there. */
+function spawnAndWait(file: string, args: readonly string[], startFd = false): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.resume();
-    child.stderr.resume();
+    const stdio = startFd
+      ? (['ignore', 'pipe', 'pipe', 'ignore', 'ignore', 'pipe'] as const)
+      : (['ignore', 'pipe', 'pipe'] as const);
+    const child = spawn(file, args, { stdio: [...stdio] });
+    child.stdout?.resume();
+    child.stderr?.resume();
     child.once('error', reject);
     child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`exit ${code}`))));
   });
@@ -98,8 +119,12 @@ const variants: [string, () => Promise<unknown>][] = [
     () => spawnAndWait('/usr/bin/bwrap', sameNamespaces),
   ],
   [
+    'hand-written bwrap, minimal form (child_process)',
+    () => spawnAndWait('/usr/bin/bwrap', minimalForm),
+  ],
+  [
     "hand-written bwrap, package's mounts and namespaces (child_process)",
-    () => spawnAndWait('/usr/bin/bwrap', packageArgs),
+    () => spawnAndWait('/usr/bin/bwrap', packageArgs, true),
   ],
   [
     "hand-written bwrap, package's mounts and namespaces, /bin/true without setpriv+bash",
@@ -145,7 +170,7 @@ const p50 = (name: string): number => quantile(samples.get(name)!, 0.5);
 // CPU-only parts, with tinybench: building a seccomp program and resolving a policy.
 const micro = new Bench({ time: 300 });
 micro
-  .add('buildSeccompFilter (deny list)', () => void buildSeccompFilter({ allowNetwork: false }))
+  .add('buildSeccompFilter (allowlist)', () => void buildSeccompFilter({ allowNetwork: false }))
   .add(
     'resolveSubprocessPolicy',
     () => void resolveSubprocessPolicy({ timeoutMs: 1000, rlimits: { processes: 64 } }),
@@ -170,14 +195,14 @@ for (const task of micro.tasks) {
 }
 const confinedP50 = p50('sandbox.run, fully confined');
 console.log('');
-for (const name of [
-  'hand-written bwrap, same namespaces (execa)',
-  'hand-written bwrap, same namespaces (child_process)',
-  "hand-written bwrap, package's mounts and namespaces (child_process)",
-]) {
+for (const [name, target] of [
+  ['hand-written bwrap, minimal form (child_process)', 1.3],
+  ['hand-written bwrap, same namespaces (child_process)', 1.3],
+  ["hand-written bwrap, package's mounts and namespaces (child_process)", 1.2],
+] as const) {
   const ratio = confinedP50 / p50(name);
   console.log(
-    `fully confined / ${name} (p50): ${ratio.toFixed(2)}x (target <= 1.2x: ${ratio <= 1.2 ? 'met' : 'NOT met'})`,
+    `fully confined / ${name} (p50): ${ratio.toFixed(2)}x (target <= ${target}x: ${ratio <= target ? 'met' : 'NOT met'})`,
   );
 }
 console.log(

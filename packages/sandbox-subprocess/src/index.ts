@@ -8,10 +8,12 @@ export {
   watchSandboxConfig,
 } from './config/config-watcher.ts';
 export { seatbeltProfile } from './darwin/seatbelt.ts';
+export type { SyscallGroup } from './linux/seccomp/allowlist.ts';
+export type { ArgumentRule, ArgumentTest } from './linux/seccomp/argument-rules.ts';
 export {
   buildSeccompFilter,
-  deniedSyscalls,
   type SeccompFilterOptions,
+  seccompAllowlist,
 } from './linux/seccomp/filter.ts';
 export type { MemoryMechanism, SandboxCapabilities } from './platform/capabilities.ts';
 export type { Platform } from './platform/platform.ts';
@@ -45,6 +47,7 @@ export {
 export {
   createSandbox,
   degradedWarning,
+  extraSyscallsWarning,
   SubprocessSandbox,
   type SubprocessSandboxOptions,
 } from './sandbox.ts';

@@ -26,7 +26,12 @@ import {
   toResult,
 } from './process/sandbox-result.ts';
 import type { SandboxedProcess } from './process/sandboxed-process.ts';
-import { prepareLaunch, type SpawnContext, spawnConfined } from './process/spawn-confined.ts';
+import {
+  prepareLaunch,
+  type SpawnContext,
+  spawnConfined,
+  sweepAfterRun,
+} from './process/spawn-confined.ts';
 import { type RunOptions, RunOptionsSchema, type SpawnOptions } from './process/spawn-options.ts';
 import { unlinkedFile } from './process/unlinked-file.ts';
 
@@ -40,6 +45,10 @@ const closedMessage = 'The sandbox is closed';
 
 /** The warning logged once when OS confinement is not available and only limits apply. */
 export const degradedWarning = '[Sandbox] seccomp not available, using resource limits only';
+
+/** The warning logged when a policy allows calls the default seccomp allowlist refuses. */
+export const extraSyscallsWarning =
+  '[Sandbox] extraSyscalls widens the seccomp allowlist past its default';
 
 /**
  * Runs commands under a {@link SubprocessPolicy}: on Linux in bubblewrap with a generated seccomp
@@ -56,9 +65,17 @@ export class SubprocessSandbox {
   #closed = false;
 
   constructor(policy?: SubprocessPolicyInput, options: SubprocessSandboxOptions = {}) {
-    this.#policy = resolveSubprocessPolicy(policy);
     this.#logger = options.logger ?? silentLogger;
+    this.#policy = this.#take(resolveSubprocessPolicy(policy));
     this.#platform = currentPlatform();
+  }
+
+  /** Logs a policy's widening of the seccomp allowlist (a loosening), then returns the policy. */
+  #take(policy: SubprocessPolicy): SubprocessPolicy {
+    if (policy.extraSyscalls.length > 0) {
+      this.#logger.warn({ extraSyscalls: policy.extraSyscalls }, extraSyscallsWarning);
+    }
+    return policy;
   }
 
   /**
@@ -168,7 +185,13 @@ export class SubprocessSandbox {
         cwd: plan.cwd,
         env: plan.env,
         input: input ?? '',
-        stdio: ['pipe', 'pipe', 'pipe', ...inputFds],
+        stdio: [
+          'pipe',
+          'pipe',
+          'pipe',
+          ...inputFds,
+          ...(plan.startMarker === true ? ['pipe' as const] : []),
+        ],
         maxBuffer: cap,
         killSignal: 'SIGKILL',
         windowsHide: true,
@@ -182,11 +205,19 @@ export class SubprocessSandbox {
     plan.cgroups?.killSync();
     const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
     void plan.cgroups?.remove();
+    const setIdSweep = sweepAfterRun(plan);
     const errorCode = (result.error as NodeJS.ErrnoException | undefined)?.code;
     const timedOut = errorCode === 'ETIMEDOUT';
     const overflow = errorCode === 'ENOBUFS';
     const stdout = toText(result.stdout);
     const stderr = toText(result.stderr);
+    const startBytes = result.output?.[3 + request.extraPipes + inputFds.length];
+    const setupFailed =
+      plan.startMarker === true &&
+      !timedOut &&
+      !overflow &&
+      !memoryExceeded &&
+      (startBytes?.length ?? 0) === 0;
     return toResult(
       {
         sandboxApplied: plan.sandboxApplied,
@@ -201,6 +232,8 @@ export class SubprocessSandbox {
         cancelled: false,
         memoryExceeded,
         durationMs,
+        ...(setupFailed ? { setupFailed } : {}),
+        ...(setIdSweep === undefined ? {} : { setIdSweep }),
         ...(result.error !== undefined && !timedOut
           ? overflow
             ? {
@@ -226,12 +259,12 @@ export class SubprocessSandbox {
    * {@link replacePolicy}.
    */
   updatePolicy(policy: SubprocessPolicyInput): void {
-    this.#policy = resolveSubprocessPolicy(policy, this.#policy);
+    this.#policy = this.#take(resolveSubprocessPolicy(policy, this.#policy));
   }
 
   /** Replaces the whole policy: fields not given take their defaults (used by the config watcher). */
   replacePolicy(policy: SubprocessPolicyInput): void {
-    this.#policy = resolveSubprocessPolicy(policy);
+    this.#policy = this.#take(resolveSubprocessPolicy(policy));
   }
 
   /** A copy of the current policy. */

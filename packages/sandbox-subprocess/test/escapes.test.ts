@@ -27,6 +27,7 @@ import { type CheckedPath, releasePins } from '../src/linux/checked-path.ts';
 import { defaultFilesystemView } from '../src/linux/filesystem-view.ts';
 import { bwrapArguments, runIdentity } from '../src/linux/linux-plan.ts';
 import { resolveSubprocessPolicy } from '../src/policy/subprocess-policy.ts';
+import { shellQuote } from '../src/process/shell-quote.ts';
 import { prepareLaunch, releasePlan } from '../src/process/spawn-confined.ts';
 import { node, python, sandboxDir, tempDir } from './support/helpers.ts';
 
@@ -150,7 +151,7 @@ describe('host secrets are not in the view', () => {
   it('shows no /root, /home, /run, /var, /mnt, /srv, host cwd, shadow or SSH keys', async () => {
     const result = await sh(
       [
-        'for p in /root /home/root /run /var/run /var/tmp /var /mnt /media /srv /opt /boot /sys "$CODA_HOST_CWD"; do [ -e "$p" ] && echo "visible $p"; done',
+        `for p in /root /home/root /run /var/run /var/tmp /var /mnt /media /srv /opt /boot /sys ${shellQuote(process.cwd())}; do [ -e "$p" ] && echo "visible $p"; done`,
         'ls /home',
         'cat /etc/shadow 2>/dev/null | wc -c; cat /etc/gshadow 2>/dev/null | wc -c',
         'ls -A /etc/ssh | wc -l; ls -A /etc/ssl/private 2>/dev/null | wc -l',
@@ -183,11 +184,11 @@ describe('inherited host descriptors (runc CVE-2024-21626 class)', () => {
     writeFileSync(secret, 'the secret\n');
     const target = sandboxDir(join(dir, 'hostdir'));
     // A child Node host that inherits both descriptors without FD_CLOEXEC (as from its parent),
-    // then runs a command that looks for every fd beyond stdio and tries /proc/self/fd/N/.
+    // then runs a command that lists its fds and tries /proc/self/fd/N/ on those two.
     const hostScript = `
       const { createSandbox } = await import(${JSON.stringify(join(import.meta.dirname, '../src/index.ts'))});
       const r = await createSandbox({ allowNetwork: false, allowFileWrites: false }).run('/bin/sh', ['-c',
-        'ls /proc/self/fd | sort -n | tr "\\\\n" " "; for n in 3 4 5 6 7 8 9; do cat /proc/self/fd/$n 2>/dev/null; echo x > /proc/self/fd/$n/planted 2>/dev/null && echo planted; done; true']);
+        'ls /proc/self/fd | sort -n | tr "\\\\n" " "; for n in 30 200; do cat /proc/self/fd/$n 2>/dev/null; echo x > /proc/self/fd/$n/planted 2>/dev/null && echo planted; done; true']);
       process.stdout.write(JSON.stringify(r));`;
     const secretFd = openSync(secret, 'r');
     const dirFd = openSync(target, 'r');
@@ -195,7 +196,19 @@ describe('inherited host descriptors (runc CVE-2024-21626 class)', () => {
       node,
       ['--conditions=@coda/source', '--input-type=module', '-e', hostScript],
       {
-        stdio: ['ignore', 'pipe', 'inherit', secretFd, dirFd],
+        // On fds 30 and 200: far above the wrapper's own pipes (3 to 5), which would overwrite
+        // low ones and hide a missing close.
+        stdio: Array.from({ length: 201 }, (_, fd) =>
+          fd === 1
+            ? 'pipe'
+            : fd === 2
+              ? 'inherit'
+              : fd === 30
+                ? secretFd
+                : fd === 200
+                  ? dirFd
+                  : 'ignore',
+        ),
       },
     );
     closeSync(secretFd);

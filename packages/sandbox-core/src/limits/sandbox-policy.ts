@@ -43,8 +43,8 @@ export interface SandboxPolicy {
   /** The one directory commands may write to and run in. Default: none. */
   restrictToDirectory?: string | undefined;
   /**
-   * When given, only these syscalls are allowed (allowlist mode); names as in the kernel's
-   * tables, such as `read`. Default: a denylist of dangerous syscalls instead.
+   * When given, only these syscalls are allowed, narrowing the sandbox's default allowlist;
+   * names as in the kernel's tables, such as `read`. Default: the default allowlist.
    */
   allowedSyscalls?: string[] | undefined;
 }

@@ -45,7 +45,8 @@ export interface ConcurrencyLease extends GuardLease {
   readonly leaseId: string;
   /**
    * True when a slot was taken on this host's insurance store (`failMode: 'insurance'`, the
-   * store down): it is renewed and released there, and counts on this host only.
+   * store down): it counts on this host, and is written back to the shared store (counted there
+   * too) at the first renewal the shared store answers.
    */
   readonly insured: boolean;
 }
@@ -79,16 +80,28 @@ interface Slot {
 /** A slot this acquisition holds, and on which store. */
 interface HeldSlot {
   slot: Slot;
-  /** Taken on the insurance store: renewed and released there, never on the shared store. */
+  /**
+   * Taken on the insurance store and not yet written back to the shared store: renewed in the
+   * ledger, and written back (counted on the shared store) at the first renewal it answers.
+   */
   insured: boolean;
 }
+
+/**
+ * The limit a write-back is sent with: an insured lease is running already, so the shared store
+ * must count it even when its cap is full (it then refuses newcomers until the count drops).
+ */
+const writeBackLimit = Number.MAX_SAFE_INTEGER;
 
 /**
  * Caps executions in flight: `maxPerUser` per user and, if set, `maxGlobal` over everyone, across
  * every host that shares the store. Each admitted execution holds a lease that is renewed every
  * `renewEveryMs` until released; a holder that dies loses it after `leaseTtlMs`, so no slot is
- * lost to a crash. Refuses with `RATE_LIMITED` (`details.scope` says which cap) and `retryAfterMs`
- * (when the oldest lease expires if nobody renews it: an upper bound).
+ * lost to a crash. Each lease is also held in this host's ledger, whichever store granted it, so
+ * one host never holds more than the cap (`details.thisHost` when the ledger refused), and leases
+ * granted while the store was down are written back to it when it answers again. Refuses with
+ * `RATE_LIMITED` (`details.scope` says which cap) and `retryAfterMs` (when the oldest lease
+ * expires if nobody renews it: an upper bound).
  */
 export function createConcurrencyGuard(options: ConcurrencyGuardOptions): ConcurrencyGuard {
   const settings = validate(ConcurrencyGuardOptionsSchema, options, 'concurrency guard options');
@@ -101,13 +114,41 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       ? undefined
       : { key: `${name}:conc:{*}`, limit: settings.maxGlobal, scope: 'global' };
 
-  const { insurance } = callStore;
-  const giveBack = ({ slot, insured }: HeldSlot, leaseId: string): Promise<void> => {
-    if (insured) return insurance?.releaseLease(slot.key, leaseId) ?? Promise.resolve();
-    return callStore('releaseLease', (current) => current.releaseLease(slot.key, leaseId)).then(
+  const { ledger, insurance } = callStore;
+  /** Removes the lease from the shared store (never from the insurance store: that is the ledger). */
+  const releaseShared = (slot: Slot, leaseId: string): Promise<void> =>
+    callStore('releaseLease', (current) =>
+      current === insurance ? Promise.resolve() : current.releaseLease(slot.key, leaseId),
+    ).then(
       () => {},
       (error: unknown) =>
         warn('release', { err: String(error) }, `${name}: could not release a lease`),
+    );
+  const giveBack = ({ slot, insured }: HeldSlot, leaseId: string): Promise<void> => {
+    ledger.releaseLease(slot.key, leaseId);
+    return insured ? Promise.resolve() : releaseShared(slot, leaseId);
+  };
+  const refusal = (
+    slot: Slot,
+    decision: LeaseDecision,
+    source: { insured?: boolean; thisHost?: boolean },
+  ) => {
+    const { insured, thisHost } = source;
+    const message = `${name}: ${slot.limit} executions already in flight ${slot.scope === 'user' ? 'for this user' : 'in total'}${thisHost ? ' on this host' : ''}`;
+    return refusalWithoutStack(
+      () =>
+        new SandboxRateLimitedError(message, {
+          retryAfterMs: decision.retryAfterMs,
+          details: {
+            guard: name,
+            scope: slot.scope,
+            limit: slot.limit,
+            held: decision.held,
+            ...(insured ? { insured: true } : {}),
+            ...(thisHost ? { thisHost: true } : {}),
+            ...(decision.clockFallback ? { clockFallback: true } : {}),
+          },
+        }),
     );
   };
 
@@ -123,25 +164,25 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       signal,
       // Admitted after we stopped waiting (timeout, abort): nobody will release it, so we do.
       (late) => {
-        if (late.allowed) void giveBack({ slot, insured: false }, leaseId);
+        if (late.allowed) void releaseShared(slot, leaseId);
       },
     );
     if (!outcome.ok) return undefined;
-    if (outcome.value.allowed) return { slot, insured: outcome.insured };
-    const message = `${name}: ${slot.limit} executions already in flight ${slot.scope === 'user' ? 'for this user' : 'in total'}`;
-    throw refusalWithoutStack(
-      () =>
-        new SandboxRateLimitedError(message, {
-          retryAfterMs: outcome.value.retryAfterMs,
-          details: {
-            guard: name,
-            scope: slot.scope,
-            limit: slot.limit,
-            held: outcome.value.held,
-            ...(outcome.insured ? { insured: true } : {}),
-          },
-        }),
-    );
+    // Answered by the insurance store: that is the ledger, which knows this host's shared leases.
+    if (outcome.insured) {
+      if (outcome.value.allowed) return { slot, insured: true };
+      throw refusal(slot, outcome.value, { insured: true });
+    }
+    if (!outcome.value.allowed) throw refusal(slot, outcome.value, {});
+    // Held in this host's ledger too. Refused there when this host alone already holds the cap:
+    // the store forgot some (a failover, a restart) or has not seen them yet (insured leases not
+    // yet written back). The slot goes back to the store.
+    const counted = ledger.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs);
+    if (!counted.allowed) {
+      void releaseShared(slot, leaseId);
+      throw refusal(slot, counted, { thisHost: true });
+    }
+    return { slot, insured: false };
   }
 
   return {
@@ -190,18 +231,32 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     };
     const failed = (error: unknown) =>
       warn('renew', { err: String(error) }, `${name}: lease renewal failed`);
-    // A lease stays on the store it was taken on: an insured one is renewed on the insurance
-    // store, and a shared one is not moved there when a renewal fails (it would never be released).
-    const renew = ({ slot, insured }: HeldSlot): Promise<void> => {
-      const renewOn = (current: LimitStore) =>
-        current.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs);
-      if (insured && insurance !== undefined) {
-        return renewOn(insurance).then((decision) => checkKept(slot, decision), failed);
+    const renewOn = (slot: Slot, limit: number) => (current: LimitStore) =>
+      current === insurance
+        ? Promise.resolve(undefined)
+        : current.acquireLease(slot.key, leaseId, limit, leaseTtlMs);
+    // The ledger is renewed whatever the shared store does: the execution runs on this host. A
+    // shared lease is renewed on the shared store (never moved to the insurance store: it would
+    // never be released there); an insured one is written back to the shared store, at once
+    // counted there even over the cap, and is a shared lease from then on.
+    const renew = (each: HeldSlot): Promise<void> => {
+      const { slot } = each;
+      ledger.acquireLease(slot.key, leaseId, writeBackLimit, leaseTtlMs);
+      if (!each.insured) {
+        return callStore('renewLease', renewOn(slot, slot.limit)).then((outcome) => {
+          if (outcome.ok) checkKept(slot, outcome.value);
+        }, failed);
       }
-      return callStore('renewLease', (current) =>
-        current === insurance ? Promise.resolve(undefined) : renewOn(current),
+      return callStore(
+        'writeBackLease',
+        renewOn(slot, writeBackLimit),
+        undefined,
+        // Written back after we stopped waiting: undone; the next renewal writes it back again.
+        (late) => {
+          if (late?.allowed) void releaseShared(slot, leaseId);
+        },
       ).then((outcome) => {
-        if (outcome.ok) checkKept(slot, outcome.value);
+        if (outcome.ok && !outcome.insured && outcome.value?.allowed) each.insured = false;
       }, failed);
     };
     const timer = setInterval(() => {

@@ -49,7 +49,7 @@ export const storeSchema = withMethods<LimitStore>(
   'expected a LimitStore from createRedisLimitStore() or createMemoryLimitStore()',
 );
 
-const loggerSchema = withMethods<Logger>(
+export const loggerSchema = withMethods<Logger>(
   ['debug', 'info', 'warn', 'error'],
   'expected a logger with debug, info, warn and error methods',
 );

@@ -2,7 +2,8 @@
 // so an outage neither hangs an execution nor silently lifts the limit.
 import { SandboxCancelledError, SandboxUnavailableError } from '@coda/sandbox-core';
 import type { LimitStore } from '../store/limit-store.ts';
-import { createMemoryLimitStore } from '../store/memory-store.ts';
+import type { MemoryCounts } from '../store/memory-counts.ts';
+import { createLedgerCounts, memoryStoreOf } from '../store/memory-store.ts';
 import type { FailMode } from './guard-options.ts';
 import type { Warn } from './warnings.ts';
 
@@ -28,7 +29,17 @@ export type StoreCaller = (<T, R = StoreOutcome<T>>(
   undo?: (value: T) => void,
   settle?: (outcome: StoreOutcome<T>) => R,
 ) => Promise<R>) & {
-  /** The insurance store (failMode insurance): what it granted is given back there, directly. */
+  /**
+   * This host's ledger: what this guard was granted on this host, whichever store granted it. A
+   * guard counts each admission of the shared store here too when its answer arrives, and refuses
+   * (giving it back to the shared store) one that would take this host past the limit: one host
+   * never exceeds the limit, whatever the shared store answers or forgets.
+   */
+  readonly ledger: MemoryCounts;
+  /**
+   * The ledger as a store (failMode insurance): it answers when the shared store fails, knowing
+   * what this host holds on the shared store. What it granted is given back there, directly.
+   */
   readonly insurance: LimitStore | undefined;
 };
 
@@ -48,8 +59,9 @@ export type StoreCaller = (<T, R = StoreOutcome<T>>(
 export function createStoreCaller(settings: StoreCallSettings, warn: Warn): StoreCaller {
   const pending = new PendingList();
   const { store } = settings;
-  // One per guard: while the store is down, this host enforces the limits alone with it.
-  const insurance = settings.failMode === 'insurance' ? createMemoryLimitStore() : undefined;
+  // One per guard: what this host holds; while the store is down, it enforces the limits alone.
+  const ledger = createLedgerCounts();
+  const insurance = settings.failMode === 'insurance' ? memoryStoreOf(ledger) : undefined;
   // Time is counted in ticks of the watcher, not read per call (a clock read per admission is
   // measurable): a call expires once `ticksToExpire` ticks have passed since it began.
   const everyMs = Math.max(5, Math.ceil(settings.timeoutMs / 10));
@@ -138,7 +150,7 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
     );
     return promise;
   };
-  return Object.assign(call, { insurance });
+  return Object.assign(call, { ledger, insurance });
 }
 
 /** What the deadline watcher needs of a call in flight: it is a node of the {@link PendingList}. */

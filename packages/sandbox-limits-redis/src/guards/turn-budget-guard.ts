@@ -55,13 +55,34 @@ export const TurnBudgetGuardOptionsSchema = z.strictObject({
 /**
  * Tier 3: at most `maxExecutionsPerTurn` executions per (conversationId, turnId). Only admitted
  * executions count, and an execution id counts once however often it is retried. Releasing the
- * lease does not give budget back. Refuses with `BUDGET_EXHAUSTED` and `retryAfterMs` (when the
- * turn's count expires).
+ * lease does not give budget back. Each admission is counted in this host's ledger too, so one
+ * host never admits more than the limit per turn whatever the store answers or forgets
+ * (`details.thisHost` when the ledger refused). Refuses with `BUDGET_EXHAUSTED` and `retryAfterMs`
+ * (when the turn's count expires).
  */
 export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudgetGuard {
   const settings = validate(TurnBudgetGuardOptionsSchema, options, 'turn budget guard options');
   const { name, maxExecutionsPerTurn: limit, turnTtlMs } = settings;
   const callStore = createStoreCaller(settings, createWarner(settings.logger, name));
+  const { ledger } = callStore;
+  const exhausted = (
+    decision: BudgetDecision,
+    source: { insured?: boolean; thisHost?: boolean; clockFallback?: boolean },
+  ) =>
+    refusalWithoutStack(
+      () =>
+        new SandboxBudgetExhaustedError(`${name}: this turn has used its ${limit} executions`, {
+          retryAfterMs: decision.resetMs,
+          details: {
+            guard: name,
+            limit,
+            used: decision.used,
+            ...(source.insured ? { insured: true } : {}),
+            ...(source.thisHost ? { thisHost: true } : {}),
+            ...(source.clockFallback ? { clockFallback: true } : {}),
+          },
+        }),
+    );
   return {
     name,
     async acquire(context, signal) {
@@ -79,23 +100,21 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
         signal,
       );
       if (!outcome.ok) return lease({ decision: undefined });
-      const decision: BudgetDecision = outcome.insured
-        ? { ...outcome.value, insured: true }
-        : outcome.value;
-      if (!decision.allowed) {
-        throw refusalWithoutStack(
-          () =>
-            new SandboxBudgetExhaustedError(`${name}: this turn has used its ${limit} executions`, {
-              retryAfterMs: decision.resetMs,
-              details: {
-                guard: name,
-                limit,
-                used: decision.used,
-                ...(outcome.insured ? { insured: true } : {}),
-              },
-            }),
-        );
+      if (outcome.insured) {
+        // The ledger answered: it counts what the shared store admitted on this host too.
+        const decision: BudgetDecision = { ...outcome.value, insured: true };
+        if (!decision.allowed) throw exhausted(decision, { insured: true });
+        return lease({ decision });
       }
+      const decision = outcome.value;
+      if (!decision.allowed) {
+        throw exhausted(decision, { clockFallback: decision.clockFallback === true });
+      }
+      // Counted in this host's ledger too. Refused there when this host alone already had the
+      // turn's executions: the store forgot some (a failover, a restart) or never saw them (the
+      // insurance store's). The store keeps this claim counted: a budget cannot be given back.
+      const counted = ledger.claimBudget(key, member, limit, turnTtlMs);
+      if (!counted.allowed) throw exhausted(counted, { thisHost: true });
       return lease({ decision });
     },
   };

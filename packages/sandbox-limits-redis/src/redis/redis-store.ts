@@ -1,7 +1,10 @@
 // The Redis backend: every operation is one script on one key, called by SHA (one round trip),
 // with a fallback to EVAL when the node answers NOSCRIPT (restart, failover, SCRIPT FLUSH).
-import { validate } from '@coda/sandbox-core';
+import { type Logger, silentLogger, validate } from '@coda/sandbox-core';
 import { z } from 'zod';
+import { hostWallNow } from '../clock/host-clock.ts';
+import { checkedClock, withClockFallback as marked } from '../clock/time-check.ts';
+import { loggerSchema } from '../guards/guard-options.ts';
 import type {
   BudgetDecision,
   LeaseDecision,
@@ -9,6 +12,7 @@ import type {
   RateLimitDecision,
   RateRule,
 } from '../store/limit-store.ts';
+import { checkLimitAndTtl, checkRule } from '../store/store-arguments.ts';
 import type { RedisScriptClient } from './script-client.ts';
 import { type Clock, type LuaScript, scripts } from './scripts.ts';
 
@@ -23,11 +27,16 @@ export interface RedisLimitStoreOptions {
   keyPrefix?: string | undefined;
   /**
    * Whose clock times the limits: `redis` (default) reads `TIME` inside each script, so every
-   * host agrees whatever its own clock says; `host` sends this host's `Date.now()` with each call,
+   * host agrees whatever its own clock says; `host` sends this host's wall clock with each call,
    * for services that refuse `TIME` in scripts. With `host`, a host whose clock runs ahead or
-   * behind shifts the rate limits and leases it checks by that much (see docs/limits.md).
+   * behind shifts the rate limits and leases it checks by that much (see docs/limits.md). The
+   * host's clock is `Date.now` as it was when this package loaded (code that replaces it later
+   * changes nothing), and a reading more than 10 years from this process's monotonic clock is not
+   * sent: that call reads Redis `TIME` instead, logs once, and answers `clockFallback: true`.
    */
   clock?: Clock | undefined;
+  /** Where the one warning about a refused host clock reading goes. Default: nothing is logged. */
+  logger?: Logger | undefined;
 }
 
 /** Validates {@link RedisLimitStoreOptions}. */
@@ -46,6 +55,7 @@ export const RedisLimitStoreOptionsSchema = z.strictObject({
     .regex(/^[^{}]*$/, 'must not contain { or }')
     .default('coda:limits:'),
   clock: z.enum(['redis', 'host']).default('redis'),
+  logger: loggerSchema.optional(),
 });
 
 /**
@@ -54,18 +64,38 @@ export const RedisLimitStoreOptionsSchema = z.strictObject({
  * it writes has a TTL.
  */
 export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitStore {
-  const { client, keyPrefix, clock } = validate(
+  return redisLimitStore(options, hostWallNow);
+}
+
+/**
+ * {@link createRedisLimitStore}, with `clock: 'host'` reading `hostClock` (tests give it a skewed
+ * or broken clock; nothing outside this package can).
+ */
+export function redisLimitStore(
+  options: RedisLimitStoreOptions,
+  hostClock: () => unknown,
+): LimitStore {
+  const { client, keyPrefix, clock, logger } = validate(
     RedisLimitStoreOptionsSchema,
     options,
     'Redis limit store options',
   );
 
-  const script = scripts[clock];
-  // With the host's clock, the scripts that read the time take it as their last argument.
-  const timed =
+  const hostTime =
     clock === 'host'
-      ? (args: readonly string[]): readonly string[] => [...args, String(Date.now())]
-      : (args: readonly string[]): readonly string[] => args;
+      ? checkedClock(hostClock, 'this host’s clock', logger ?? silentLogger)
+      : undefined;
+  /**
+   * The variant of a timed script to run and its arguments: with the host's clock, its reading as
+   * the last argument, or, when that reading was refused, the Redis-clock variant (`fellBack`).
+   */
+  function timed(name: TimedScript, args: readonly string[]) {
+    const now = hostTime?.();
+    if (now === undefined) {
+      return { lua: scripts.redis[name], args, fellBack: hostTime !== undefined };
+    }
+    return { lua: scripts.host[name], args: [...args, String(now)], fellBack: false };
+  }
 
   // Promise chains rather than async functions: this is the hot path, one layer less per check.
   function run(lua: LuaScript, key: string, args: readonly string[]): Promise<number[]> {
@@ -90,15 +120,24 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
   return {
     kind: 'redis',
     rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision> {
-      return runDecoded(script.rateLimit, key, timed(ruleArguments(rule)), (reply) =>
-        decodeRate(toMicros(reply), rule),
+      try {
+        checkRule(rule);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      const { lua, args, fellBack } = timed('rateLimit', ruleArguments(rule));
+      return runDecoded(lua, key, args, (reply) =>
+        marked(decodeRate(toMicros(reply), rule), fellBack),
       );
     },
     async refundRate(key: string, rule: RateRule): Promise<void> {
-      await run(script.refundRate, key, timed(ruleArguments(rule)));
+      checkRule(rule);
+      const { lua, args } = timed('refundRate', ruleArguments(rule));
+      await run(lua, key, args);
     },
     async claimBudget(key, member, limit, ttlMs): Promise<BudgetDecision> {
-      const [allowed, used, resetMs, already] = await run(script.turnBudget, key, [
+      checkLimitAndTtl(limit, ttlMs);
+      const [allowed, used, resetMs, already] = await run(scripts.redis.turnBudget, key, [
         member,
         String(limit),
         String(ttlMs),
@@ -111,18 +150,20 @@ export function createRedisLimitStore(options: RedisLimitStoreOptions): LimitSto
       };
     },
     async acquireLease(key, member, limit, ttlMs): Promise<LeaseDecision> {
-      const [allowed, held, retryAfterMs] = await run(
-        script.acquireLease,
-        key,
-        timed([member, String(limit), String(ttlMs)]),
-      );
-      return { allowed: allowed === 1, held: held ?? 0, retryAfterMs: retryAfterMs ?? 0 };
+      checkLimitAndTtl(limit, ttlMs);
+      const timedCall = timed('acquireLease', [member, String(limit), String(ttlMs)]);
+      const [allowed, held, retryAfterMs] = await run(timedCall.lua, key, timedCall.args);
+      const decision = { allowed: allowed === 1, held: held ?? 0, retryAfterMs: retryAfterMs ?? 0 };
+      return marked(decision, timedCall.fellBack);
     },
     async releaseLease(key, member): Promise<void> {
-      await run(script.releaseLease, key, [member]);
+      await run(scripts.redis.releaseLease, key, [member]);
     },
   };
 }
+
+/** The scripts that read the time, in both clock variants. */
+type TimedScript = 'rateLimit' | 'refundRate' | 'acquireLease';
 
 /**
  * Turns the rate script's one integer back into a decision, with the arithmetic of the memory

@@ -16,6 +16,13 @@ export interface RateLimitDecision {
    * answered instead (this host alone enforced the limit). Absent otherwise.
    */
   insured?: true;
+  /**
+   * The clock the store was given read a value it could not use (not a finite number within 10
+   * years of this host's monotonic clock), so this answer was timed by the store's own clock:
+   * Redis `TIME` for a Redis store with `clock: 'host'`, the monotonic clock for a memory store
+   * with a `now` option. Logged once per store. Absent otherwise.
+   */
+  clockFallback?: true;
 }
 
 /** The figures of a rate rule: `limit` per `windowMs` sustained, bursts up to `burst`. */
@@ -40,6 +47,8 @@ export interface BudgetDecision {
   alreadyCounted: boolean;
   /** As {@link RateLimitDecision.insured}: this host's insurance store answered. */
   insured?: true;
+  /** As {@link RateLimitDecision.clockFallback} (only a memory store's `now` times budgets). */
+  clockFallback?: true;
 }
 
 /** What a lease acquisition (or renewal) answered. */
@@ -50,6 +59,8 @@ export interface LeaseDecision {
   held: number;
   /** When refused: milliseconds until the oldest lease expires unless renewed; else 0. */
   retryAfterMs: number;
+  /** As {@link RateLimitDecision.clockFallback}. */
+  clockFallback?: true;
 }
 
 /**

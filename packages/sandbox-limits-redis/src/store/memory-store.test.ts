@@ -1,9 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createMemoryLimitStore } from './memory-store.ts';
 
 describe('memory store', () => {
   it('drops expired entries of every kind, so nothing accumulates', async () => {
-    let now = 1_000_000;
+    let now = Date.UTC(2026, 11, 1);
     const store = createMemoryLimitStore({ now: () => now });
     for (let i = 0; i < 1_000; i++) {
       await store.rateLimit(`r${i}`, { limit: 10, windowMs: 1_000, burst: 10 });
@@ -24,7 +24,8 @@ describe('memory store', () => {
   });
 
   it('follows the GCRA arithmetic exactly on a fake clock', async () => {
-    let now = 0;
+    const start = Date.UTC(2026, 11, 1);
+    let now = start;
     const store = createMemoryLimitStore({ now: () => now });
     const rule = { limit: 2, windowMs: 1_000, burst: 2 };
     expect(await store.rateLimit('k', rule)).toEqual({
@@ -40,9 +41,24 @@ describe('memory store', () => {
       resetMs: 1_000,
       retryAfterMs: 500,
     });
-    now = 499;
+    now = start + 499;
     expect((await store.rateLimit('k', rule)).allowed).toBe(false);
-    now = 500;
+    now = start + 500;
     expect(await store.rateLimit('k', rule)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('times by the monotonic clock captured at load: replacing performance.now changes nothing', async () => {
+    const store = createMemoryLimitStore();
+    const rule = { limit: 2, windowMs: 60_000, burst: 2 };
+    await store.rateLimit('k', rule);
+    await store.rateLimit('k', rule);
+    const real = performance.now.bind(performance);
+    const spy = vi.spyOn(performance, 'now').mockImplementation(() => real() + 86_400_000);
+    try {
+      // Had the replaced clock been read, the bucket would be full again a day later.
+      expect((await store.rateLimit('k', rule)).allowed).toBe(false);
+    } finally {
+      spy.mockRestore();
+    }
   });
 });

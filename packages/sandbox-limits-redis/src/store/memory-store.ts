@@ -1,40 +1,28 @@
 // The in-memory backend: the same operations and answers as the Redis scripts, for one process
-// (tests, the demo's zero-setup default). Entries expire like Redis keys and are swept lazily.
-import { validate } from '@coda/sandbox-core';
+// (tests, the demo's zero-setup default), and the view of a guard's host ledger that answers as
+// its insurance store.
+import { type Logger, silentLogger, validate } from '@coda/sandbox-core';
 import { z } from 'zod';
-import type {
-  BudgetDecision,
-  LeaseDecision,
-  LimitStore,
-  RateLimitDecision,
-  RateRule,
-} from './limit-store.ts';
+import { monotonicNow } from '../clock/host-clock.ts';
+import { checkedClock } from '../clock/time-check.ts';
+import { loggerSchema } from '../guards/guard-options.ts';
+import type { LimitStore } from './limit-store.ts';
+import { createMemoryCounts, type MemoryCounts, type MemoryEntry } from './memory-counts.ts';
+import { checkLimitAndTtl, checkRule } from './store-arguments.ts';
+
+export type { MemoryEntry } from './memory-counts.ts';
 
 /** Options of {@link createMemoryLimitStore}. */
 export interface MemoryLimitStoreOptions {
-  /** Milliseconds since the epoch; default a monotonic clock. Tests may pass a fake one. */
+  /**
+   * Milliseconds since the epoch; default this process's monotonic clock (captured when the
+   * package loaded). Tests may pass a fake one. A reading that is not a finite number within
+   * 10 years of the monotonic clock is not used: the store falls back to its monotonic clock for
+   * that operation, logs once, and marks the answer `clockFallback: true`.
+   */
   now?: (() => number) | undefined;
-}
-
-interface Expiring {
-  expiresAt: number;
-}
-interface RateEntry extends Expiring {
-  tat: number;
-}
-interface BudgetEntry extends Expiring {
-  members: Set<string>;
-}
-interface LeaseEntry extends Expiring {
-  holders: Map<string, number>;
-}
-
-const sweepEveryMs = 1_000;
-
-/** A live entry of a memory store and its milliseconds to live, as Redis's KEYS and PTTL list. */
-export interface MemoryEntry {
-  key: string;
-  pttl: number;
+  /** Where the one warning about a refused `now` reading goes. Default: nothing is logged. */
+  logger?: Logger | undefined;
 }
 
 // How the tests list a memory store's live entries (not exported from the package).
@@ -52,110 +40,64 @@ export const MemoryLimitStoreOptionsSchema = z.strictObject({
   now: z
     .custom<() => number>((value) => typeof value === 'function', 'expected a function')
     .optional(),
+  logger: loggerSchema.optional(),
 });
+
+/** The monotonic clock as a reading: never refused. */
+const monotonicReading = () => ({ now: monotonicNow(), fellBack: false });
 
 /**
  * A {@link LimitStore} in this process's memory, with the semantics of the Redis store. Limits are
  * per process: two hosts each get the full limit. Expired entries never accumulate.
  */
 export function createMemoryLimitStore(options: MemoryLimitStoreOptions = {}): LimitStore {
-  const { now } = validate(MemoryLimitStoreOptionsSchema, options, 'memory limit store options');
-  const clock = now ?? (() => performance.timeOrigin + performance.now());
-  const rates = new Map<string, RateEntry>();
-  const budgets = new Map<string, BudgetEntry>();
-  const leases = new Map<string, LeaseEntry>();
-  const maps: Map<string, Expiring>[] = [rates, budgets, leases];
-  let lastSweep = clock();
-
-  /** The current time, after dropping every expired entry at most once a second. */
-  function tick(): number {
-    const now = clock();
-    if (now - lastSweep >= sweepEveryMs) {
-      lastSweep = now;
-      for (const map of maps) {
-        for (const [key, entry] of map) if (entry.expiresAt <= now) map.delete(key);
-      }
-    }
-    return now;
+  const { now, logger } = validate(
+    MemoryLimitStoreOptionsSchema,
+    options,
+    'memory limit store options',
+  );
+  let read = monotonicReading;
+  if (now !== undefined) {
+    const checked = checkedClock(now, 'the memory store’s now()', logger ?? silentLogger);
+    read = () => {
+      const time = checked();
+      return time === undefined
+        ? { now: monotonicNow(), fellBack: true }
+        : { now: time, fellBack: false };
+    };
   }
+  return memoryStoreOf(createMemoryCounts(read));
+}
 
-  function live<Entry extends Expiring>(map: Map<string, Entry>, key: string, now: number) {
-    const entry = map.get(key);
-    if (entry === undefined || entry.expiresAt > now) return entry;
-    map.delete(key);
-    return undefined;
-  }
+/** Counts timed by this process's monotonic clock: a guard's host ledger. */
+export function createLedgerCounts(): MemoryCounts {
+  return createMemoryCounts(monotonicReading, true);
+}
 
+/** `counts` as a {@link LimitStore} (each answer a resolved promise). */
+export function memoryStoreOf(counts: MemoryCounts): LimitStore {
   const store: LimitStore = {
     kind: 'memory',
-    async rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision> {
-      const now = tick();
-      const interval = rule.windowMs / rule.limit;
-      const tolerance = interval * rule.burst;
-      const tat = Math.max(live(rates, key, now)?.tat ?? now, now);
-      const nextTat = tat + interval;
-      const allowAt = nextTat - tolerance;
-      if (now < allowAt) {
-        return {
-          allowed: false,
-          remaining: 0,
-          resetMs: Math.ceil(tat - now),
-          retryAfterMs: Math.max(1, Math.ceil(allowAt - now)),
-        };
-      }
-      const resetMs = Math.max(1, Math.ceil(nextTat - now));
-      rates.set(key, { tat: nextTat, expiresAt: now + Math.max(resetMs, rule.windowMs) });
-      const remaining = Math.floor((now - allowAt) / interval + 1e-6);
-      return { allowed: true, remaining, resetMs, retryAfterMs: 0 };
+    async rateLimit(key, rule) {
+      checkRule(rule);
+      return counts.rateLimit(key, rule);
     },
-    async refundRate(key: string, rule: RateRule): Promise<void> {
-      const now = tick();
-      const entry = live(rates, key, now);
-      if (entry === undefined) return;
-      entry.tat -= rule.windowMs / rule.limit;
-      if (entry.tat <= now) rates.delete(key);
+    async refundRate(key, rule) {
+      checkRule(rule);
+      counts.refundRate(key, rule);
     },
-    async claimBudget(key, member, limit, ttlMs): Promise<BudgetDecision> {
-      const now = tick();
-      const entry = live(budgets, key, now);
-      const resetMs = entry === undefined ? 0 : Math.max(0, Math.ceil(entry.expiresAt - now));
-      const used = entry?.members.size ?? 0;
-      if (entry?.members.has(member)) return { allowed: true, used, resetMs, alreadyCounted: true };
-      if (used >= limit) return { allowed: false, used, resetMs, alreadyCounted: false };
-      if (entry === undefined) {
-        budgets.set(key, { members: new Set([member]), expiresAt: now + ttlMs });
-        return { allowed: true, used: 1, resetMs: ttlMs, alreadyCounted: false };
-      }
-      entry.members.add(member);
-      return { allowed: true, used: used + 1, resetMs, alreadyCounted: false };
+    async claimBudget(key, member, limit, ttlMs) {
+      checkLimitAndTtl(limit, ttlMs);
+      return counts.claimBudget(key, member, limit, ttlMs);
     },
-    async acquireLease(key, member, limit, ttlMs): Promise<LeaseDecision> {
-      const now = Math.floor(tick());
-      const holders = live(leases, key, now)?.holders ?? new Map<string, number>();
-      for (const [holder, expiresAt] of holders) if (expiresAt <= now) holders.delete(holder);
-      const mine = holders.has(member);
-      if (!mine && holders.size >= limit) {
-        const oldest = Math.min(...holders.values());
-        return { allowed: false, held: holders.size, retryAfterMs: Math.max(1, oldest - now) };
-      }
-      holders.set(member, now + ttlMs);
-      leases.set(key, { holders, expiresAt: Math.max(...holders.values()) });
-      return { allowed: true, held: holders.size, retryAfterMs: 0 };
+    async acquireLease(key, member, limit, ttlMs) {
+      checkLimitAndTtl(limit, ttlMs);
+      return counts.acquireLease(key, member, limit, ttlMs);
     },
-    async releaseLease(key, member): Promise<void> {
-      const entry = leases.get(key);
-      if (entry === undefined) return;
-      entry.holders.delete(member);
-      if (entry.holders.size === 0) leases.delete(key);
+    async releaseLease(key, member) {
+      counts.releaseLease(key, member);
     },
   };
-  inspectors.set(store, () => {
-    const now = clock();
-    return maps.flatMap((map) =>
-      [...map].flatMap(([key, entry]) =>
-        entry.expiresAt > now ? [{ key, pttl: entry.expiresAt - now }] : [],
-      ),
-    );
-  });
+  inspectors.set(store, () => counts.entries());
   return store;
 }

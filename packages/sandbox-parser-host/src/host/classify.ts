@@ -76,7 +76,7 @@ export function classify(outcome: CallOutcome): ParserResult {
   if (killed?.kind === 'memory') {
     return fail(
       'OOM',
-      `memory limit exceeded: ${killed.residentBytes} bytes resident, limit ${limits.memoryBytes}`,
+      `memory limit exceeded: ${killed.residentBytes} bytes held (resident, page tables, socket queues), limit ${limits.memoryBytes}`,
     );
   }
   if (killed?.kind === 'output') return fail('VALIDATION', killed.message);

@@ -98,6 +98,7 @@ const looseningRules: RuleTable<SubprocessPolicy> = {
   // No allowlist allows every call; otherwise a name the old list did not have.
   allowedSyscalls: (before, after) =>
     before !== undefined && (after === undefined || added(before, after)),
+  extraSyscalls: added,
   maxOutputBytes: (before, after) => after > before,
   allowedEnv: added,
   // Any difference: an added or changed value can inject LD_PRELOAD, PATH and the like, and a

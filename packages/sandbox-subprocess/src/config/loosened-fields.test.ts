@@ -131,13 +131,13 @@ const cases: { readonly [K in keyof SubprocessPolicy]-?: readonly Case[] } = {
     {
       change: 'a syscall added',
       before: { allowedSyscalls: ['read', 'write'] },
-      after: { allowedSyscalls: ['read', 'write', 'ptrace'] },
+      after: { allowedSyscalls: ['read', 'write', 'mkdir'] },
       loosened: ['allowedSyscalls'],
     },
     {
       change: 'one swapped for another',
       before: { allowedSyscalls: ['read', 'write'] },
-      after: { allowedSyscalls: ['read', 'mount'] },
+      after: { allowedSyscalls: ['read', 'mkdir'] },
       loosened: ['allowedSyscalls'],
       back: ['allowedSyscalls'],
     },
@@ -147,6 +147,14 @@ const cases: { readonly [K in keyof SubprocessPolicy]-?: readonly Case[] } = {
       after: {},
       unset: ['allowedSyscalls'],
       loosened: ['allowedSyscalls'],
+    },
+  ],
+  extraSyscalls: [
+    {
+      change: 'a call the default refuses allowed',
+      before: {},
+      after: { extraSyscalls: ['ptrace'] },
+      loosened: ['extraSyscalls'],
     },
   ],
   maxOutputBytes: [

@@ -292,19 +292,21 @@ export function createRunCgroups(
   let memoryDir: string | undefined;
   let pidsDir: string | undefined;
   let written: RunCgroupLimits = { memoryBytes: 0, pids: 0 };
+  let socketsBounded = false;
   try {
     if (limits.memoryBytes > 0 && support.memory !== undefined) {
       const dir = `${support.memory.base}/${name}`;
       makeRunGroup(dir, support.memory, 'memory');
       dirs.set(dir, support.memory);
       memoryDir = dir;
-      writeMemoryLimit(dir, support.memory.version, limits.memoryBytes);
+      socketsBounded = writeMemoryLimit(dir, support.memory.version, limits.memoryBytes);
       written = { ...written, memoryBytes: limits.memoryBytes };
       controls.push(
         support.memory.version === 2
           ? SandboxControl.memoryCgroupV2
           : SandboxControl.memoryCgroupV1,
       );
+      if (socketsBounded) controls.push(SandboxControl.memorySocketBuffers);
     }
     if (limits.pids > 0 && support.pids !== undefined) {
       const dir = `${support.pids.base}/${name}`;
@@ -348,7 +350,9 @@ export function createRunCgroups(
         next.memoryBytes > 0 &&
         next.memoryBytes !== written.memoryBytes
       ) {
-        writeMemoryLimit(memoryDir, dirs.get(memoryDir)!.version, next.memoryBytes);
+        const bounded = writeMemoryLimit(memoryDir, dirs.get(memoryDir)!.version, next.memoryBytes);
+        // The launcher's controls say the socket buffers are bounded: they must stay so.
+        if (socketsBounded && !bounded) throw new Error('socket buffer limit not taken');
       }
       if (pidsDir !== undefined && next.pids > 0 && next.pids !== written.pids) {
         writeFileSync(`${pidsDir}/pids.max`, String(next.pids));
@@ -394,17 +398,48 @@ function makeRunGroup(dir: string, hierarchy: Hierarchy, controller: Controller)
   }
 }
 
-function writeMemoryLimit(dir: string, version: 1 | 2, bytes: number): void {
+/**
+ * Writes the memory limit; returns whether the kernel also bounds the socket buffers the group
+ * makes it hold, as verified now. cgroup v2 charges them to `memory.max` (its `memory.stat` has
+ * a `sock` line) unless the kernel was booted with `cgroup.memory=nosocket`. cgroup v1 charges
+ * kernel memory such as pipe buffers to the limit, but TCP buffers only to their own counter,
+ * and only once `memory.kmem.tcp.limit_in_bytes` is set: it gets a quarter of the limit, read
+ * back to check the kernel took it.
+ */
+function writeMemoryLimit(dir: string, version: 1 | 2, bytes: number): boolean {
   if (version === 2) {
     writeFileSync(`${dir}/memory.max`, String(bytes));
     tryWrite(`${dir}/memory.swap.max`, '0');
-    return;
+    return socketsCharged() && /^sock \d+$/m.test(tryRead(`${dir}/memory.stat`));
   }
   // memory+swap must stay >= memory: raising writes it first (lowering makes that first
   // write fail harmlessly), and without it the group could swap past its limit.
   tryWrite(`${dir}/memory.memsw.limit_in_bytes`, String(bytes));
   writeFileSync(`${dir}/memory.limit_in_bytes`, String(bytes));
   tryWrite(`${dir}/memory.memsw.limit_in_bytes`, String(bytes));
+  const tcp = tcpBufferBudget(bytes);
+  const file = `${dir}/memory.kmem.tcp.limit_in_bytes`;
+  return tryWrite(file, String(tcp)) && tryRead(file).trim() === String(tcp);
+}
+
+/** The TCP buffer budget of a cgroup v1 group with memory limit `bytes`: a quarter, in pages. */
+export function tcpBufferBudget(bytes: number): number {
+  return Math.max(4096, Math.floor(bytes / 4 / 4096) * 4096);
+}
+
+let socketsChargedCache: boolean | undefined;
+/** Whether the kernel was booted without `cgroup.memory=nosocket` (or `nokmem`). */
+function socketsCharged(): boolean {
+  socketsChargedCache ??= !/\bcgroup\.memory=\S*(nosocket|nokmem)/.test(tryRead('/proc/cmdline'));
+  return socketsChargedCache;
+}
+
+function tryRead(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
 }
 
 /**

@@ -27,7 +27,13 @@ import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
 import { runAdditions } from './run-paths.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
-import { instructionsDescriptor, seccompDescriptor, wrapperScript } from './wrapper-shell.ts';
+import {
+  instructionsDescriptor,
+  seccompDescriptor,
+  startedDescriptor,
+  startedSteps,
+  wrapperScript,
+} from './wrapper-shell.ts';
 
 const mib = 1024 * 1024;
 /** nobody:nogroup on Debian, Ubuntu, Fedora and Alpine. */
@@ -138,6 +144,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     ? seccompProgram({
         allowNetwork: policy.allowNetwork,
         allowedSyscalls: policy.allowedSyscalls,
+        extraSyscalls: policy.extraSyscalls,
         allowUnixConnect: request.unixSockets.length > 0,
       })
     : new Uint8Array(0);
@@ -157,6 +164,11 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     sandboxApplied: confined,
     confinement: backend,
     inputs: [seccomp, Buffer.from(instructions)],
+    startMarker: true,
+    writableDirs: [
+      ...(request.writableDirectory === undefined ? [] : [request.writableDirectory]),
+      ...request.writablePaths.map(([, path]) => path),
+    ],
     release: () => {
       if (released) return;
       released = true;
@@ -208,6 +220,7 @@ function fallbackExec(
     `cd -- ${shellQuote(request.cwd ?? process.cwd())}`,
     'unset OLDPWD', // set by `cd`; not the command's
     ...(exports.length > 0 ? [`export ${exports.join(' ')}`] : []),
+    startedSteps(startedDescriptor(request)),
     `exec ${[...drop, request.executable, ...request.args].map(shellQuote).join(' ')}`,
   ].join(' && ');
 }
@@ -232,10 +245,16 @@ function takeReadyLauncher(
 /** The variable prefix that carries the command's environment past setpriv, inert to ld.so. */
 const envPrefix = 'CODA_SANDBOX_ENV_';
 
-/** Restores the prefixed variables (bash, already unprivileged), then becomes the command. */
+/**
+ * Restores the prefixed variables (bash, already unprivileged), writes the start byte to `fd`,
+ * then becomes the command.
+ */
 // The loop variable is the bare prefix, a name no caller's variable can have (they are refused).
 const loopVariable = envPrefix;
-const unprefixScript = `cd -- "$1" || exit 126; shift; unset OLDPWD; for ${loopVariable} in "\${!${envPrefix}@}"; do export "\${${loopVariable}#${envPrefix}}=\${!${loopVariable}}"; unset "$${loopVariable}"; done; unset ${loopVariable}; exec -- "$@"`;
+const unprefixScript = (fd: number): string =>
+  `cd -- "$1" || exit 126; shift; unset OLDPWD; for ${loopVariable} in "\${!${envPrefix}@}"; do export "\${${loopVariable}#${envPrefix}}=\${!${loopVariable}}"; unset "$${loopVariable}"; done; unset ${loopVariable}; ${startedSteps(fd)} && exec -- "$@"`;
+/** Without an identity to drop to: only the start byte, then the command (its argv as given). */
+const startScript = (fd: number): string => `${startedSteps(fd)} && exec -- "$@"`;
 
 /**
  * bubblewrap's options (namespaces, the view with the run's additions, each pinned in `pins`,
@@ -323,13 +342,21 @@ export function bwrapArguments(
       '--norc',
       '--noprofile',
       '-c',
-      unprefixScript,
+      unprefixScript(startedDescriptor(request)),
       'coda-sandbox',
       cwd,
       ...command,
     ];
   } else {
     for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
+    const shell = [
+      bashPath!,
+      '--norc',
+      '--noprofile',
+      '-c',
+      startScript(startedDescriptor(request)),
+    ];
+    command = [...shell, 'coda-sandbox', ...command];
   }
   args.push('--seccomp', String(seccompDescriptor(request)));
   controls.push(

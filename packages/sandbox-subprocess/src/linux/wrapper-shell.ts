@@ -9,7 +9,10 @@ import { shellQuote } from '../process/shell-quote.ts';
 /** The environment every host-side helper starts with: none at all. */
 export const helperEnvironment: Readonly<Record<string, string>> = Object.freeze({});
 
-/** Descriptor layout of a run: 0-2, the extra pipes, then the seccomp program and instructions. */
+/**
+ * Descriptor layout of a run: 0-2, the extra pipes, then the seccomp program, the instructions
+ * and the start marker.
+ */
 export interface WrapperDescriptors {
   /** Pipes beyond stdio (the command's fds 3, 4, ...). */
   readonly extraPipes: number;
@@ -25,9 +28,23 @@ export function instructionsDescriptor(layout: WrapperDescriptors): number {
   return 4 + layout.extraPipes;
 }
 
+/**
+ * The descriptor the last step before the command writes one byte to, then closes: the host
+ * reads it as "confinement is set up and the command is being executed". Without that byte a
+ * run that exits never started (bubblewrap, setpriv or the view failed), whatever its code.
+ */
+export function startedDescriptor(layout: WrapperDescriptors): number {
+  return 5 + layout.extraPipes;
+}
+
+/** Shell that writes the start byte to `fd`, closes it, then becomes the command. */
+export function startedSteps(fd: number): string {
+  return `printf s >&${fd} && exec ${fd}>&-`;
+}
+
 /** How many descriptors the wrapper is spawned with. */
 export function wrapperDescriptorCount(layout: WrapperDescriptors): number {
-  return 5 + layout.extraPipes;
+  return 6 + layout.extraPipes;
 }
 
 /**

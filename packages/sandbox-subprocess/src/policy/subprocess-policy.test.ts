@@ -1,6 +1,6 @@
-import { SandboxValidationError } from '@coda/sandbox-core';
+import { SandboxValidationError, silentLogger } from '@coda/sandbox-core';
 import { describe, expect, it } from 'vitest';
-import { createSandbox } from '../sandbox.ts';
+import { createSandbox, extraSyscallsWarning } from '../sandbox.ts';
 import { defaultSubprocessPolicy, resolveSubprocessPolicy } from './subprocess-policy.ts';
 
 function issuesOf(action: () => unknown): { path: string; message: string; received: string }[] {
@@ -27,12 +27,79 @@ describe('subprocess policy', () => {
       allowedEnv: ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'],
       env: {},
       rlimits: { cpuSecs: 0, openFiles: 1024, processes: 256, fileSizeBytes: 1_073_741_824 },
+      extraSyscalls: [],
       hidePaths: [],
       readOnlyPaths: [],
       writablePaths: [],
       allowUnixSockets: [],
     });
     expect(Object.isFrozen(defaultSubprocessPolicy)).toBe(true);
+  });
+
+  it('allowedSyscalls only narrows: a call the default refuses needs extraSyscalls', () => {
+    expect(
+      issuesOf(() => resolveSubprocessPolicy({ allowedSyscalls: ['read', 'ptrace'] })),
+    ).toEqual([
+      {
+        path: 'allowedSyscalls.1',
+        message: 'refused by the default seccomp allowlist (name it in extraSyscalls to allow it)',
+        received: '"ptrace"',
+      },
+    ]);
+    const widened = resolveSubprocessPolicy({
+      allowedSyscalls: ['read', 'ptrace'],
+      extraSyscalls: ['ptrace'],
+    });
+    expect(widened.extraSyscalls).toEqual(['ptrace']);
+  });
+
+  it('extraSyscalls: refused for argument-ruled and probed calls, and under strict', () => {
+    expect(
+      issuesOf(() =>
+        resolveSubprocessPolicy({ extraSyscalls: ['socket', 'clone3', 'read', 'nope'] }),
+      ),
+    ).toEqual([
+      {
+        path: 'extraSyscalls.0',
+        message: 'decided by its arguments; cannot be widened',
+        received: '"socket"',
+      },
+      {
+        path: 'extraSyscalls.1',
+        message: 'refused with ENOSYS so programs fall back; cannot be widened',
+        received: '"clone3"',
+      },
+      {
+        path: 'extraSyscalls.2',
+        message: 'already allowed by the default filter',
+        received: '"read"',
+      },
+      {
+        path: 'extraSyscalls.3',
+        message: 'unknown syscall on x86_64 and aarch64',
+        received: '"nope"',
+      },
+    ]);
+    expect(
+      issuesOf(() => resolveSubprocessPolicy({ strict: true, extraSyscalls: ['ptrace'] })),
+    ).toEqual([
+      {
+        path: 'extraSyscalls',
+        message: 'a strict policy cannot widen the seccomp allowlist',
+        received: '[array of 1]',
+      },
+    ]);
+  });
+
+  it('logs a widening each time a sandbox takes it', () => {
+    const warnings: unknown[][] = [];
+    const logger = { ...silentLogger, warn: (...args: unknown[]) => void warnings.push(args) };
+    const sandbox = createSandbox({ extraSyscalls: ['ptrace'] }, { logger });
+    sandbox.updatePolicy({ timeoutMs: 5 });
+    expect(warnings).toEqual([
+      [{ extraSyscalls: ['ptrace'] }, extraSyscallsWarning],
+      [{ extraSyscalls: ['ptrace'] }, extraSyscallsWarning],
+    ]);
   });
 
   it('merges rlimits field by field', () => {

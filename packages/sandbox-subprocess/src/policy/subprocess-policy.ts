@@ -7,7 +7,7 @@ import {
   validate,
 } from '@coda/sandbox-core';
 import { z } from 'zod';
-import { isKnownSyscall } from '../linux/seccomp/filter.ts';
+import { extraSyscallProblem, isDefaultAllowed, isKnownSyscall } from '../linux/seccomp/filter.ts';
 import { type LinuxBackend, linuxBackends } from '../process/confinement.ts';
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'expected an environment name');
@@ -61,6 +61,16 @@ const PolicyFields = SandboxPolicySchema.extend({
         ),
     )
     .optional(),
+  /**
+   * Calls the default seccomp allowlist refuses, allowed anyway (Linux): a loosening, logged as a
+   * warning when a sandbox takes the policy and refused by a strict policy.
+   */
+  extraSyscalls: z.array(
+    z.string().superRefine((name, context) => {
+      const problem = extraSyscallProblem(name);
+      if (problem !== undefined) context.addIssue({ code: 'custom', message: problem });
+    }),
+  ),
   /** Refuse to run (instead of degrading) when full confinement is not available. */
   strict: z.boolean(),
   /** Linux: the weakest backend a run may get; below it every run is refused (UNAVAILABLE). */
@@ -113,7 +123,25 @@ const PolicyFields = SandboxPolicySchema.extend({
 export const SubprocessPolicySchema = PolicyFields.refine(
   (policy) => policy.allowFileWrites || policy.writablePaths.length === 0,
   { path: ['writablePaths'], message: 'writable paths need allowFileWrites: true' },
-);
+)
+  .refine((policy) => !policy.strict || policy.extraSyscalls.length === 0, {
+    path: ['extraSyscalls'],
+    message: 'a strict policy cannot widen the seccomp allowlist',
+  })
+  .superRefine((policy, context) => {
+    // allowedSyscalls narrows the default; widening goes through extraSyscalls only.
+    policy.allowedSyscalls?.forEach((name, index) => {
+      if (isKnownSyscall(name) && !isDefaultAllowed(name) && !policy.extraSyscalls.includes(name)) {
+        context.addIssue({
+          code: 'custom',
+          path: ['allowedSyscalls', index],
+          message:
+            'refused by the default seccomp allowlist (name it in extraSyscalls to allow it)',
+          input: name,
+        });
+      }
+    });
+  });
 
 /**
  * The full policy ({@link SubprocessPolicySchema}; defaults in {@link defaultSubprocessPolicy}):
@@ -121,10 +149,18 @@ export const SubprocessPolicySchema = PolicyFields.refine(
  */
 export interface SubprocessPolicy extends SandboxPolicy {
   /**
-   * When given, only these syscalls are allowed (seccomp allowlist mode); each must be a syscall
-   * of x86_64 or aarch64, such as `read`. Default: a denylist of dangerous syscalls instead.
+   * When given, only these of the default seccomp allowlist are allowed (Linux): each must be a
+   * syscall of x86_64 or aarch64, such as `read`, that the default allows (or that
+   * `extraSyscalls` names). Default: the whole default allowlist (docs/subprocess.md).
    */
   allowedSyscalls?: string[] | undefined;
+  /**
+   * Calls the default seccomp allowlist refuses, allowed anyway with any arguments (Linux), such
+   * as `ptrace` for a debugger. A loosening: logged as a warning when a sandbox takes the policy,
+   * refused by a strict policy; argument-ruled calls (`socket`, `clone`, `ioctl`, `prctl`,
+   * `chmod`, ...) and probed ones (`clone3`, `io_uring_*`) cannot be named. Default none.
+   */
+  extraSyscalls: string[];
   /**
    * Refuse to run (instead of degrading) when full confinement is not available: on Linux, a
    * bubblewrap backend (`bubblewrap` or `bubblewrap-as-caller`). Default `false`.
@@ -221,6 +257,7 @@ export const defaultSubprocessPolicy: Readonly<SubprocessPolicy> = Object.freeze
     processes: 256,
     fileSizeBytes: 1024 * 1024 * 1024,
   }),
+  extraSyscalls: [],
   hidePaths: [],
   readOnlyPaths: [],
   writablePaths: [],

@@ -23,12 +23,17 @@ export const SandboxControl = {
   newSession: 'new-session',
   capabilitiesDropped: 'capabilities-dropped',
   noNewPrivileges: 'no-new-privileges',
-  /** The generated seccomp deny list. */
+  /** The generated seccomp allowlist (loaded: the command started under it). */
   seccomp: 'seccomp',
-  /** seccomp allowlist mode (`allowedSyscalls`). */
+  /** The allowlist narrowed further by `allowedSyscalls`. */
   seccompAllowlist: 'seccomp-allowlist',
   /** `socket()` refused for every family but AF_UNIX. */
   seccompNoInet: 'seccomp-no-inet-sockets',
+  /**
+   * Every entry of the writable directories was checked after the run and no set-id bit is left
+   * (seccomp refuses setting one; the check is the second line).
+   */
+  noSetIdFiles: 'no-setid-files',
   cleanEnvironment: 'clean-environment',
   /** Host-side helpers (the wrapper shell, bwrap, setpriv) started with no environment at all. */
   cleanHelpers: 'clean-helper-environment',
@@ -48,6 +53,12 @@ export const SandboxControl = {
   rlimitData: 'rlimit-data',
   memoryCgroupV2: 'memory:cgroup-v2',
   memoryCgroupV1: 'memory:cgroup-v1',
+  /**
+   * Socket buffers the command makes the kernel hold are bounded too, as verified for the run:
+   * cgroup v2 charges them to the memory limit; cgroup v1 gets a TCP buffer limit of a quarter
+   * of `maxMemoryMb` besides it (docs/security.md has the figures).
+   */
+  memorySocketBuffers: 'memory:socket-buffers',
   memoryRlimitData: 'memory:rlimit-data',
   memoryJobObject: 'memory:job-object',
   memoryUlimit: 'memory:ulimit',

@@ -72,6 +72,13 @@ export interface LaunchPlan {
    * then the wrapper's instructions and bwrap's arguments. Written by the host after spawn.
    */
   readonly inputs?: readonly Uint8Array[] | undefined;
+  /**
+   * Whether the descriptor after the inputs carries the start byte (Linux): a run that exits
+   * without it never started, and is reported `UNAVAILABLE` with what its setup wrote.
+   */
+  readonly startMarker?: boolean | undefined;
+  /** Host directories the command may write (Linux): swept for set-id files after the run. */
+  readonly writableDirs?: readonly string[] | undefined;
   /** Frees what the plan holds besides cgroups (pinned path descriptors); safe to call twice. */
   readonly release?: (() => void) | undefined;
   readonly cgroups: RunCgroups | undefined;

@@ -4,7 +4,7 @@ import { constants } from 'node:os';
 import type { SandboxErrorCode } from '@coda/sandbox-core';
 import type { Platform } from '../platform/platform.ts';
 import type { Confinement } from './confinement.ts';
-import type { SandboxControl } from './controls.ts';
+import { SandboxControl } from './controls.ts';
 import type { ProcessExit } from './sandboxed-process.ts';
 
 /**
@@ -105,6 +105,7 @@ export function toResult(
   output: { stdout: string; stderr: string; stdoutTruncated: boolean; stderrTruncated: boolean },
   limits: { timeoutMs: number; maxMemoryMb: number },
 ): SandboxResult {
+  if (exit.setupFailed === true) return setupFailedResult(base, exit, output);
   const fields = {
     ...output,
     sandboxApplied: base.sandboxApplied,
@@ -115,7 +116,10 @@ export function toResult(
     cancelled: exit.cancelled,
     memoryExceeded: exit.memoryExceeded,
     durationMs: exit.durationMs,
-    controls: base.controls,
+    controls:
+      exit.setIdSweep?.complete === true
+        ? [...base.controls, SandboxControl.noSetIdFiles]
+        : base.controls,
   };
   const failure = describeFailure(exit, limits, base);
   if (failure === undefined) return { success: true, exitCode: 0, ...fields };
@@ -142,6 +146,28 @@ export function notStartedResult(base: ResultBase, error: string): SandboxFailur
     stdoutTruncated: false,
     stderrTruncated: false,
     controls: base.controls,
+  };
+}
+
+/**
+ * A run whose confinement could not be set up (bubblewrap, setpriv or the view failed, so the
+ * start byte never came): `UNAVAILABLE`, nothing applied, and the setup's own words as reason.
+ */
+function setupFailedResult(
+  base: ResultBase,
+  exit: ResultExit,
+  output: { stdout: string; stderr: string; stdoutTruncated: boolean; stderrTruncated: boolean },
+): SandboxFailure {
+  const reason = output.stderr.trim().split('\n')[0] || `exit code ${exit.exitCode}`;
+  return {
+    ...notStartedResult(
+      { ...base, sandboxApplied: false, confinement: 'none', controls: [] },
+      `The sandbox could not be set up, so the command never started: ${reason}`,
+    ),
+    ...output,
+    exitCode: exit.exitCode,
+    signal: exit.signal,
+    durationMs: exit.durationMs,
   };
 }
 

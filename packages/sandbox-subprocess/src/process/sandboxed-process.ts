@@ -20,6 +20,22 @@ export interface ProcessExit {
   readonly durationMs: number;
   /** Why the process could not run or ended abnormally, in words, when it did. */
   readonly error?: string;
+  /**
+   * The confinement could not be set up (bubblewrap, setpriv or the view failed) and the
+   * command never started: its stderr says why. Its `controls` were not applied.
+   */
+  readonly setupFailed?: boolean;
+  /**
+   * Set when the run's writable directories were checked after it for set-user-id and
+   * set-group-id files (Linux): `complete` when every entry was, `cleared` the paths whose bits
+   * were removed.
+   */
+  readonly setIdSweep?: {
+    /** Every entry was checked (the walk stops past 50 000 entries or at an unreadable one). */
+    readonly complete: boolean;
+    /** Paths whose set-id bits were removed. */
+    readonly cleared: readonly string[];
+  };
 }
 
 /** A command running under the policy; see {@link SubprocessSandbox.spawn}. */
@@ -34,7 +50,10 @@ export interface SandboxedProcess {
   readonly stderr: Readable;
   /** Host ends of the extra pipes: `pipes[0]` is the command's fd 3. */
   readonly pipes: readonly Duplex[];
-  /** Controls enforced for this process. */
+  /**
+   * Controls this process was started under. They hold once the command itself started: an exit
+   * with `setupFailed` means none applied (`run`'s result then lists none).
+   */
   readonly controls: readonly SandboxControl[];
   /** Whether OS confinement (bubblewrap, Landlock, Seatbelt, Job Object) applies, not only limits. */
   readonly sandboxApplied: boolean;

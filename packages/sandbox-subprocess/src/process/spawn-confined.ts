@@ -6,6 +6,7 @@ import { realpathSync, statSync } from 'node:fs';
 import type { Duplex, Writable } from 'node:stream';
 import { SandboxUnavailableError, SandboxValidationError, validate } from '@coda/sandbox-core';
 import { resolveOutsideHidden } from '../linux/checked-path.ts';
+import { type SetIdSweep, sweepSetIdFiles } from '../linux/setid-sweep.ts';
 import { currentPlatform, type Platform } from '../platform/platform.ts';
 import { platformPlan } from '../platform/platform-plan.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
@@ -193,6 +194,12 @@ function realOrNothing(path: string): string[] {
   }
 }
 
+/** After every process of the run is gone: the set-id sweep of its writable directories. */
+export function sweepAfterRun(plan: LaunchPlan): SetIdSweep | undefined {
+  const dirs = plan.writableDirs ?? [];
+  return dirs.length === 0 ? undefined : sweepSetIdFiles(dirs);
+}
+
 /** Frees what a plan holds when it will not run. */
 export function releasePlan(plan: LaunchPlan): void {
   plan.release?.();
@@ -220,8 +227,9 @@ function start(
   platform: Platform,
 ): SandboxedProcess {
   const startedAt = performance.now();
+  const inputCount = plan.inputs?.length ?? 0;
   const stdio = Array.from(
-    { length: 3 + request.extraPipes + (plan.inputs?.length ?? 0) },
+    { length: 3 + request.extraPipes + inputCount + (plan.startMarker === true ? 1 : 0) },
     () => 'pipe' as const,
   );
   let child: ChildProcess;
@@ -242,6 +250,8 @@ function start(
   }
   trackUntilExit(child, plan.detached);
   deliverInputs(child, plan, request.extraPipes);
+  const started =
+    plan.startMarker === true ? startByte(child, 3 + request.extraPipes + inputCount) : undefined;
 
   let timedOut = false;
   let cancelled = false;
@@ -285,6 +295,16 @@ function start(
       if (plan.detached) signalTree(child.pid, true, () => {});
       await plan.cgroups?.kill();
       const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
+      const setIdSweep = sweepAfterRun(plan);
+      // A run ended by its limits (time, memory) or the caller keeps that reason, even before
+      // the command started.
+      const setupFailed =
+        started !== undefined &&
+        !timedOut &&
+        !cancelled &&
+        !memoryExceeded &&
+        spawnError === undefined &&
+        !(await started);
       // Removal waits for killed processes to leave the groups; the caller need not.
       void plan.cgroups?.remove();
       plan.release?.();
@@ -296,6 +316,8 @@ function start(
         memoryExceeded,
         durationMs,
         ...(spawnError === undefined ? {} : { error: spawnError }),
+        ...(setupFailed ? { setupFailed } : {}),
+        ...(setIdSweep === undefined ? {} : { setIdSweep }),
       };
       resolve(exit);
     };
@@ -325,6 +347,26 @@ function start(
       void killAll();
     },
   };
+}
+
+/**
+ * Whether the start byte arrived on descriptor `index`: settles at its end (every holder closed
+ * it: the command's last step, or bubblewrap at its exit), or after the exit plus a bound.
+ */
+function startByte(child: ChildProcess, index: number): Promise<boolean> {
+  const stream = child.stdio[index] as Duplex | null;
+  if (stream === null || stream === undefined) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    let seen = false;
+    const done = (): void => resolve(seen);
+    stream.on('data', () => {
+      seen = true;
+    });
+    stream.once('end', done);
+    stream.once('close', done);
+    stream.once('error', done);
+    child.once('exit', () => setTimeout(done, 1_000).unref());
+  });
 }
 
 const live = new Map<ChildProcess, boolean>();

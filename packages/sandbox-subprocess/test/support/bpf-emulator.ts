@@ -38,6 +38,10 @@ export function runFilter(program: readonly BpfInstruction[], data: SyscallData)
       case Op.JSET_K:
         pc += 1 + ((a & ins.k) !== 0 ? ins.jt : ins.jf);
         break;
+      case Op.ALU_AND_K:
+        a = (a & ins.k) >>> 0;
+        pc++;
+        break;
       case Op.JA:
         pc += 1 + ins.k;
         break;

@@ -3,8 +3,10 @@
 // images) and its `syscall()` reaches every call needed without a compiler or a prebuilt binary.
 // Started with an empty environment (no PERL5LIB, PERL5OPT), it reads its instructions from a
 // descriptor, then in this order: no_new_privs; a Landlock ruleset with one rule per path (and
-// port); the cwd; landlock_restrict_self; every descriptor from `firstClosed` up closed; the
-// seccomp program installed; the command's environment; execve. Nothing of the command runs
+// port); the cwd; landlock_restrict_self; every descriptor from `firstClosed` up closed but the
+// start descriptor; the seccomp program installed; the start byte written to the start
+// descriptor, then closed (the host's sign that the run is set up); the command's environment;
+// execve. Nothing of the command runs
 // before all of it applied; any failure exits 126 with the step named on stderr.
 
 import { fileRights } from './landlock-abi.ts';
@@ -15,11 +17,12 @@ import { fileRights } from './landlock-abi.ts';
  * missing path is skipped), `port ACCESS PORT`, `env NAME=VALUE`, `cwd DIR`, and last
  * `exec FILE ARG...`. A pinned path that now names another file (a component swapped for a
  * symlink or renamed since the check) fails the run. Arguments: instructions fd, seccomp fd (-1 for none), first fd to close,
- * and this architecture's numbers of prctl and close_range (landlock's are 444-446 everywhere).
+ * this architecture's numbers of prctl and close_range (landlock's are 444-446 everywhere), and
+ * the start descriptor (above the first fd to close; -1 for none, as for the probe).
  * Numbers from @ARGV get `+ 0`: `syscall()` passes a string as a pointer.
  */
 export const applierScript = String.raw`
-my ($ifd, $sfd, $first, $prctl, $closeRange) = map { $_ + 0 } @ARGV;
+my ($ifd, $sfd, $first, $prctl, $closeRange, $started) = map { $_ + 0 } @ARGV;
 sub fail { my $e = $! + 0; print STDERR "coda-sandbox: landlock applier: $_[0] (errno $e)\n"; exit 126 }
 sub slurp { open(my $h, '<&=', $_[0]) or fail("read fd $_[0]"); binmode $h; local $/; my $d = <$h>; close $h; $d }
 my @f = split /\0/, slurp($ifd), -1;
@@ -55,10 +58,20 @@ for my $r (@rules) {
 }
 if (defined $cwd) { chdir $cwd or fail("chdir($cwd)") }
 syscall(446, $rs, 0) == 0 or fail('landlock_restrict_self');
-syscall($closeRange, $first, 0xFFFFFFFF, 0) == 0 or fail('close_range');
+if ($started >= $first) {
+  syscall($closeRange, $first, $started - 1, 0) == 0 or fail('close_range') if $started > $first;
+  syscall($closeRange, $started + 1, 0xFFFFFFFF, 0) == 0 or fail('close_range');
+} else {
+  syscall($closeRange, $first, 0xFFFFFFFF, 0) == 0 or fail('close_range');
+}
 if (length $prog) {
   my $fprog = pack('S x6 Q', length($prog) / 8, unpack('Q', pack('p', $prog)));
   syscall($prctl, 22, 2, $fprog, 0, 0) == 0 or fail('prctl(PR_SET_SECCOMP)');
+}
+if ($started >= 0) {
+  open(my $sh, '>&=', $started) or fail("start fd $started");
+  syswrite($sh, 's') == 1 or fail('start byte');
+  close $sh;
 }
 %ENV = %env;
 exec { $argv[0] } @argv;

@@ -14,7 +14,7 @@ import type { Identity } from '../linux-plan.ts';
 import { runAdditions } from '../run-paths.ts';
 import { aarch64Syscalls } from '../seccomp/syscalls-aarch64.ts';
 import { x86_64Syscalls } from '../seccomp/syscalls-x86-64.ts';
-import { instructionsDescriptor, seccompDescriptor } from '../wrapper-shell.ts';
+import { instructionsDescriptor, seccompDescriptor, startedDescriptor } from '../wrapper-shell.ts';
 import { applierScript } from './applier-script.ts';
 import { handledFsRights, Scope, scopeAbi } from './landlock-abi.ts';
 import { filesystemRules, networkRules, type PathRule, treeHost } from './landlock-rules.ts';
@@ -22,8 +22,15 @@ import { filesystemRules, networkRules, type PathRule, treeHost } from './landlo
 /** This architecture's syscall table (the applier needs prctl and close_range). */
 const syscalls = process.arch === 'arm64' ? aarch64Syscalls : x86_64Syscalls;
 
-/** The applier's argv: perl, the script, and its descriptor and syscall numbers. */
-export function applierArgv(layout: { extraPipes: number }, withSeccomp: boolean): string[] {
+/**
+ * The applier's argv: perl, the script, and its descriptor and syscall numbers; with
+ * `withStartByte` (a run, not the probe) the start descriptor it writes its last byte to.
+ */
+export function applierArgv(
+  layout: { extraPipes: number },
+  withSeccomp: boolean,
+  withStartByte = false,
+): string[] {
   return [
     perlPath!,
     '-e',
@@ -34,6 +41,7 @@ export function applierArgv(layout: { extraPipes: number }, withSeccomp: boolean
     String(3 + layout.extraPipes),
     String(syscalls.prctl),
     String(syscalls.close_range),
+    String(withStartByte ? startedDescriptor(layout) : -1),
   ];
 }
 
@@ -169,7 +177,7 @@ export function landlockArguments(
     if (request.unixSockets.length === 0) controls.push(SandboxControl.seccompNoUnixConnect);
   }
   return {
-    exec: [...drop, ...applierArgv(request, true)],
+    exec: [...drop, ...applierArgv(request, true, true)],
     instructions: encodeInstructions(instructions),
   };
 }

@@ -20,6 +20,8 @@ export const Op = {
   JGE_K: 0x35,
   /** if (A & k) jump jt else jump jf */
   JSET_K: 0x45,
+  /** A &= k */
+  ALU_AND_K: 0x54,
   /** jump k (32-bit offset, unconditional) */
   JA: 0x05,
   /** return k */
@@ -53,6 +55,7 @@ export const bpf = {
   jeq: (k: number, jt: number, jf: number): BpfInstruction => ({ code: Op.JEQ_K, jt, jf, k }),
   jge: (k: number, jt: number, jf: number): BpfInstruction => ({ code: Op.JGE_K, jt, jf, k }),
   jset: (k: number, jt: number, jf: number): BpfInstruction => ({ code: Op.JSET_K, jt, jf, k }),
+  and: (k: number): BpfInstruction => ({ code: Op.ALU_AND_K, jt: 0, jf: 0, k: k >>> 0 }),
   ja: (k: number): BpfInstruction => ({ code: Op.JA, jt: 0, jf: 0, k }),
   ret: (k: number): BpfInstruction => ({ code: Op.RET_K, jt: 0, jf: 0, k: k >>> 0 }),
 } as const;

@@ -1,15 +1,29 @@
-// Builds the seccomp program this package hands to bubblewrap: an architecture check, the x32
-// ABI refused, a deny list at least as strict as Docker's default profile's notable blocks,
-// socket families other than AF_UNIX refused when the network is off, and an optional allowlist.
+// Builds the seccomp program this package hands to bubblewrap: an architecture check (x32 and
+// every architecture but x86_64 and aarch64 killed), then an allowlist: the calls of
+// allowlist.ts, the argument rules of argument-rules.ts and the network rules below. Every
+// other call fails with EPERM, or ENOSYS for the calls programs probe.
+import {
+  allowedSyscallGroups,
+  plainAllowedSyscalls,
+  probedSyscalls,
+  removedFromMoby,
+} from './allowlist.ts';
+import { type ArgumentTest, argumentRules } from './argument-rules.ts';
 import { type BpfInstruction, bpf, encodeProgram, SeccompData, SeccompRet } from './bpf.ts';
 import { aarch64Syscalls } from './syscalls-aarch64.ts';
 import { x86_64Syscalls } from './syscalls-x86-64.ts';
 
 /** What the generated filter must enforce. */
 export interface SeccompFilterOptions {
-  /** When false, `socket()` is refused for every family but AF_UNIX. */
+  /**
+   * When false, `socket()` is refused for every family but AF_UNIX; when true, AF_UNIX,
+   * AF_INET and AF_INET6 are allowed (never netlink, packet, vsock or the others).
+   */
   readonly allowNetwork: boolean;
-  /** When given, every syscall not named here (and not on the deny list) fails with EPERM. */
+  /**
+   * When given, only these of the default allowlist are allowed: it narrows, never widens (a
+   * name the default refuses stays refused; see `extraSyscalls`).
+   */
   readonly allowedSyscalls?: readonly string[] | undefined;
   /**
    * With the network off: whether `connect()` (and `sendto()` to an address) may reach a Unix
@@ -17,6 +31,11 @@ export interface SeccompFilterOptions {
    * the view; `socketpair()` keeps working. Ignored when `allowNetwork` is true.
    */
   readonly allowUnixConnect?: boolean | undefined;
+  /**
+   * Calls the default refuses, allowed anyway with any arguments (a loosening: the policy logs
+   * it and a strict policy refuses it). Argument-ruled and probed calls cannot be named.
+   */
+  readonly extraSyscalls?: readonly string[] | undefined;
 }
 
 /** One architecture the filter knows: its audit id and syscall table. */
@@ -35,81 +54,12 @@ const architectures: readonly Architecture[] = [
 
 const EPERM = 1;
 const ENOSYS = 38;
-const AF_UNIX = 1;
-const AF_VSOCK = 40;
-const TIOCSTI = 0x5412;
-const TIOCLINUX = 0x541c;
-/** CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET (Docker's mask). */
-const cloneNamespaceFlags = 0x7e020000;
+/** socket() families by network mode. */
+const socketFamilies = { off: [1], on: [1, 2, 10] } as const; // AF_UNIX, AF_INET, AF_INET6
 
-/**
- * Syscalls refused with EPERM in every mode: debugging other processes, mounts (old and new
- * API), namespaces, kernel modules and kexec, BPF and perf, the key store, io_uring (which
- * would bypass the socket rule), userfaultfd, clock and swap changes, reboot, raw I/O ports.
- */
-export const deniedSyscalls: readonly string[] = Object.freeze([
-  'ptrace',
-  'process_vm_readv',
-  'process_vm_writev',
-  'process_madvise',
-  'pidfd_getfd',
-  'kcmp',
-  'mount',
-  'umount',
-  'umount2',
-  'pivot_root',
-  'chroot',
-  'open_tree',
-  'open_tree_attr',
-  'move_mount',
-  'fsopen',
-  'fsconfig',
-  'fsmount',
-  'fspick',
-  'mount_setattr',
-  'unshare',
-  'setns',
-  'bpf',
-  'perf_event_open',
-  'keyctl',
-  'add_key',
-  'request_key',
-  'kexec_load',
-  'kexec_file_load',
-  'init_module',
-  'finit_module',
-  'delete_module',
-  'create_module',
-  'userfaultfd',
-  'io_uring_setup',
-  'io_uring_enter',
-  'io_uring_register',
-  'reboot',
-  'swapon',
-  'swapoff',
-  'acct',
-  'clock_settime',
-  'clock_adjtime',
-  'settimeofday',
-  'adjtimex',
-  'ioperm',
-  'iopl',
-  'open_by_handle_at',
-  'name_to_handle_at',
-  'quotactl',
-  'quotactl_fd',
-  'syslog',
-  'lookup_dcookie',
-  'nfsservctl',
-  'vhangup',
-  'uselib',
-  'ustat',
-  'sysfs',
-  '_sysctl',
-  'get_kernel_syms',
-  'query_module',
-  'fanotify_init',
-  'lsm_set_self_attr',
+/** The calls the filter decides by argument (never plainly allowed, never widened). */
+export const argumentRuledSyscalls: readonly string[] = Object.freeze([
+  ...new Set([...argumentRules.map((rule) => rule.syscall), 'socket', 'connect', 'sendto']),
 ]);
 
 /** Every syscall name this package knows on any supported architecture. */
@@ -117,8 +67,38 @@ export function isKnownSyscall(name: string): boolean {
   return architectures.some((arch) => Object.hasOwn(arch.table, name));
 }
 
+/** Whether the default filter allows `name` (plainly or for some arguments). */
+export function isDefaultAllowed(name: string): boolean {
+  return plainAllowedSyscalls.includes(name) || argumentRuledSyscalls.includes(name);
+}
+
+/**
+ * Why `extraSyscalls` cannot name `name`, or undefined when it can: it must be a known call
+ * the default refuses that is neither argument-ruled nor probed.
+ */
+export function extraSyscallProblem(name: string): string | undefined {
+  if (!isKnownSyscall(name)) return 'unknown syscall on x86_64 and aarch64';
+  if (argumentRuledSyscalls.includes(name)) return 'decided by its arguments; cannot be widened';
+  if (probedSyscalls.includes(name))
+    return 'refused with ENOSYS so programs fall back; cannot be widened';
+  if (plainAllowedSyscalls.includes(name)) return 'already allowed by the default filter';
+  return undefined;
+}
+
+/** The allowlist as documentation: each group with its reason, and what moby allows that this refuses. */
+export const seccompAllowlist = Object.freeze({
+  groups: allowedSyscallGroups,
+  argumentRules,
+  probed: probedSyscalls,
+  removedFromMoby,
+});
+
 /** Generates the BPF program (as instructions) for `options`. */
 export function buildSeccompProgram(options: SeccompFilterOptions): BpfInstruction[] {
+  for (const name of options.extraSyscalls ?? []) {
+    const problem = extraSyscallProblem(name);
+    if (problem !== undefined) throw new RangeError(`extraSyscalls: ${name}: ${problem}`);
+  }
   const blocks = architectures.map((arch) => archBlock(arch, options));
   // Dispatch with 32-bit JA jumps: a block can be longer than an 8-bit conditional jump reaches.
   const dispatchLength = 1 + architectures.length * 2 + 1;
@@ -139,91 +119,91 @@ export function buildSeccompFilter(options: SeccompFilterOptions): Buffer {
   return encodeProgram(buildSeccompProgram(options));
 }
 
+const allow = SeccompRet.ALLOW;
+const deny = SeccompRet.errno(EPERM);
+
 function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstruction[] {
   const block: BpfInstruction[] = [bpf.load(SeccompData.nr)];
   const nr = (name: string): number | undefined => arch.table[name];
   if (arch.x32) block.push(bpf.jge(0x40000000, 0, 1), bpf.ret(SeccompRet.KILL_PROCESS));
+  const narrowed =
+    options.allowedSyscalls === undefined ? undefined : new Set(options.allowedSyscalls);
+  const wanted = (name: string): boolean => narrowed === undefined || narrowed.has(name);
 
-  const deny = SeccompRet.errno(EPERM);
-  for (const name of deniedSyscalls) {
+  for (const name of probedSyscalls) {
     const number = nr(name);
-    if (number !== undefined) block.push(bpf.jeq(number, 0, 1), bpf.ret(deny));
+    if (number !== undefined) block.push(bpf.jeq(number, 0, 1), bpf.ret(SeccompRet.errno(ENOSYS)));
   }
-  // clone3 passes its flags in memory BPF cannot read: ENOSYS makes libc fall back to clone.
-  const clone3 = nr('clone3');
-  if (clone3 !== undefined) block.push(bpf.jeq(clone3, 0, 1), bpf.ret(SeccompRet.errno(ENOSYS)));
-  block.push(...argumentRule(nr('clone'), 0, 'any-bit', cloneNamespaceFlags, deny));
-  for (const request of [TIOCSTI, TIOCLINUX]) {
-    block.push(...argumentRule(nr('ioctl'), 1, 'equal', request, deny));
-  }
-  block.push(...argumentRule(nr('socket'), 0, 'equal', AF_VSOCK, deny));
-  if (!options.allowNetwork) {
-    block.push(...argumentRule(nr('socket'), 0, 'not-equal', AF_UNIX, deny));
-    if (options.allowUnixConnect !== true) {
-      // Only AF_UNIX sockets exist here, and seccomp cannot read the path a call names: every
-      // connect is refused, and sendto with a destination address (arg 4 not NULL).
-      const connect = nr('connect');
-      if (connect !== undefined) block.push(bpf.jeq(connect, 0, 1), bpf.ret(deny));
-      block.push(...nonNullPointerRule(nr('sendto'), 4, deny));
-    }
+  const rule = (name: string, body: BpfInstruction[]): void => {
+    const number = nr(name);
+    if (number === undefined || !wanted(name)) return;
+    block.push(bpf.jeq(number, 0, body.length), ...body);
+  };
+  for (const { syscall, arg, test } of argumentRules) rule(syscall, argumentBody(arg, test));
+  const families = options.allowNetwork ? socketFamilies.on : socketFamilies.off;
+  rule('socket', argumentBody(0, { kind: 'one-of', values: families }));
+  const unixConnect = options.allowNetwork || options.allowUnixConnect === true;
+  // Without the network only AF_UNIX sockets exist, and seccomp cannot read the path a call
+  // names: every connect is refused, and sendto with a destination address (arg 4 not NULL).
+  if (unixConnect) {
+    rule('connect', [bpf.ret(allow)]);
+    rule('sendto', [bpf.ret(allow)]);
+  } else {
+    rule('sendto', nonNullPointerBody(4));
   }
 
-  if (options.allowedSyscalls === undefined) {
-    block.push(bpf.ret(SeccompRet.ALLOW));
-    return block;
-  }
-  for (const name of new Set(options.allowedSyscalls)) {
+  const plain = [...plainAllowedSyscalls.filter(wanted), ...(options.extraSyscalls ?? [])];
+  for (const name of new Set(plain)) {
     const number = nr(name);
-    if (number !== undefined) block.push(bpf.jeq(number, 0, 1), bpf.ret(SeccompRet.ALLOW));
+    if (number !== undefined) block.push(bpf.jeq(number, 0, 1), bpf.ret(allow));
   }
   block.push(bpf.ret(deny));
   return block;
 }
 
-/**
- * `if (nr == syscall && test(low word of arg)) return action;`, then reloads the syscall
- * number. Only the low 32 bits are compared: the arguments tested here are `int`s.
- */
-function argumentRule(
-  syscall: number | undefined,
-  arg: number,
-  test: 'equal' | 'not-equal' | 'any-bit',
-  value: number,
-  action: number,
-): BpfInstruction[] {
-  if (syscall === undefined) return [];
-  const compare =
-    test === 'any-bit'
-      ? bpf.jset(value, 0, 1)
-      : test === 'equal'
-        ? bpf.jeq(value, 0, 1)
-        : bpf.jeq(value, 1, 0);
-  return [
-    bpf.jeq(syscall, 0, 4),
-    bpf.load(SeccompData.argLow(arg)),
-    compare,
-    bpf.ret(action),
-    bpf.load(SeccompData.nr),
-  ];
+/** Instructions that load argument `arg`'s low word and return allow or deny by `test`. */
+function argumentBody(arg: number, test: ArgumentTest): BpfInstruction[] {
+  const load = bpf.load(SeccompData.argLow(arg));
+  switch (test.kind) {
+    case 'one-of': {
+      // Each match jumps over the remaining comparisons and the deny to the allow.
+      const n = test.values.length;
+      const jumps = test.values.map((value, i) => bpf.jeq(value, n - i, 0));
+      return [load, ...jumps, bpf.ret(deny), bpf.ret(allow)];
+    }
+    case 'none-of': {
+      const n = test.values.length;
+      const jumps = test.values.map((value, i) => bpf.jeq(value, n - i, 0));
+      return [load, ...jumps, bpf.ret(allow), bpf.ret(deny)];
+    }
+    case 'no-bit':
+      return [load, bpf.jset(test.mask, 1, 0), bpf.ret(allow), bpf.ret(deny)];
+    case 'file-type': {
+      const n = test.types.length;
+      const jumps = test.types.map((type, i) => bpf.jeq(type, n - i, 0));
+      return [
+        load,
+        bpf.jset(test.mask, n + 2, 0), // to the deny: past and, the type checks and the allow
+        bpf.and(test.typeMask),
+        ...jumps,
+        bpf.ret(allow),
+        bpf.ret(deny),
+      ];
+    }
+  }
 }
 
 /**
- * `if (nr == syscall && arg != NULL) return action;` over all 64 bits of a pointer argument (a
- * pointer whose low word is zero is still a pointer), then reloads the syscall number.
+ * Refuses the call when pointer argument `arg` is not NULL, over all 64 bits (a pointer whose
+ * low word is zero is still a pointer); allows it otherwise.
  */
-function nonNullPointerRule(
-  syscall: number | undefined,
-  arg: number,
-  action: number,
-): BpfInstruction[] {
-  if (syscall === undefined) return [];
+function nonNullPointerBody(arg: number): BpfInstruction[] {
   return [
-    bpf.jeq(syscall, 0, 5),
     bpf.load(SeccompData.argLow(arg)),
     bpf.jeq(0, 0, 2),
     bpf.load(SeccompData.argHigh(arg)),
     bpf.jeq(0, 1, 0),
-    bpf.ret(action),
-    bpf.load(SeccompData.nr),
+    bpf.ret(deny),
+    bpf.ret(allow),
   ];
 }

@@ -10,6 +10,7 @@ export function seccompProgram(options: SeccompFilterOptions): Buffer {
     options.allowNetwork,
     options.allowUnixConnect === true,
     options.allowedSyscalls ?? null,
+    options.extraSyscalls ?? null,
   ]);
   let program = programs.get(key);
   if (program === undefined) {
