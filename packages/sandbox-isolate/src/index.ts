@@ -5,9 +5,9 @@
  * `@coda/sandbox-isolate/mcp`.
  * @module @coda/sandbox-isolate
  */
+export type { BridgeLimit } from './bridge/limit-errors.ts';
+export type { DataHandler, DataRequestInfo } from './config/data-handler.ts';
 export type {
-  DataHandler,
-  DataRequestInfo,
   IsolationMode,
   SandboxEngineConfig,
   SubmitRequest,

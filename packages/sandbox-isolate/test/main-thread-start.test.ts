@@ -4,10 +4,10 @@
 import { readFileSync } from 'node:fs';
 import { type ExecutionLimits, resolveExecutionLimits, silentLogger } from '@coda/sandbox-core';
 import { afterAll, describe, expect, it } from 'vitest';
+import { WorkerBackend } from '../src/backend/worker-backend.ts';
 import { SandboxEngine } from '../src/index.ts';
 import { IsolateRuntime } from '../src/isolate/isolate-runtime.ts';
 import type { DataAnswer, JobHost, JobOutcome, SynchronousStart } from '../src/isolate/job.ts';
-import { WorkerBackend } from '../src/worker/worker-backend.ts';
 import { expectError, expectHealthy, expectResult } from './helpers.ts';
 
 const limits: ExecutionLimits = resolveExecutionLimits({ timeoutMs: 500, memoryMb: 32 });

@@ -52,7 +52,7 @@ describe('toolsFromMcpClient', () => {
     ).toBe('sensor offline at <host>');
   });
 
-  it('renders the server’s schemas and descriptions in engine.toolDeclarations()', () => {
+  it('renders the server’s schemas (outputSchema as the return type) and descriptions in engine.toolDeclarations()', () => {
     expect(engine.toolDeclarations()).toBe(
       [
         'declare const tools: {',
@@ -65,7 +65,11 @@ describe('toolsFromMcpClient', () => {
         '    units?: "c" | "f";',
         '  }): Promise<unknown>;',
         '  /** Status of the weather station. */',
-        '  station_status(input?: Record<string, unknown>): Promise<unknown>;',
+        '  station_status(input?: Record<string, unknown>): Promise<{',
+        '    online: boolean;',
+        '    args?: Record<string, unknown>;',
+        '    [key: string]: unknown;',
+        '  }>;',
         '  broken(input?: Record<string, unknown>): Promise<unknown>;',
         '  calls(input?: Record<string, unknown>): Promise<unknown>;',
         '};',

@@ -37,9 +37,9 @@ afterAll(() => engine.dispose());
 const declarations = engine.toolDeclarations();
 
 /** The compiler's messages for `snippet`, run as the body of an async function. */
-function typeErrors(snippet: string): string[] {
+function typeErrors(snippet: string, declared = declarations): string[] {
   const files = new Map([
-    ['/virtual/tools.d.ts', declarations],
+    ['/virtual/tools.d.ts', declared],
     ['/virtual/snippet.ts', `export async function main() {\n${snippet}\n}\n`],
   ]);
   const options: ts.CompilerOptions = {
@@ -150,5 +150,77 @@ describe('engine.toolDeclarations()', () => {
     const bare = new SandboxEngine({ isolation: 'in-process', poolSize: 0 });
     expect(bare.toolDeclarations()).toBe('declare const tools: {};');
     await bare.dispose();
+  });
+});
+
+describe('declarations for any set of tool names, and output schemas', () => {
+  type Node = { id: string; next?: Node | undefined };
+  const node: z.ZodType<Node> = z.lazy(() => z.object({ id: z.string(), next: node.optional() }));
+  const tricky = new SandboxEngine({
+    isolation: 'in-process',
+    poolSize: 0,
+    tools: {
+      // `foo` and `Foo` with recursive schemas both declared `type FooInput` (issue 23).
+      foo: { input: node, output: node, handler: (input) => input },
+      Foo: { input: node, output: node, handler: (input) => input },
+      fooInput: { input: node, handler: () => null },
+      FooInput: { input: node, handler: () => null },
+      Promise: { input: node, output: z.array(node), handler: () => [] },
+      $: { input: node, handler: () => null },
+      _: { input: node, handler: () => null },
+      constructor: { input: node, handler: () => null },
+      total: {
+        input: z.object({ n: z.number() }),
+        output: z.object({ sum: z.number(), doubled: z.number().transform((n) => n * 2) }),
+        handler: (input) => {
+          const { n } = input as { n: number };
+          return n < 0 ? { sum: 'negative' } : { sum: n, doubled: n };
+        },
+      },
+    },
+  });
+  afterAll(() => tricky.dispose());
+  const text = tricky.toolDeclarations();
+
+  it('compiles with colliding and tricky names, each alias declared once', () => {
+    const aliases = [...text.matchAll(/^type (\w+) =/gm)].map((match) => match[1]);
+    expect(new Set(aliases).size).toBe(aliases.length);
+    expect(aliases).not.toContain('Promise');
+    expect(
+      typeErrors(
+        `const a: { id: string } = await tools.foo({ id: 'a', next: { id: 'b' } });
+         const b: { id: string } = await tools.Foo({ id: 'a' });
+         const c: { id: string }[] = await tools.Promise({ id: 'x' });
+         await tools.fooInput({ id: 'x' }); await tools.FooInput({ id: 'y' });
+         await tools.$({ id: 'x' }); await tools._({ id: 'x' }); await tools.constructor({ id: 'x' });
+         return [a, b, c];`,
+        text,
+      ),
+    ).toEqual([]);
+  });
+
+  it('renders an output schema as the return type, which the compiler holds user code to', () => {
+    // A transform's output has no JSON Schema: `unknown`, never narrower than the value.
+    expect(text).toContain(
+      '  total(input: {\n    n: number;\n  }): Promise<{\n    sum: number;\n    doubled: unknown;\n  }>;',
+    );
+    expect(
+      typeErrors('const r = await tools.total({ n: 1 }); return r.sum.toFixed(1);', text),
+    ).toEqual([]);
+    expect(typeErrors('const r = await tools.total({ n: 1 }); return r.nope;', text)).toEqual([
+      "snippet.ts: Property 'nope' does not exist on type '{ sum: number; doubled: unknown; }'.",
+    ]);
+  });
+
+  it('checks the answer against the output schema on the host: user code sees its parsed value or a refusal', async () => {
+    const event = await tricky.run({
+      code: `const ok = await tools.total({ n: 3 });
+        let refused; try { await tools.total({ n: -1 }); } catch (error) { refused = error.message; }
+        return [ok, refused];`,
+    });
+    expect(event.type === 'result' && event.payload).toEqual([
+      { sum: 3, doubled: 6 },
+      "tools.total: the tool's answer does not match its output schema",
+    ]);
   });
 });

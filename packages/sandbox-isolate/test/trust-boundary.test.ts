@@ -18,8 +18,11 @@ const payloadOf = async (code: string) => expectResult(await engine.run({ code }
 const deep = (levels: number) =>
   `(() => { let v = 'x'; for (let i = 0; i < ${levels}; i++) v = [v]; return v; })()`;
 
-// Each snippet tampers with something the bootstrap could have used, then returns a value; the
-// outcome must be exactly that value.
+// Each snippet tampers with something the bootstrap could have used, substituting a forged value
+// (a then that passed the real value on would pass with the protection removed), then returns a
+// value; the outcome must be exactly that value. The forged thens below forge only for a caller
+// that passes no rejection handler: the bootstrap's answer parser, were it to use them (user
+// code's own await passes two handlers and gets the real value).
 const tampering: [string, string, unknown][] = [
   [
     'Promise.prototype.then hands the bootstrap a 100 000-deep value',
@@ -100,14 +103,18 @@ const tampering: [string, string, unknown][] = [
   [
     'a data request answer cannot be forged through Promise.prototype.then',
     `const real = Promise.prototype.then;
-     Promise.prototype.then = function (ok, fail) { return real.call(this, (v) => ok(v), fail); };
+     Promise.prototype.then = function (ok, fail) {
+       return real.call(this, fail === undefined ? () => ok('1"forged"') : ok, fail);
+     };
      const answer = await dataProxy.request({ q: 1 }); return answer`,
     { echoed: { q: 1 } },
   ],
   [
     'a tool answer cannot be forged through Promise.prototype.then',
     `const real = Promise.prototype.then;
-     Promise.prototype.then = function (ok, fail) { return real.call(this, (v) => ok(v), fail); };
+     Promise.prototype.then = function (ok, fail) {
+       return real.call(this, fail === undefined ? () => ok('1"forged"') : ok, fail);
+     };
      const answer = await tools.lookup({ q: 1 }); return answer`,
     { found: { q: 1 } },
   ],

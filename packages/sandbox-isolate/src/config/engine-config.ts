@@ -4,7 +4,6 @@ import {
   type ExecutionGuard,
   type ExecutionLimits,
   ExecutionLimitsSchema,
-  type JsonValue,
   type Logger,
   SandboxValidationError,
   validate,
@@ -14,23 +13,7 @@ import type { CodeLanguage } from '../isolate/typescript-input.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
 import { type TelemetryConfig, TelemetryConfigSchema } from '../telemetry/telemetry-config.ts';
 import { type ToolSet, ToolSetSchema } from '../tools/tool-config.ts';
-
-/** What a data handler learns about the request it answers. */
-export interface DataRequestInfo {
-  /** The execution that asked (its id, and user, conversation, turn when given). */
-  context: ExecutionContext;
-  /** 1 for the execution's first request, 2 for the second, ... */
-  index: number;
-  /** Aborts when the execution ends (timeout, cancel, limit): stop work then. */
-  signal: AbortSignal;
-}
-
-/**
- * Answers `await dataProxy.request(params)` calls from user code. Its return value is sent back
- * as JSON (counted against `maxDataBytes`). A throw rejects the call in user code with the
- * error's message (host paths removed).
- */
-export type DataHandler = (params: JsonValue, info: DataRequestInfo) => unknown;
+import type { DataHandler } from './data-handler.ts';
 
 /** Where isolates run. */
 export type IsolationMode = 'process' | 'in-process';

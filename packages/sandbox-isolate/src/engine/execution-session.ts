@@ -6,17 +6,21 @@ import {
   type ExecutionStats,
   type JsonValue,
   measureJson,
-  SandboxErrorCode,
-  type SandboxErrorJSON,
   type StatusEvent,
   type StatusLevel,
   utf8ByteLength,
-  validate,
 } from '@coda/sandbox-core';
+import { answerTooBigForHeap, type BridgeLimit, bridgeLimitError } from '../bridge/limit-errors.ts';
 import { capText, maxJsonDepth, parseUntrustedJson, scrubHostPaths } from '../bridge/safe-json.ts';
-import type { DataHandler } from '../config/engine-config.ts';
+import type { DataHandler } from '../config/data-handler.ts';
 import type { DataAnswer, IsolateStats, JobHost, ParamsRefusal } from '../isolate/job.ts';
 import type { ToolTable } from '../tools/tool-config.ts';
+import {
+  checkToolOutput,
+  maxDescribedInputValues,
+  maxValidatedInputValues,
+  validateToolInput,
+} from '../tools/tool-input-validation.ts';
 
 /** Options of an {@link ExecutionSession}. */
 export interface ExecutionSessionOptions {
@@ -100,7 +104,7 @@ export class ExecutionSession implements JobHost {
     if (tool !== undefined && !this.#tools.has(tool)) {
       return { ok: false, message: 'tools: no such tool is configured' };
     }
-    const what = tool === undefined ? 'dataProxy.request params' : `tools.${tool} input`;
+    const label = tool === undefined ? 'dataProxy.request' : `tools.${tool}`;
     // Checked again here, before anything is parsed: a worker is not trusted either.
     const measured =
       refusal !== '' || paramsJson === null
@@ -108,49 +112,43 @@ export class ExecutionSession implements JobHost {
         : paramsJson.length > limits.maxRequestBytes
           ? 'size'
           : measureJson(paramsJson, maxJsonDepth, limits.maxRequestValues);
-    if (measured === 'depth') {
-      const message = `${what} are nested deeper than ${maxJsonDepth} levels`;
-      const fatal: SandboxErrorJSON = {
-        name: 'SandboxValidationError',
-        code: SandboxErrorCode.VALIDATION,
-        message,
-        details: { field: tool === undefined ? 'params' : 'input', limit: maxJsonDepth },
-      };
-      return { ok: false, message, fatal };
-    }
+    if (measured === 'depth') return this.#fatal('depth', 0, label);
     if (this.#dataRequests > limits.maxDataRequests) {
-      return limitExceeded(
-        'maxDataRequests',
-        limits.maxDataRequests,
-        this.#dataRequests,
-        tool === undefined
-          ? `dataProxy.request called more than maxDataRequests (${limits.maxDataRequests}) times`
-          : `tools.${tool}: more than maxDataRequests (${limits.maxDataRequests}) data requests and tool calls`,
-      );
+      return this.#fatal('maxDataRequests', this.#dataRequests, label);
     }
     const paramBytes = paramsJson === null || measured !== '' ? units : utf8ByteLength(paramsJson);
-    if (measured === 'values') {
-      return limitExceeded(
-        'maxRequestValues',
-        limits.maxRequestValues,
-        limits.maxRequestValues + 1,
-        `${what} hold more than maxRequestValues (${limits.maxRequestValues}) values`,
-      );
-    }
+    if (measured === 'values') return this.#fatal('maxRequestValues', 0, label);
     if (measured === 'size' || paramBytes > limits.maxRequestBytes) {
-      return limitExceeded(
-        'maxRequestBytes',
-        limits.maxRequestBytes,
-        Math.max(paramBytes, limits.maxRequestBytes + 1),
-        `${what} are over maxRequestBytes (${limits.maxRequestBytes} bytes)`,
-      );
+      return this.#fatal('maxRequestBytes', paramBytes, label);
+    }
+    // zod's work grows with the input: a tool with a schema takes a bounded number of values,
+    // and only a small one gets its issues listed (see tools/tool-input-validation.ts).
+    let large = false;
+    if (tool !== undefined && paramsJson !== null && this.#tools.get(tool)?.input !== undefined) {
+      if (measureJson(paramsJson, maxJsonDepth, maxValidatedInputValues) === 'values') {
+        return this.#fatal('toolInputValues', 0, label);
+      }
+      large = measureJson(paramsJson, maxJsonDepth, maxDescribedInputValues) === 'values';
     }
     if (paramsJson === null || !this.#addDataBytes(paramBytes)) {
-      return this.#overDataBytes(this.#dataBytes + (paramsJson === null ? paramBytes : 0));
+      return this.#fatal(
+        'maxDataBytes',
+        this.#dataBytes + (paramsJson === null ? paramBytes : 0),
+        label,
+      );
     }
-    const answer = await this.#dispatch(paramsJson, tool);
+    const answer = await this.#dispatch(paramsJson, tool, large);
     if (answer.ok && !this.#addDataBytes(utf8ByteLength(answer.json))) {
-      return this.#overDataBytes(this.#dataBytes);
+      return this.#fatal('maxDataBytes', this.#dataBytes, label);
+    }
+    // A string needs at least a byte per UTF-16 unit: an answer longer than the whole heap can
+    // never be copied in, and is refused here, before it crosses to a worker (where copying it
+    // aborted the process and its co-tenants). The isolate side checks the room actually left.
+    if (answer.ok && answer.json.length > limits.memoryMb * 1_048_576) {
+      this.#closed = true;
+      this.#abort?.abort();
+      const fatal = answerTooBigForHeap(limits.memoryMb, answer.json.length);
+      return { ok: false, message: fatal.message, fatal };
     }
     return answer;
   }
@@ -159,22 +157,28 @@ export class ExecutionSession implements JobHost {
    * Answers one data request or tool call whose input passed every bound: the one place where
    * the host runs a data handler or a tool (validation, the handler, its answer as JSON).
    */
-  async #dispatch(paramsJson: string, tool: string | undefined): Promise<DataAnswer> {
+  async #dispatch(
+    paramsJson: string,
+    tool: string | undefined,
+    large: boolean,
+  ): Promise<DataAnswer> {
     const definition = tool === undefined ? undefined : this.#tools.get(tool);
     const handler = definition === undefined ? this.#handler : definition.handler;
     if (handler === undefined) {
       return { ok: false, message: 'dataProxy.request: no data handler is configured' };
     }
+    // Once the execution's end is decided (a cancellation, a passed limit, its terminal event),
+    // nothing of it starts: a side-effecting tool must not run for an execution that is over.
+    if (this.#closed) return { ok: false, message: 'Execution has ended' };
     let value: unknown;
     try {
       this.#abort ??= new AbortController();
-      if (this.#closed) this.#abort.abort();
       const signal = this.#abort.signal;
       // A tool called without input gets undefined ('' is what the isolate sends then).
       let input: unknown =
         definition !== undefined && paramsJson === '' ? undefined : parseUntrustedJson(paramsJson);
       if (definition?.input !== undefined) {
-        input = validate(definition.input, input, `tools.${tool} input`);
+        input = validateToolInput(definition.input, input, large, `tools.${tool} input`);
       }
       const answered = Promise.resolve(
         handler(input as JsonValue, { context: this.#context, index: this.#dataRequests, signal }),
@@ -185,6 +189,16 @@ export class ExecutionSession implements JobHost {
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       return { ok: false, message: capText(scrubHostPaths(message), 1_000) };
+    }
+    if (definition?.output !== undefined) {
+      const checked = checkToolOutput(definition.output, value);
+      if (!checked.ok) {
+        return {
+          ok: false,
+          message: `tools.${tool}: the tool's answer does not match its output schema`,
+        };
+      }
+      value = checked.value;
     }
     // A tool that returns nothing (one that acts rather than answers) resolves with null.
     if (definition !== undefined && value === undefined) return { ok: true, json: 'null' };
@@ -206,7 +220,10 @@ export class ExecutionSession implements JobHost {
     return { ok: true, json };
   }
 
-  /** Ends the data handler's work (its signal aborts). */
+  /**
+   * Ends the data handler's work (its signal aborts) and refuses every later call. Called as soon
+   * as the execution's end is decided, before its terminal event goes out.
+   */
   close(): void {
     this.#closed = true;
     this.#abort?.abort();
@@ -236,25 +253,13 @@ export class ExecutionSession implements JobHost {
     return true;
   }
 
-  #overDataBytes(total: number): DataAnswer {
-    const limit = this.#limits.maxDataBytes;
-    return limitExceeded(
-      'maxDataBytes',
-      limit,
-      total,
-      `Data crossing the bridge exceeded maxDataBytes (${limit} bytes)`,
-    );
+  /** Ends the execution for a passed limit: nothing of it is dispatched any more. */
+  #fatal(limit: BridgeLimit, size: number, label: string): DataAnswer {
+    this.#closed = true;
+    this.#abort?.abort();
+    const fatal = bridgeLimitError(limit, this.#limits, size, label);
+    return { ok: false, message: fatal.message, fatal };
   }
-}
-
-function limitExceeded(field: string, limit: number, size: number, message: string): DataAnswer {
-  const fatal: SandboxErrorJSON = {
-    name: 'SandboxLimitExceededError',
-    code: SandboxErrorCode.LIMIT_EXCEEDED,
-    message,
-    details: { field, limit, size },
-  };
-  return { ok: false, message, fatal };
 }
 
 function whenAborted(signal: AbortSignal): Promise<void> {

@@ -21,6 +21,9 @@ import {
   toSandboxErrorJSON,
   utf8ByteLength,
 } from '@coda/sandbox-core';
+import type { ExecutionBackend } from '../backend/execution-backend.ts';
+import { InProcessBackend } from '../backend/in-process-backend.ts';
+import { WorkerBackend } from '../backend/worker-backend.ts';
 import { parseUntrustedJson } from '../bridge/safe-json.ts';
 import {
   type ResolvedEngineConfig,
@@ -37,10 +40,7 @@ import { checkWasmModules } from '../isolate/wasm-modules.ts';
 import { EngineTelemetry, type ExecutionTrace } from '../telemetry/engine-telemetry.ts';
 import { type ToolTable, toolTable } from '../tools/tool-config.ts';
 import { renderToolDeclarations } from '../tools/tool-declarations.ts';
-import { WorkerBackend } from '../worker/worker-backend.ts';
-import type { ExecutionBackend } from './backend.ts';
 import { ExecutionSession } from './execution-session.ts';
-import { InProcessBackend } from './in-process-backend.ts';
 
 /** The warning logged when an engine is created with `isolation: 'in-process'`. */
 export const inProcessWarning =
@@ -329,6 +329,10 @@ export class SandboxEngine {
       tools: this.#tools,
       emit: (event) => channel.push(event),
     });
+    // A cancellation decides the end at once (its terminal event goes out now): from here no
+    // handler of this execution starts, and running ones see their signal aborted first.
+    const closeSession = () => session.close();
+    signal.addEventListener('abort', closeSession, { once: true });
     trace?.enter('queue');
     let outcome: JobOutcome;
     try {
@@ -339,6 +343,7 @@ export class SandboxEngine {
         signal,
       );
     } finally {
+      signal.removeEventListener('abort', closeSession);
       session.close();
     }
     // The position comes from the isolate's side: checked here against the code as given, and

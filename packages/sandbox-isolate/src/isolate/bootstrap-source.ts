@@ -10,7 +10,8 @@
 // (each becomes `tools.NAME(input)`, a data request whose fourth argument is NAME; an input of
 // undefined crosses as ''), $7 = timer Reference (async host function: id, delayMs → '1' when
 // the timer is due, '0' when it will never fire), $8 = clear-timer callback (ivm.Callback, fire and
-// forget: id).
+// forget: id), $9 = breach callback (sync ivm.Callback: field, size, label; the host ends the execution
+// with LIMIT_EXCEEDED, or VALIDATION for the depth, and disposes the isolate before it returns).
 // It captures them in this closure (they are never reachable from the global object) and
 // returns `[run, settled]`, two functions whose References only the host holds.
 //
@@ -44,6 +45,7 @@ const deliverNow = $5;
 const toolNames = $6;
 const timerRef = $7;
 const clearTimer = $8;
+const reportBreach = $9;
 const timerApply = timerRef.apply;
 const dataApply = dataRef.apply;
 const global = globalThis;
@@ -104,6 +106,25 @@ let statusUnits = 0;
 let consoleCalls = 0;
 let dropped = 0;
 let dataCalls = 0;
+// UTF-16 units of params and answers that crossed: a lower bound of the host's maxDataBytes count.
+let dataUnits = 0;
+// A tier 2 limit was passed: the host ends the execution (the breach callback disposes the
+// isolate, so nothing after it runs); until it does, every bridge call gets this one rejection.
+let breached = null;
+
+// Tells the host a limit was passed. Final: the host disposes the isolate inside the callback, so
+// user code never resumes (catching, not awaiting or looping cannot outlive it). The rejection is
+// what a call gets should the host not have ended it (a host that lost the isolate already).
+function breach(field, size, message, label) {
+  if (breached === null) {
+    breached = ReflectApply(PromiseReject, PromiseCtor, [new ErrorCtor(message)]);
+    observe(breached, undefined, noop);
+  }
+  reportBreach(field, size, label);
+  return breached;
+}
+
+function noop() {}
 
 function cap(text, max) {
   return text.length > max ? ReflectApply(stringSlice, text, [0, max]) : text;
@@ -312,23 +333,32 @@ function reportStatus(message, data) {
 }
 
 function answerOf(text) {
+  if (breached !== null) throw new ErrorCtor('Execution has ended');
   const body = ReflectApply(stringSlice, text, [1]);
-  if (text[0] === '1') return parse(body);
-  throw new ErrorCtor(body);
+  if (text[0] !== '1') throw new ErrorCtor(body);
+  dataUnits += body.length;
+  if (dataUnits > limits.maxDataBytes) {
+    breach('maxDataBytes', dataUnits, 'Data crossing the bridge exceeded maxDataBytes', 'dataProxy.request');
+    throw new ErrorCtor('Execution has ended');
+  }
+  return parse(body);
 }
 
 // One call across the data Reference: dataProxy.request (tool undefined) or tools.NAME.
 // label names the call in errors, name the value in paths (params.x, input.x).
 function bridgeCall(value, label, name, tool) {
-  // The host ends the execution at call maxDataRequests + 1; later calls, made before that end
-  // arrives, never cross: a loop of calls queued millions on the worker's thread, whose memory
-  // passed its bound while the host's answer waited behind them (found by our attack review).
+  if (breached !== null) return breached;
+  // Call maxDataRequests + 1 ends the execution here, before it crosses: a loop of calls queued
+  // millions on the worker's thread, whose memory passed its bound while the host's answer
+  // waited behind them, and a caught refusal let user code return a result (attack reviews).
   const maxCalls = limits === null ? 0 : limits.maxDataRequests;
-  if (dataCalls > maxCalls) {
-    const error = new ErrorCtor(
+  if (dataCalls >= maxCalls) {
+    return breach(
+      'maxDataRequests',
+      dataCalls + 1,
       label + ': more than maxDataRequests (' + maxCalls + ') data requests and tool calls',
+      label,
     );
-    return ReflectApply(PromiseReject, PromiseCtor, [error]);
   }
   dataCalls++;
   const max = limits === null ? 0 : limits.maxRequestBytes;
@@ -344,15 +374,22 @@ function bridgeCall(value, label, name, tool) {
       const error = new TypeErrorCtor(label + ': ' + name + ' must be JSON-serializable');
       return ReflectApply(PromiseReject, PromiseCtor, [error]);
     }
-    if (typeof encoded === 'string') args = [encoded, encoded.length, '', tool];
-    else if (encoded.reason === 'type') {
+    if (typeof encoded === 'string') {
+      dataUnits += encoded.length;
+      if (dataUnits > limits.maxDataBytes) {
+        return breach('maxDataBytes', dataUnits, label + ': data crossing the bridge exceeded maxDataBytes', label);
+      }
+      args = [encoded, encoded.length, '', tool];
+    } else if (encoded.reason === 'type') {
       const error = new TypeErrorCtor(
         label + ': ' + encoded.path + ': ' + encoded.what + ' cannot be sent as JSON',
       );
       return ReflectApply(PromiseReject, PromiseCtor, [error]);
     } else {
-      // Over a bound: the value never crosses; the host ends the execution and names the limit.
-      args = [null, encoded.units, encoded.reason, tool];
+      // Over a bound: the value never crosses and the execution ends, naming the limit.
+      const field =
+        encoded.reason === 'size' ? 'maxRequestBytes' : encoded.reason === 'values' ? 'maxRequestValues' : 'depth';
+      return breach(field, encoded.units, label + ': ' + name + ' over ' + field, label);
     }
   }
   // A string answer: resolving with an object would consult a then method user code planted.
@@ -553,6 +590,8 @@ return [
   function run(code, limitsJson, synchronous) {
     limits = parse(limitsJson);
     dataCalls = 0;
+    dataUnits = 0;
+    breached = null;
     timers = { __proto__: null };
     unsent = { __proto__: null };
     timersPending = 0;

@@ -8,6 +8,7 @@ import {
   type SandboxErrorJSON,
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
+import { answerTooBigForHeap, bridgeLimitError } from '../bridge/limit-errors.ts';
 import { capText, maxJsonDepth, scrubHostPaths } from '../bridge/safe-json.ts';
 import { disposeQuietly, type PreparedIsolate } from './context-builder.ts';
 import { ExecutionTimers } from './execution-timers.ts';
@@ -59,6 +60,9 @@ export class CodeExecutor {
     const cpuBefore = readCpuMs(prepared);
     let ended: SandboxErrorJSON | undefined;
     let cpuAtEnd = 0;
+    // Whether the host disposed the isolate: one the host did not dispose was disposed by
+    // isolated-vm itself, which does so only when the heap passed its memoryLimit.
+    let disposedByHost = false;
     const timers = new ExecutionTimers(limits.timeoutMs, limits.maxTimers, started);
     prepared.timers = timers;
     const end = (error: SandboxErrorJSON) => {
@@ -68,8 +72,12 @@ export class CodeExecutor {
       // Only the CPU counter: heap statistics need the isolate's lock, which a running script
       // holds until it stops, and this must not block the caller's thread.
       cpuAtEnd = readCpuMs(prepared);
+      disposedByHost = true;
       disposeQuietly(prepared.isolate);
     };
+    // A passed bridge limit is final: the execution ends here, inside the isolate's call, and
+    // the isolate is disposed before user code can catch, ignore or outlive it.
+    prepared.onBreach = (limit, size, label) => end(bridgeLimitError(limit, limits, size, label));
     prepared.host = {
       status(source, level, message, dataJson) {
         if (ended === undefined) host.status(source, level, message, dataJson);
@@ -78,7 +86,10 @@ export class CodeExecutor {
         if (ended !== undefined) return { ok: false, message: 'Execution has ended' };
         const answer = await host.data(paramsJson, units, refusal, tool);
         if (!answer.ok && answer.fatal !== undefined) end(answer.fatal);
-        return answer;
+        if (answer.ok && ended === undefined && !(await fitsInHeap(prepared, answer.json))) {
+          end(answerTooBigForHeap(limits.memoryMb, answer.json.length));
+        }
+        return ended === undefined ? answer : { ok: false, message: 'Execution has ended' };
       },
     };
     const timer = setTimeout(() => end(timeoutError(limits.timeoutMs)), limits.timeoutMs);
@@ -140,6 +151,7 @@ export class CodeExecutor {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       prepared.host = undefined;
+      prepared.onBreach = undefined;
       // No timer outlives its execution, whichever way it ended.
       timers.close();
       prepared.timers = undefined;
@@ -159,7 +171,33 @@ export class CodeExecutor {
     }
     if (text?.startsWith('syntax\n') === true) return locateSyntaxError(prepared, text, job, stats);
     if (text !== undefined) return decode(text, job, stats);
-    return { kind: 'error', error: mapFailure(failure, job, prepared), stats };
+    return { kind: 'error', error: mapFailure(failure, job, prepared, disposedByHost), stats };
+  }
+}
+
+/**
+ * Answers shorter than this are copied in without asking for the heap's figures (a hand-off to
+ * the isolate's thread): a small copy that does not fit ends at isolated-vm's memory limit like
+ * any allocation, while a big one failed inside V8's copy and aborted the whole process.
+ */
+const answerCheckUnits = 256 * 1024;
+/** Matches a string V8 cannot store one byte per unit. */
+const twoByte = /[\u0100-\uffff]/;
+
+/**
+ * Whether an answer of `json` can be copied into the isolate: a string needs a byte per UTF-16
+ * unit (two when any unit is past Latin-1), and it must fit in what the heap has left below its
+ * limit. Read while user code waits for this answer, so the isolate's lock is free.
+ */
+async function fitsInHeap(prepared: PreparedIsolate, json: string): Promise<boolean> {
+  if (json.length < answerCheckUnits) return true;
+  try {
+    const heap = await prepared.isolate.getHeapStatistics();
+    const room = heap.heap_size_limit - heap.used_heap_size - heap.externally_allocated_size;
+    return (twoByte.test(json) ? 2 : 1) * json.length <= room;
+  } catch {
+    // Disposed meanwhile: the execution is ending anyway; nothing is copied into it.
+    return false;
   }
 }
 
@@ -272,17 +310,20 @@ function oomError(memoryMb: number): SandboxErrorJSON {
 }
 
 // Why the run's promise rejected before user code delivered an outcome (V8's timeout is handled
-// where it is caught). isolated-vm's own failures are recognised by message and confirmed by the
-// isolate's state (user code can reject with any message); everything else is the first promise
-// rejection user code left unhandled.
+// where it is caught), from facts rather than from the path that noticed: an isolate disposed
+// while the host did not dispose it was disposed by isolated-vm at its memory limit, whatever
+// the rejection says ("Promise was abandoned" when user code resumed after a data request, a
+// tool call or in a timer). Everything else is the first promise rejection user code left
+// unhandled (its message is never trusted to mean isolated-vm).
 function mapFailure(
   failure: unknown,
   job: ExecutionJob,
   prepared: PreparedIsolate,
+  disposedByHost: boolean,
 ): SandboxErrorJSON {
   const message = failure instanceof Error ? failure.message : undefined;
   if (prepared.isolate.isDisposed) {
-    if (message?.includes('memory limit')) return oomError(job.limits.memoryMb);
+    if (!disposedByHost) return oomError(job.limits.memoryMb);
     return {
       name: 'SandboxCrashError',
       code: SandboxErrorCode.CRASH,

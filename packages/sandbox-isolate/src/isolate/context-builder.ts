@@ -3,6 +3,7 @@
 // bootstrap closure.
 import { defaultExecutionLimits } from '@coda/sandbox-core';
 import ivm from 'isolated-vm';
+import { type BridgeLimit, bridgeLimits } from '../bridge/limit-errors.ts';
 import { maxJsonDepth } from '../bridge/safe-json.ts';
 import { bootstrapSource } from './bootstrap-source.ts';
 import type { ExecutionTimers } from './execution-timers.ts';
@@ -37,6 +38,12 @@ export interface PreparedIsolate {
   timers: ExecutionTimers | undefined;
   /** The run's outcome text (see bootstrap-source.ts), once user code has finished. */
   readonly delivered: string | undefined;
+  /**
+   * Called, inside the isolate's synchronous call, when the bootstrap reports a passed bridge
+   * limit (`label` is `dataProxy.request` or `tools.NAME` of a configured tool): it must end the
+   * execution and dispose the isolate, so no more user code runs.
+   */
+  onBreach: ((limit: BridgeLimit, size: number, label: string) => void) | undefined;
 }
 
 /** Options of a {@link ContextBuilder}. */
@@ -92,10 +99,12 @@ export class ContextBuilder {
         host: JobHost | undefined;
         timers: ExecutionTimers | undefined;
         delivered: string | undefined;
+        onBreach: PreparedIsolate['onBreach'];
       } = {
         host: undefined,
         timers: undefined,
         delivered: undefined,
+        onBreach: undefined,
       };
       const receive = (text: unknown) => {
         if (typeof text === 'string' && holder.delivered === undefined) holder.delivered = text;
@@ -145,6 +154,19 @@ export class ContextBuilder {
       const clearTimer = new ivm.Callback((id: unknown) => holder.timers?.clear(id), {
         ignored: true,
       });
+      // Only names the isolate side may say: a limit of the list, a label of a configured tool.
+      const labels = new Set([
+        'dataProxy.request',
+        ...this.#toolNames.map((name) => `tools.${name}`),
+      ]);
+      const breach = new ivm.Callback((limit: unknown, size: unknown, label: unknown) => {
+        if (typeof limit !== 'string' || !bridgeLimits.has(limit)) return;
+        holder.onBreach?.(
+          limit as BridgeLimit,
+          typeof size === 'number' && Number.isSafeInteger(size) && size >= 0 ? size : 0,
+          typeof label === 'string' && labels.has(label) ? label : 'dataProxy.request',
+        );
+      });
       const wasm = this.#wasm.map((module) => [
         module.name,
         module.bytes.slice().buffer,
@@ -165,6 +187,7 @@ export class ContextBuilder {
           new ivm.ExternalCopy(this.#toolNames).copyInto(),
           timer,
           clearTimer,
+          breach,
         ],
         { result: { reference: true } },
       )) as ivm.Reference<[IsolateRunFunction, IsolateSettledFunction]>;
@@ -209,6 +232,12 @@ export class ContextBuilder {
         get delivered() {
           return holder.delivered;
         },
+        get onBreach() {
+          return holder.onBreach;
+        },
+        set onBreach(value) {
+          holder.onBreach = value;
+        },
       };
       return prepared;
     } catch (error) {
@@ -218,8 +247,8 @@ export class ContextBuilder {
   }
 }
 
-/** The bootstrap as a function of its nine arguments (see bootstrap-source.ts). */
-const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8) {\n${bootstrapSource}\n})`;
+/** The bootstrap as a function of its ten arguments (see bootstrap-source.ts). */
+const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8, $9) {\n${bootstrapSource}\n})`;
 /** V8's code cache of the bootstrap, made by the first isolate of this process. */
 let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
 

@@ -13,6 +13,8 @@ export interface McpToolListing {
   description?: string | undefined;
   /** JSON Schema of the arguments (an object schema, as MCP requires). */
   inputSchema: { [keyword: string]: unknown };
+  /** JSON Schema of the tool's `structuredContent` (MCP `outputSchema`), when it declares one. */
+  outputSchema?: { [keyword: string]: unknown } | undefined;
 }
 
 /** What a tool call returns over MCP (the fields this adapter reads). */
@@ -132,6 +134,8 @@ function toolOf(client: McpToolClient, listing: McpToolListing): ToolDefinition 
     },
   };
   if (typeof listing.description === 'string') tool.description = listing.description;
+  const output = outputSchemaOf(listing.outputSchema);
+  if (output !== undefined) tool.output = output;
   return tool;
 }
 
@@ -148,6 +152,19 @@ function inputSchemaOf(inputSchema: { [keyword: string]: unknown }): z.ZodType {
   }
   const required = inputSchema.required;
   return Array.isArray(required) && required.length > 0 ? schema : schema.optional();
+}
+
+/**
+ * The zod schema of an MCP `outputSchema`: the tool's answer (its `structuredContent`) is checked
+ * against it on the host and it gives the tool's return type. One zod cannot convert is left out.
+ */
+function outputSchemaOf(outputSchema: unknown): z.ZodType | undefined {
+  if (typeof outputSchema !== 'object' || outputSchema === null) return undefined;
+  try {
+    return z.fromJSONSchema(outputSchema as z.core.JSONSchema.JSONSchema);
+  } catch {
+    return undefined;
+  }
 }
 
 function resultOf(result: McpToolResult): unknown {

@@ -9,7 +9,11 @@ import type {
   SandboxErrorJSON,
   TerminalEvent,
 } from '@coda/sandbox-core';
-import { SandboxValidationError } from '@coda/sandbox-core';
+import {
+  defaultExecutionLimits,
+  type JsonObject,
+  SandboxValidationError,
+} from '@coda/sandbox-core';
 import type { Attributes, Context, Counter, Histogram, Span, Tracer } from '@opentelemetry/api';
 import type { DataAnswer, JobHost, ParamsRefusal } from '../isolate/job.ts';
 import { loadOtelApi, type OtelApi } from './otel-api.ts';
@@ -195,7 +199,10 @@ export class ExecutionTrace {
     const failed = event.type === 'error';
     for (const span of this.#phase === undefined ? [this.#root] : [this.#phase, this.#root]) {
       if (failed) {
-        span.setStatus({ code: this.#telemetry.api.SpanStatusCode.ERROR, message: event.message });
+        span.setStatus({
+          code: this.#telemetry.api.SpanStatusCode.ERROR,
+          message: statusMessage(event.code, event.details),
+        });
         span.setAttribute(attributeNames.errorType, event.code);
       }
     }
@@ -238,7 +245,7 @@ export class ExecutionTrace {
       const answer = await api.context.with(api.trace.setSpan(this.#phaseContext, span), () =>
         host.data(paramsJson, units, refusal, tool),
       );
-      if (!answer.ok) failSpan(api, span, answer.fatal, answer.message);
+      if (!answer.ok) failSpan(api, span, answer.fatal);
       return answer;
     } finally {
       span.end();
@@ -249,14 +256,29 @@ export class ExecutionTrace {
 // Most executions run under their engine's default limits, one object: its attributes once.
 const limitAttributes = new WeakMap<Readonly<ExecutionLimits>, Attributes>();
 
-function failSpan(
-  api: OtelApi,
-  span: Span,
-  fatal: SandboxErrorJSON | undefined,
-  message: string,
-): void {
-  span.setStatus({ code: api.SpanStatusCode.ERROR, message });
-  span.setAttribute(attributeNames.errorType, fatal?.code ?? rejectedCall);
+// A call's error messages echo what user code sent (a rejected tool input names its values) and
+// what a handler threw: its span says only the code, and the limit when one was passed.
+function failSpan(api: OtelApi, span: Span, fatal: SandboxErrorJSON | undefined): void {
+  const code = fatal?.code ?? rejectedCall;
+  span.setStatus({ code: api.SpanStatusCode.ERROR, message: statusMessage(code, fatal?.details) });
+  span.setAttribute(attributeNames.errorType, code);
+}
+
+/** Fields of `details` a status may name: limit names, never a path or a value of user code. */
+const limitFields: ReadonlySet<string> = new Set([
+  ...Object.keys(defaultExecutionLimits),
+  'depth',
+  'memoryMb',
+  'toolInputValues',
+]);
+
+/**
+ * The status message of a failed span, built from the error code and the name of a passed limit
+ * only: an error's own message carries user data (a thrown message, a value, a path).
+ */
+export function statusMessage(code: string, details: JsonObject | undefined): string {
+  const field = details?.field;
+  return typeof field === 'string' && limitFields.has(field) ? `${code} (${field})` : code;
 }
 
 function prefixed(

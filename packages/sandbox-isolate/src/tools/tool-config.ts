@@ -1,7 +1,7 @@
 // SandboxEngineConfig.tools: named host functions user code calls as `await tools.NAME(input)`.
 // The types, the zod schema of the option, and the lookup table the host dispatches through.
 import { z } from 'zod';
-import type { DataRequestInfo } from '../config/engine-config.ts';
+import type { DataRequestInfo } from '../config/data-handler.ts';
 
 /**
  * One named tool. User code calls it as `await tools.NAME(input)`; the call counts as a data
@@ -21,6 +21,13 @@ export interface ToolDefinition<Input = unknown> {
    * (any JSON value, or `undefined` when the call passed none).
    */
   input?: z.ZodType<Input>;
+  /**
+   * zod schema of what the handler answers, checked on the host before user code sees the value
+   * (its parsed output is what user code gets): an answer that does not match rejects the call
+   * in user code with "the tool's answer does not match its output schema". It also gives the
+   * return type in `engine.toolDeclarations()` (without it, `Promise<unknown>`). Synchronous.
+   */
+  output?: z.ZodType;
   /**
    * Answers one call, with the same `info` (context, index, signal) as a `dataHandler`. Its
    * return value goes back as JSON (counted against `maxDataBytes`); a throw rejects the call in
@@ -62,6 +69,7 @@ const isZodSchema = (value: unknown): value is z.ZodType =>
 const ToolSchema = z.strictObject({
   description: z.string().max(10_000).optional(),
   input: z.unknown().refine(isZodSchema, 'expected a zod schema').optional(),
+  output: z.unknown().refine(isZodSchema, 'expected a zod schema').optional(),
   handler: z
     .unknown()
     .refine(

@@ -1,16 +1,9 @@
 // The host side of one worker process: forks it, relays jobs and bridge calls, and supervises
-// it — a per-job deadline past the isolate's own timers, a resident-memory bound, and a clean
-// account of every job it held when it dies.
+// it — a per-job deadline past the isolate's own timers and a resident-memory bound. How its
+// death is told to the jobs it held is worker-death.ts; reading its memory, process-memory.ts.
 import { type ChildProcess, fork } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import {
-  type Logger,
-  SandboxErrorCode,
-  type SandboxErrorJSON,
-  toSandboxErrorJSON,
-} from '@coda/sandbox-core';
-import { capText, scrubHostPaths } from '../bridge/safe-json.ts';
+import { type Logger, toSandboxErrorJSON } from '@coda/sandbox-core';
 import {
   type ExecutionJob,
   idleStats,
@@ -18,12 +11,15 @@ import {
   type JobOutcome,
   type ParamsRefusal,
 } from '../isolate/job.ts';
+import { readRss } from './process-memory.ts';
+import type { HostMessage, WorkerInit, WorkerMessage } from './protocol.ts';
 import {
-  catastrophicMarker,
-  type HostMessage,
-  type WorkerInit,
-  type WorkerMessage,
-} from './protocol.ts';
+  collateralOutcome,
+  deathError,
+  describeDeath,
+  type KillReason,
+  v8OutOfMemoryBanner,
+} from './worker-death.ts';
 
 /** Options of a {@link WorkerProcess}. */
 export interface WorkerProcessOptions {
@@ -82,13 +78,6 @@ interface PendingJob {
 
 const abortListenerOptions = { once: true } as const;
 
-type KillReason =
-  | { kind: 'deadline'; id: string }
-  | { kind: 'memory'; rssMb: number; boundMb: number }
-  | { kind: 'abort-unanswered' }
-  | { kind: 'out-of-memory' }
-  | { kind: 'dispose' };
-
 /** Grace after a job's timeout before the host stops trusting the worker's own timers. */
 const deadlineGraceMs = 2_000;
 /** How long past its timeout a job may run before its worker counts as `overrunning`. */
@@ -99,8 +88,6 @@ const abortGraceMs = 2_000;
 const mainThreadAbortGraceMs = 250;
 const sampleEveryMs = 50;
 const stderrKeepChars = 4_096;
-/** What V8 writes to stderr when a heap is exhausted, before it calls the OOM handler. */
-const v8OutOfMemoryBanner = '<--- Last few GCs --->';
 
 const moduleUrl = import.meta.url;
 const fromSource = moduleUrl.endsWith('.ts');
@@ -441,59 +428,13 @@ export class WorkerProcess {
   }
 
   #deathOutcome(pending: PendingJob, how: string): JobOutcome {
-    const error = this.#deathError(pending.job, how);
+    const error = deathError(pending.job, how, {
+      reason: this.#killReason,
+      initError: this.#initError,
+      isReady: this.#isReady,
+      outOfMemory: this.#outOfMemory,
+    });
     return { kind: 'error', error, stats: idleStats(pending.started) };
-  }
-
-  #deathError(job: ExecutionJob, how: string): SandboxErrorJSON {
-    const reason = this.#killReason;
-    if (this.#initError !== undefined || (!this.#isReady && reason === undefined)) {
-      return {
-        name: 'SandboxUnavailableError',
-        code: SandboxErrorCode.UNAVAILABLE,
-        message: `The sandbox worker could not start: ${this.#initError ?? how}`,
-      };
-    }
-    switch (reason?.kind) {
-      case 'dispose':
-        return {
-          name: 'SandboxCancelledError',
-          code: SandboxErrorCode.CANCELLED,
-          message: 'SandboxEngine disposed',
-        };
-      case 'memory':
-        return {
-          name: 'SandboxOOMError',
-          code: SandboxErrorCode.OOM,
-          message: `The worker process used ${reason.rssMb} MiB, over its bound of ${reason.boundMb} MiB, and was killed`,
-          details: { rssMb: reason.rssMb, boundMb: reason.boundMb, memoryMb: job.limits.memoryMb },
-        };
-      case 'deadline':
-        if (reason.id === job.id) {
-          return {
-            name: 'SandboxTimeoutError',
-            code: SandboxErrorCode.TIMEOUT,
-            message: `Execution timed out after ${job.limits.timeoutMs} ms (its worker process did not stop it and was killed)`,
-            details: { timeoutMs: job.limits.timeoutMs },
-          };
-        }
-        break;
-      default:
-        break;
-    }
-    if (this.#outOfMemory) {
-      return {
-        name: 'SandboxOOMError',
-        code: SandboxErrorCode.OOM,
-        message: `Execution exhausted memory and its worker process died: ${how}`,
-        details: { memoryMb: job.limits.memoryMb },
-      };
-    }
-    return {
-      name: 'SandboxCrashError',
-      code: SandboxErrorCode.CRASH,
-      message: `The execution's worker process died: ${how}`,
-    };
   }
 
   #boundMb(): number {
@@ -512,8 +453,13 @@ export class WorkerProcess {
       const now = performance.now();
       let overrunning = false;
       for (const pending of this.#jobs.values()) {
-        if (now > pending.deadline - deadlineGraceMs + overrunGraceMs) overrunning = true;
-        if (now > pending.deadline) {
+        const overrun = now > pending.deadline - deadlineGraceMs + overrunGraceMs;
+        if (overrun) overrunning = true;
+        // Alone on the worker's main thread past its time limit: that thread is stuck (code V8's
+        // timeout does not reach, such as isolated-vm copying a rejection reason whose getters
+        // loop) and no co-tenant can be on the worker, so it is replaced now, not 2 s later.
+        const stuckAlone = this.#onMainThread === pending.job.id && this.#jobs.size === 1;
+        if (now > pending.deadline || (overrun && stuckAlone)) {
           this.kill({ kind: 'deadline', id: pending.job.id });
           return;
         }
@@ -547,64 +493,6 @@ export class WorkerProcess {
       this.#child.unref();
       channel?.unref();
     }
-  }
-}
-
-/**
- * The error of a job lost with a worker that other jobs shared, when it cannot run again: it had
- * already reached the host (a status event delivered, a data request answered), so a second run
- * could repeat what the caller or the data handler saw. Its own code did not cause the death as
- * far as the host can tell; `details.collateral` says so.
- */
-function collateralOutcome(pending: PendingJob, how: string, others: number): JobOutcome {
-  const error: SandboxErrorJSON = {
-    name: 'SandboxCrashError',
-    code: SandboxErrorCode.CRASH,
-    message: `The execution was lost with its worker process, which ran ${others} other execution${others === 1 ? '' : 's'} too (${how}); ${pending.reachedHost ? 'it had already reached the host, so it was not run again' : 'it was not run again'}`,
-    details: { collateral: true, coTenants: others },
-  };
-  return { kind: 'error', error, stats: idleStats(pending.started) };
-}
-
-/**
- * Why a worker died, from its stderr: isolated-vm's catastrophic-error line (written by the
- * worker itself) or V8's fatal-error banner, else the exit code or signal.
- */
-function describeDeath(
-  stderr: string,
-  code: number | null,
-  signal: NodeJS.Signals | null,
-): { how: string; outOfMemory: boolean } {
-  const lines = stderr.split('\n');
-  const catastrophic = lines
-    .find((line) => line.startsWith(catastrophicMarker))
-    ?.slice(catastrophicMarker.length);
-  const fatal = lines.find((line) => /^# Fatal (?!error in)/.test(line))?.slice(2);
-  const exit = signal ?? `code ${code}`;
-  let how = `the worker process exited (${exit})`;
-  if (catastrophic !== undefined)
-    how = `isolated-vm reported a catastrophic error (${catastrophic})`;
-  else if (fatal !== undefined) how = `V8 aborted the worker process (${exit}): ${fatal}`;
-  const cause = catastrophic ?? fatal ?? '';
-  if (catastrophic === undefined && fatal === undefined && stderr.includes(v8OutOfMemoryBanner)) {
-    how = `V8 exhausted an isolate's heap (${exit})`;
-  }
-  return {
-    how: capText(scrubHostPaths(how), 500),
-    outOfMemory:
-      /out[- ]of[- ]memory|heap limit/i.test(cause) || stderr.includes(v8OutOfMemoryBanner),
-  };
-}
-
-/** Resident set size of `pid` in bytes from /proc (Linux); undefined where unavailable. */
-function readRss(pid: number | undefined): number | undefined {
-  if (pid === undefined) return undefined;
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
-    return match ? Number(match[1]) * 1024 : undefined;
-  } catch {
-    return undefined;
   }
 }
 

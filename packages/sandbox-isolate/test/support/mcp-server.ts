@@ -31,6 +31,11 @@ server.setRequestHandler(ListToolsRequestSchema, async () => ({
       name: 'station.status',
       description: 'Status of the weather station.',
       inputSchema: { type: 'object', properties: {} },
+      outputSchema: {
+        type: 'object',
+        properties: { online: { type: 'boolean' }, args: { type: 'object' } },
+        required: ['online'],
+      },
     },
     { name: 'broken', inputSchema: { type: 'object', properties: {} } },
     { name: 'calls', inputSchema: { type: 'object', properties: {} } },

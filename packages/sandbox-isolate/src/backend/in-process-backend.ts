@@ -5,7 +5,7 @@ import { SandboxErrorCode } from '@coda/sandbox-core';
 import { IsolateRuntime, type IsolateRuntimeOptions } from '../isolate/isolate-runtime.ts';
 import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import { loadWasmModules, type WasmModuleConfig } from '../isolate/wasm-modules.ts';
-import type { ExecutionBackend } from './backend.ts';
+import type { ExecutionBackend } from './execution-backend.ts';
 
 /** The backend of `isolation: 'in-process'`. */
 export class InProcessBackend implements ExecutionBackend {

@@ -10,10 +10,10 @@ import {
   type SandboxErrorJSON,
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
-import type { ExecutionBackend } from '../engine/backend.ts';
 import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
-import { type LostJob, WorkerProcess } from './worker-process.ts';
+import { type LostJob, WorkerProcess } from '../worker/worker-process.ts';
+import type { ExecutionBackend } from './execution-backend.ts';
 
 /** Options of a {@link WorkerBackend}. */
 export interface WorkerBackendOptions {
