@@ -23,6 +23,7 @@ type OptionalKeys<T> = { [Key in keyof T]-?: object extends Pick<T, Key> ? Key :
 type EngineConfigInput = z.input<typeof EngineConfigSchema>;
 type EngineDataFields =
   | 'maxConcurrent'
+  | 'maxQueueWaitMs'
   | 'poolSize'
   | 'isolation'
   | 'workers'

@@ -19,6 +19,8 @@ import type { ExecutionBackend } from './execution-backend.ts';
 export interface WorkerBackendOptions {
   workers: number;
   maxConcurrent: number;
+  /** Longest a job waits on the host for a worker before it ends with `CAPACITY`, in ms. */
+  maxQueueWaitMs: number;
   poolSize: number;
   poolMemoryMb: number;
   workerBaseMemoryMb: number;
@@ -39,6 +41,8 @@ interface HeldJob {
   signal: AbortSignal;
   resolve: (outcome: JobOutcome) => void;
   onAbort: () => void;
+  /** Ends the job with `CAPACITY` when it has waited `maxQueueWaitMs`. */
+  waitBound: NodeJS.Timeout | undefined;
   /** performance.now() when it was held. */
   heldAt: number;
 }
@@ -92,7 +96,7 @@ export class WorkerBackend implements ExecutionBackend {
   async dispose(): Promise<void> {
     this.#disposed = true;
     for (const held of [...this.#held.splice(0), ...this.#solo.splice(0)]) {
-      held.signal.removeEventListener('abort', held.onAbort);
+      unhold(held);
       held.resolve(heldOutcome(held, disposedError));
     }
     for (const worker of this.#slots) worker.kill({ kind: 'dispose' });
@@ -153,22 +157,29 @@ export class WorkerBackend implements ExecutionBackend {
       signal,
       resolve,
       onAbort: () => {},
+      waitBound: undefined,
       heldAt: performance.now(),
     };
-    const cancel = () => resolve(heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED')));
-    held.onAbort = () => {
+    const cancelled = () => heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED'));
+    // Leaves the queue, if still in it, ending with `outcome`.
+    const leave = (outcome: () => JobOutcome) => {
       const index = queue.indexOf(held);
       if (index < 0) return;
       queue.splice(index, 1);
-      cancel();
+      unhold(held);
+      resolve(outcome());
       this.#release();
     };
+    held.onAbort = () => leave(cancelled);
     if (signal.aborted) {
-      cancel();
+      resolve(cancelled());
       return;
     }
     queue.push(held);
     signal.addEventListener('abort', held.onAbort, { once: true });
+    const bound = this.#options.maxQueueWaitMs;
+    held.waitBound = setTimeout(() => leave(() => heldOutcome(held, queueWaitError(bound))), bound);
+    held.waitBound.unref();
   }
 
   // A job lost with a worker it shared, not known to be the cause. One that never reached the
@@ -205,7 +216,7 @@ export class WorkerBackend implements ExecutionBackend {
       );
       if (worker === undefined) break;
       const held = this.#solo.shift()!;
-      held.signal.removeEventListener('abort', held.onAbort);
+      unhold(held);
       this.#reserved.add(worker);
       if (this.#draining === worker) this.#draining = undefined;
       const { job, host, signal, resolve } = held;
@@ -225,7 +236,7 @@ export class WorkerBackend implements ExecutionBackend {
         return;
       }
       const held = this.#held.shift()!;
-      held.signal.removeEventListener('abort', held.onAbort);
+      unhold(held);
       const { job, host, signal, resolve } = held;
       host.dispatched?.();
       void worker.execute(job, host, signal, this.#mayStartOnMainThread(worker)).then(resolve);
@@ -308,6 +319,21 @@ const disposedError: SandboxErrorJSON = {
  */
 function score(worker: WorkerProcess): number {
   return worker.load + (worker.isReady ? 0 : 1_000) + (worker.overrunning ? 100_000 : 0);
+}
+
+/** Detaches a job leaving the queue from its cancellation and its wait bound. */
+function unhold(held: HeldJob): void {
+  held.signal.removeEventListener('abort', held.onAbort);
+  clearTimeout(held.waitBound);
+}
+
+function queueWaitError(maxQueueWaitMs: number): SandboxErrorJSON {
+  return {
+    name: 'SandboxCapacityError',
+    code: SandboxErrorCode.CAPACITY,
+    message: `No worker took the execution within maxQueueWaitMs (${maxQueueWaitMs} ms)`,
+    details: { limit: 'maxQueueWaitMs', maxQueueWaitMs },
+  };
 }
 
 /** The outcome of a held job that ended before any worker took it. */

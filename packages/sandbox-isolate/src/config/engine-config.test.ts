@@ -7,6 +7,7 @@ describe('resolveEngineConfig', () => {
     expect(resolveEngineConfig()).toEqual({
       limits: {},
       maxConcurrent: 8,
+      maxQueueWaitMs: 30_000,
       poolSize: 4,
       isolation: 'process',
       workers: 2,
@@ -19,6 +20,15 @@ describe('resolveEngineConfig', () => {
       telemetry: undefined,
       wasmModules: [],
     });
+  });
+
+  it('names a bad maxQueueWaitMs and its value', () => {
+    for (const value of [0, -1, 1.5, 3_600_001, '100']) {
+      expect(() => resolveEngineConfig({ maxQueueWaitMs: value } as never)).toThrow(
+        /maxQueueWaitMs/,
+      );
+    }
+    expect(resolveEngineConfig({ maxQueueWaitMs: 1 }).maxQueueWaitMs).toBe(1);
   });
 
   it('rejects guards and loggers of the wrong shape', () => {

@@ -24,6 +24,13 @@ export interface SandboxEngineConfig {
   limits?: Partial<ExecutionLimits> | undefined;
   /** Tier 5: most executions running at once; more are refused with `CAPACITY`. Default 8. */
   maxConcurrent?: number | undefined;
+  /**
+   * Longest an admitted execution may wait on the host for a worker (`process` mode: every
+   * worker's main thread is taken, or it waits to run again alone after a worker death) before
+   * it ends with `CAPACITY` (`details.limit: 'maxQueueWaitMs'`), in ms. Its `timeoutMs` starts
+   * only when it leaves the queue. Default 30 000. No queue in `in-process` mode.
+   */
+  maxQueueWaitMs?: number | undefined;
   /** Warm isolates kept ready (per worker in `process` mode), about 1.5 MiB each. Default 4. */
   poolSize?: number | undefined;
   /**
@@ -122,6 +129,7 @@ const LoggerSchema = z.looseObject({
 export const EngineConfigSchema = z.strictObject({
   limits: ExecutionLimitsSchema.partial().optional(),
   maxConcurrent: z.number().int().positive().max(10_000).optional(),
+  maxQueueWaitMs: z.number().int().positive().max(3_600_000).optional(),
   poolSize: z.number().int().nonnegative().max(1_000).optional(),
   isolation: z.enum(['process', 'in-process']).optional(),
   workers: z.number().int().positive().max(256).optional(),
@@ -135,10 +143,14 @@ export const EngineConfigSchema = z.strictObject({
   language: z.enum(['javascript', 'typescript']).optional(),
 });
 
+/** The default of {@link SandboxEngineConfig.maxQueueWaitMs}: core's default `timeoutMs`. */
+const defaultMaxQueueWaitMs = 30_000;
+
 /** The engine configuration with every default applied. */
 export interface ResolvedEngineConfig {
   limits: Partial<ExecutionLimits>;
   maxConcurrent: number;
+  maxQueueWaitMs: number;
   poolSize: number;
   isolation: IsolationMode;
   workers: number;
@@ -172,6 +184,7 @@ export function resolveEngineConfig(config: SandboxEngineConfig = {}): ResolvedE
   return {
     limits: config.limits ?? {},
     maxConcurrent: parsed.maxConcurrent ?? 8,
+    maxQueueWaitMs: parsed.maxQueueWaitMs ?? defaultMaxQueueWaitMs,
     poolSize: parsed.poolSize ?? 4,
     isolation: parsed.isolation ?? 'process',
     workers: parsed.workers ?? 2,

@@ -119,6 +119,7 @@ export class SandboxEngine {
         : new WorkerBackend({
             ...runtime,
             workers: this.#config.workers,
+            maxQueueWaitMs: this.#config.maxQueueWaitMs,
             workerBaseMemoryMb: this.#config.workerBaseMemoryMb,
             defaultLimits: this.#defaults,
             wasmModules: this.#config.wasmModules,
