@@ -187,6 +187,7 @@ describe('worker processes and main-thread starts', () => {
     new WorkerBackend({
       workers: 2,
       maxConcurrent: 4,
+      maxQueueWaitMs: 30_000,
       poolSize: 1,
       poolMemoryMb: 32,
       workerBaseMemoryMb: 256,
