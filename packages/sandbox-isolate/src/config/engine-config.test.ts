@@ -7,7 +7,7 @@ describe('resolveEngineConfig', () => {
     expect(resolveEngineConfig()).toEqual({
       limits: {},
       maxConcurrent: 8,
-      maxQueueWaitMs: 30_000,
+      maxQueueWaitMs: 120_000,
       poolSize: 4,
       isolation: 'process',
       workers: 2,

@@ -28,7 +28,7 @@ export interface SandboxEngineConfig {
    * Longest an admitted execution may wait on the host for a worker (`process` mode: every
    * worker's main thread is taken, or it waits to run again alone after a worker death) before
    * it ends with `CAPACITY` (`details.limit: 'maxQueueWaitMs'`), in ms. Its `timeoutMs` starts
-   * only when it leaves the queue. Default 30 000. No queue in `in-process` mode.
+   * only when it leaves the queue. Default 120 000. No queue in `in-process` mode.
    */
   maxQueueWaitMs?: number | undefined;
   /** Warm isolates kept ready (per worker in `process` mode), about 1.5 MiB each. Default 4. */
@@ -143,8 +143,9 @@ export const EngineConfigSchema = z.strictObject({
   language: z.enum(['javascript', 'typescript']).optional(),
 });
 
-/** The default of {@link SandboxEngineConfig.maxQueueWaitMs}: core's default `timeoutMs`. */
-const defaultMaxQueueWaitMs = 30_000;
+// 30 000 (core's default timeoutMs) ended benign co-tenants CAPACITY in the 50-killer co-tenant
+// table on a loaded machine (its retries queued 33.7 s): the default leaves room for that.
+const defaultMaxQueueWaitMs = 120_000;
 
 /** The engine configuration with every default applied. */
 export interface ResolvedEngineConfig {
