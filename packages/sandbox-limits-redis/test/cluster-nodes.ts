@@ -71,6 +71,27 @@ export async function clusterSettled(ports: number[]): Promise<void> {
   }
 }
 
+/**
+ * The replica of `primary` once it replicates from it with its link up, as the primary sees the
+ * cluster. A node restarted after a failover can report `role:master` for a moment before it
+ * learns it was replaced, so `clusterSettled` alone does not promise the next victim a replica.
+ * At most 20 s.
+ */
+export async function linkedReplicaOf(primary: ClusterNode): Promise<ClusterNode> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const replica = (await clusterNodes(primary.port)).find(
+      (node) => node.primaryId === primary.id && !node.failed,
+    );
+    if (replica !== undefined) {
+      const replication = await redisCli(replica.port, 'INFO', 'replication');
+      if (replication.includes('master_link_status:up')) return replica;
+    }
+    if (Date.now() > deadline) throw new Error(`no linked replica of node ${primary.port}`);
+    await sleep(100);
+  }
+}
+
 /** A field of INFO errorstats or commandstats (0 when absent). */
 export const statField = (info: string, field: string) =>
   Number(new RegExp(`${field}:(?:\\w+=)?(\\d+)`).exec(info)?.[1] ?? 0);

@@ -8,7 +8,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisLimitStore, fromIoredis } from '../src/index.ts';
-import { clusterNodes, clusterSettled, keySlot, primaryOf, statField } from './cluster-nodes.ts';
+import {
+  clusterNodes,
+  clusterSettled,
+  keySlot,
+  linkedReplicaOf,
+  primaryOf,
+  statField,
+} from './cluster-nodes.ts';
 import {
   type Entity,
   expectWithinBounds,
@@ -76,9 +83,7 @@ describe('three hosts on a cluster whose primary fails over', () => {
     async (run) => {
       // Any node that is up sees the cluster: the one killed last run is back by now.
       const victim = await primaryOf(cluster.ports[0]!, victimSlot);
-      const replica = (await clusterNodes(victim.port)).find(
-        (node) => node.primaryId === victim.id,
-      )!;
+      const replica = await linkedReplicaOf(victim);
       const victimProcess = cluster.nodes[cluster.ports.indexOf(victim.port)]!;
       const keyPrefix = `failover:${randomUUID()}:`;
       const stores = clients.map((client) =>
