@@ -9,8 +9,11 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { SandboxUnavailableError } from '@coda/sandbox-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, SandboxControl, type SubprocessSandbox } from '../src/index.ts';
+import { hostPaths } from '../src/linux/host-paths.ts';
+import { landlockArguments } from '../src/linux/landlock/landlock-plan.ts';
 import {
   makeCertificate,
   randomLoopback,
@@ -22,6 +25,7 @@ import {
 import { publicNode } from './support/environments.ts';
 import { pathWithBwrap, removeFakeBwraps } from './support/fake-bwrap.ts';
 import { python } from './support/helpers.ts';
+import { launchRequest } from './support/launch-request.ts';
 
 const body = 'hello from api.test\n';
 /** By path: the test's PATH holds only the refusing bwrap. */
@@ -301,11 +305,38 @@ describe('a network allowlist on the Landlock backend', () => {
     expect(match?.[1]).toBe(match?.[2]);
   });
 
+  it('below Landlock ABI 4 (no TCP rules) the plan refuses the run UNAVAILABLE, with the reason', () => {
+    const request = launchRequest({ network: { allow: ['api.test'] } });
+    const plan = (abi: number) => () =>
+      landlockArguments(request, { kind: 'own' }, abi, [], [], hostPaths, true);
+    expect(plan(3)).toThrow(
+      'A network allowlist needs Landlock ABI 3 has no TCP rules (ABI 4, Linux 6.7): a command could connect anywhere, not only to the egress proxy; the command did not run',
+    );
+    const thrown = (() => {
+      try {
+        plan(1)();
+      } catch (error) {
+        return error as SandboxUnavailableError;
+      }
+      return undefined;
+    })();
+    expect(thrown?.details).toEqual({
+      reason:
+        'Landlock ABI 1 has no TCP rules (ABI 4, Linux 6.7): a command could connect anywhere, not only to the egress proxy',
+      confinement: 'landlock',
+      field: 'network',
+    });
+  });
+
   it('a strict policy refuses the run (strict needs bubblewrap), never unconfined', async () => {
     const strict = createSandbox({ network: { allow: ['api.test'] }, strict: true });
     const result = await strict.run('/bin/true');
     expect(result.success).toBe(false);
     expect(result.success === false && result.code).toBe('UNAVAILABLE');
+    const why = 'bwrap cannot create namespaces here: bwrap: setting up uid map: Permission denied';
+    expect(result.success === false && result.error).toBe(
+      `Refusing to run under landlock (strict policy needs bubblewrap): bubblewrap: ${why}; bubblewrap as the caller: ${why}`,
+    );
     await strict.close();
   });
 });
