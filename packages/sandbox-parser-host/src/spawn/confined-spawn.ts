@@ -135,5 +135,6 @@ function wrap(
     exited,
     confinement,
     kill: () => child.kill(),
+    network: child.network,
   });
 }
