@@ -8,7 +8,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { SandboxValidationError } from '@coda/sandbox-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createParserHost } from '../src/index.ts';
+import { createParserHost, type ParserHostOptions } from '../src/index.ts';
 import { testPython } from './python-helpers.ts';
 
 const module = fileURLToPath(new URL('./fixtures/network-parsers.mjs', import.meta.url));
@@ -29,14 +29,14 @@ afterAll(() => {
   server?.close();
 });
 
-const options = {
+const options: ParserHostOptions = {
   module,
   warmSpare: false,
   confinement: 'required',
   network: { allow: ['feeds.test'], allowPrivate: true },
   lookup: async (name: string) =>
     name.endsWith('.test') ? [{ address: '127.0.0.1', family: 4 }] : [],
-} as const;
+};
 
 /** The allowed entry the proxy must report for the server's one new connection. */
 function allowedEntry(connection: Socket) {
