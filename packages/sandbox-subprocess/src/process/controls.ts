@@ -51,6 +51,12 @@ export const SandboxControl = {
    * no TCP Fast Open send, the two ways past Landlock's TCP rules.
    */
   seccompTcpClientOnly: 'seccomp-tcp-client-only',
+  /**
+   * A network allowlist under Landlock: every `connect()` is decided by the run's supervisor
+   * (seccomp user notification), which refuses any address but the proxy's 127.0.0.1:PORT and
+   * connects the socket itself (Landlock's rule alone is per port, any address).
+   */
+  connectSupervised: 'seccomp-connect-supervised',
   /** `connect()` and addressed `sendto()` refused: no Unix socket reachable (network off). */
   seccompNoUnixConnect: 'seccomp-no-unix-connect',
   /** The command ran as a uid other than 0 on the host (dropped from root, or the host's own). */

@@ -50,6 +50,9 @@ export function applierArgv(
     String(syscalls.prctl),
     String(syscalls.close_range),
     String(withStartByte ? startedDescriptor(layout) : -1),
+    ...(['seccomp', 'ioctl', 'connect', 'pidfd_open', 'pidfd_getfd', 'close'] as const).map(
+      (name) => String(syscalls[name]),
+    ),
   ];
 }
 
@@ -65,6 +68,8 @@ export interface ApplierInstructions {
     readonly pin?: string | undefined;
   }[];
   readonly ports: readonly { readonly port: number; readonly access: number }[];
+  /** A network allowlist: the proxy's port, the only place the supervisor connects sockets to. */
+  readonly supervise?: number | undefined;
   readonly env: Readonly<Record<string, string>>;
   readonly cwd: string;
   readonly command: readonly string[];
@@ -101,6 +106,7 @@ export function encodeInstructions(instructions: ApplierInstructions): string {
       rule.pin ?? '',
     ]),
     ...instructions.ports.flatMap((rule) => ['port', String(rule.access), String(rule.port)]),
+    ...(instructions.supervise === undefined ? [] : ['supervise', String(instructions.supervise)]),
     ...Object.entries(instructions.env).flatMap(([name, value]) => ['env', `${name}=${value}`]),
     'cwd',
     instructions.cwd,
@@ -200,6 +206,7 @@ export function landlockArguments(
       scoped,
       paths,
       ports: rules.ports,
+      supervise: egress ? proxyPort : undefined,
       // The proxy's variables last, so no caller's variable points a program elsewhere.
       env: { HOME: sandboxHome, ...request.env, ...proxy, PWD: cwd },
       cwd,
@@ -247,7 +254,7 @@ export function landlockArguments(
     SandboxControl.inheritedDescriptorsClosed,
   );
   if (policy.allowedSyscalls !== undefined) controls.push(SandboxControl.seccompAllowlist);
-  if (egress) controls.push(SandboxControl.seccompTcpClientOnly);
+  if (egress) controls.push(SandboxControl.seccompTcpClientOnly, SandboxControl.connectSupervised);
   else if (!policy.allowNetwork) {
     controls.push(SandboxControl.seccompNoInet);
     if (request.unixSockets.length === 0) controls.push(SandboxControl.seccompNoUnixConnect);

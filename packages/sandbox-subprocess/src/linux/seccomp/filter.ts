@@ -50,7 +50,9 @@ export interface SeccompFilterOptions {
    * no datagram socketpair, `listen(2)` refused (on an unbound socket it binds a port without
    * Landlock's bind check) and `MSG_FASTOPEN` refused on sendto, sendmsg and sendmmsg (a TCP
    * Fast Open send connects without Landlock's connect check). Both bypasses were seen on this
-   * project's kernel (6.18).
+   * project's kernel (6.18). `connect(2)` returns SECCOMP_RET_USER_NOTIF: the Landlock applier's
+   * supervisor (connect-supervisor.ts) refuses any address but the proxy's and connects the
+   * socket itself; installed without a listener, every connect fails with ENOSYS.
    */
   readonly tcpClientOnly?: boolean | undefined;
 }
@@ -178,7 +180,8 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
     for (const [name, arg] of Object.entries(sendFlagsArgument)) {
       rule(name, argumentBody(arg, { kind: 'no-bit', mask: MSG_FASTOPEN }));
     }
-    rule('connect', [bpf.ret(allow)]);
+    // seccomp cannot read connect's address: the applier's supervisor does, and connects.
+    rule('connect', [bpf.ret(SeccompRet.USER_NOTIF)]);
     return finish(block, options, wanted, nr);
   }
   const families = options.allowNetwork ? socketFamilies.on : socketFamilies.off;
