@@ -300,6 +300,30 @@ describe('a network allowlist on the Landlock backend', () => {
     });
   });
 
+  it("the supervisor (the command's parent) passes on exit codes and signals, and serves a command's children", async () => {
+    const exited = await sandbox.run(python, ['-c', 'raise SystemExit(7)']);
+    expect([exited.exitCode, exited.signal]).toEqual([7, null]);
+    const killed = await sandbox.run(python, [
+      '-c',
+      'import os, signal; os.kill(os.getpid(), signal.SIGTERM)',
+    ]);
+    expect([killed.exitCode, killed.signal]).toEqual([null, 'SIGTERM']);
+    const slept = await sandbox.run(python, ['-c', 'import time; time.sleep(60)'], {
+      timeoutMs: 1_000,
+    });
+    expect(slept).toMatchObject({ success: false, code: 'TIMEOUT', timedOut: true });
+    // Killed at 1 s; the bound is for a loaded 2-core machine, far below the 60 s sleep.
+    expect(slept.durationMs).toBeLessThan(20_000);
+    const nested = await sandbox.run('/bin/sh', [
+      '-c',
+      `${curl} -sS http://api.test:${http.port}/`,
+    ]);
+    expect(nested.stdout).toBe(body);
+    expect(nested.network?.allowed.map((entry) => `${entry.host}:${entry.port}`)).toEqual([
+      `api.test:${http.port}`,
+    ]);
+  });
+
   it('the proxy variables name 127.0.0.1 and one port; NO_PROXY is unset (loopback is the host here)', async () => {
     const script =
       'import os\nprint(os.environ["HTTP_PROXY"], os.environ["ALL_PROXY"], os.environ.get("NO_PROXY"))';
