@@ -314,6 +314,14 @@ describe('a network allowlist on the Landlock backend', () => {
     expect(slept).toMatchObject({ success: false, code: 'TIMEOUT', timedOut: true });
     // Killed at 1 s; the bound is for a loaded 2-core machine, far below the 60 s sleep.
     expect(slept.durationMs).toBeLessThan(20_000);
+    // A command that kills its supervisor ends the run: the host waits for the supervisor's pid
+    // and then kills the run's process group.
+    const orphaned = await sandbox.run(python, [
+      '-c',
+      'import os, time\nos.kill(os.getppid(), 9)\ntime.sleep(10)\nprint("still running")',
+    ]);
+    expect([orphaned.signal, orphaned.stdout]).toEqual(['SIGKILL', '']);
+    expect(orphaned.durationMs).toBeLessThan(8_000);
     const nested = await sandbox.run('/bin/sh', [
       '-c',
       `${curl} -sS http://api.test:${http.port}/`,
