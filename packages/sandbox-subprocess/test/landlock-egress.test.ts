@@ -332,6 +332,21 @@ describe('a network allowlist on the Landlock backend', () => {
     ]);
   });
 
+  it("the supervisor is out of the command's reach: its memory and descriptors are refused", async () => {
+    // Same uid and Landlock domain: only the supervisor's being non-dumpable keeps the command
+    // from reading its memory or reopening its seccomp listener through /proc.
+    const script = [
+      'import os',
+      'ppid = os.getppid()',
+      'print(open(f"/proc/{ppid}/cmdline", "rb").read().split(b"\\0")[0].decode())',
+      'for what, action in [("fd", lambda: os.listdir(f"/proc/{ppid}/fd")), ("mem", lambda: open(f"/proc/{ppid}/mem", "rb"))]:',
+      '  try: action(); print(what, "opened")',
+      '  except OSError as e: print(what, e.errno)',
+    ].join('\n');
+    const result = await sandbox.run(python, ['-c', script]);
+    expect(result.stdout).toBe('/usr/bin/perl\nfd 13\nmem 13\n');
+  });
+
   it('the proxy variables name 127.0.0.1 and one port; NO_PROXY is unset (loopback is the host here)', async () => {
     const script =
       'import os\nprint(os.environ["HTTP_PROXY"], os.environ["ALL_PROXY"], os.environ.get("NO_PROXY"))';

@@ -14,7 +14,7 @@
  * returns (to write the start byte and exec the command); the parent takes the listener, lets go
  * of every descriptor of the run, answers notifications until the child exits and then exits as
  * it did (same code, or the same signal). Uses the applier's `fail` and its syscall numbers
- * ($seccompNr, $ioctlNr, $connectNr, $pidfdOpen, $pidfdGetfd, $closeNr).
+ * ($prctl, $seccompNr, $ioctlNr, $connectNr, $pidfdOpen, $pidfdGetfd, $closeNr).
  */
 export const connectSupervisor = String.raw`
 sub fdclose { syscall($closeNr, $_[0] + 0) }
@@ -36,6 +36,9 @@ sub supervise {
     return;
   }
   close $toParent; close $fromParent;
+  # Not dumpable: the command (same uid, same domain) may then not read this process's memory,
+  # nor its descriptors through /proc, nor take one with pidfd_getfd (the listener among them).
+  syscall($prctl, 4, 0, 0, 0, 0) == 0 or do { kill 'KILL', $child; fail('prctl(PR_SET_DUMPABLE)') };
   my $stop = sub { kill 'KILL', $child; waitpid($child, 0); fail($_[0]) };
   sysread($fromChild, my $number, 4) == 4 or do { waitpid($child, 0); exit 126 };
   my $pidfd = syscall($pidfdOpen, $child, 0);
