@@ -9,7 +9,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { SandboxUnavailableError } from '@coda/sandbox-core';
+import type { NetworkEvent, SandboxUnavailableError } from '@coda/sandbox-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, SandboxControl, type SubprocessSandbox } from '../src/index.ts';
 import { hostPaths } from '../src/linux/host-paths.ts';
@@ -345,6 +345,25 @@ describe('a network allowlist on the Landlock backend', () => {
     ].join('\n');
     const result = await sandbox.run(python, ['-c', script]);
     expect(result.stdout).toBe('/usr/bin/perl\nfd 13\nmem 13\n');
+  });
+
+  it('a spawned command emits each allowed and refused connection as it happens', async () => {
+    const child = sandbox.spawn('/bin/sh', [
+      '-c',
+      `${curl} -sS http://api.test:${http.port}/ >/dev/null; ${curl} -sS http://other.test:${http.port}/ >/dev/null`,
+    ]);
+    // Listened to at once: the listener (and its port) come a moment later, the events after.
+    const events: NetworkEvent[] = [];
+    child.network?.on('event', (event) => events.push(event));
+    child.stdin.end();
+    child.stdout.resume();
+    child.stderr.resume();
+    await child.exited;
+    expect(events.map((event) => `${event.type} ${event.host}:${event.port}`)).toEqual([
+      `allowed api.test:${http.port}`,
+      `denied other.test:${http.port}`,
+    ]);
+    expect(child.network?.report().denied).toEqual([deniedOther(http.port)]);
   });
 
   it('the proxy variables name 127.0.0.1 and one port; NO_PROXY is unset (loopback is the host here)', async () => {
