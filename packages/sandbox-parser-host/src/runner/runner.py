@@ -35,6 +35,7 @@ import sys
 def main():
     # Everything used after the parser module loads is taken now, as locals of this frame.
     read_fd, write_fd, exit_now, set_blocking = os.read, os.write, os._exit, os.set_blocking
+    make_pipe, replace_fd, close_fd = os.pipe, os.dup2, os.close
     loads = json.loads
     # The C encoder itself: json.dumps goes through Python code that looks builtins up at run time.
     make_encoder, encode_string = json.encoder.c_make_encoder, json.encoder.c_encode_basestring
@@ -199,6 +200,12 @@ def main():
     if type_of(request) is not dict or request.get("v") != 1 or type(request.get("parser")) is not str_type:
         fail("unsupported request (expected protocol version 1)")
     if fork_server_mode:
+        # The zygote's stdin carries every call of this slot: the parser, and any process it
+        # manages to start, gets an empty one instead (reads see its end, as in a spawned child).
+        empty, writer = make_pipe()
+        close_fd(writer)
+        replace_fd(empty, 0)
+        close_fd(empty)
         # This call's limits (the host sends a call here only with memoryBytes at most the
         # zygote's, which the cgroup is sized for).
         memory_bytes, cpu_secs = request["limits"]["memoryBytes"], request["limits"]["cpuSecs"]
