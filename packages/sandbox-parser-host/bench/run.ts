@@ -283,6 +283,8 @@ for (const row of rows.filter((each) => !each.reference && !each.name.includes('
       ? row.p50 / pythonReference.p50
       : row.callsPerSecond / pythonReference.callsPerSecond;
     const met = target.below ? ratio <= target.limit : ratio >= target.limit;
-    console.log(`| ${target.what} | ${row.name} | ${ratio.toFixed(2)}× | ${met ? 'met' : '**not met**'} |`);
+    console.log(
+      `| ${target.what} | ${row.name} | ${ratio.toFixed(2)}× | ${met ? 'met' : '**not met**'} |`,
+    );
   }
 }

@@ -5,7 +5,7 @@
 // zygote, so an equal token says the same zygote forked both calls.
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { ParserHostOptions, RunParserOptions } from '../src/index.ts';
+import type { ParserHostOptions, ParserResult, RunParserOptions } from '../src/index.ts';
 import { thrown } from './helpers.ts';
 import { makePythonHost } from './python-helpers.ts';
 
@@ -25,8 +25,9 @@ const untouched = {
   threads: 1,
 };
 
-interface Fingerprint {
-  token: string;
+/** The zygote's token in a `fingerprint` answer. */
+function tokenOf(result: ParserResult): string {
+  return (result.data as unknown as { token: string }).token;
 }
 
 describe.each([
@@ -49,7 +50,7 @@ describe.each([
     const polluted = await parsers.runParser('pollute', null);
     // It sleeps past the polluter's timer (0.2 s, then every 50 ms) and thread (30 s).
     const next = await parsers.runParser('fingerprint', { n: 2, sleep: 0.5 });
-    const { token } = first.data as Fingerprint;
+    const token = tokenOf(first);
     expect(first).toMatchObject({ ok: true, stderr: '' });
     expect(first.data).toEqual({ ...untouched, token, payload: { n: 1 } });
     // The thread started (no audit event covers it) and len was patched, in that child.
@@ -120,7 +121,7 @@ describe.each([
       ],
     ];
     await parsers.warm();
-    let token = ((await parsers.runParser('fingerprint', {})).data as Fingerprint).token;
+    let token = tokenOf(await parsers.runParser('fingerprint', {}));
     for (const [parser, limits, expected, zygote] of failures) {
       const failed = await parsers.runParser(parser, null, limits);
       expect({ parser, ...failed }).toMatchObject({ parser, ok: false, ...expected });
@@ -128,7 +129,7 @@ describe.each([
       await parsers.warm();
       const benign = await parsers.runParser('fingerprint', { after: parser });
       expect({ parser, ...benign }).toMatchObject({ parser, ok: true, exitCode: 0, stderr: '' });
-      const seen = (benign.data as Fingerprint).token;
+      const seen = tokenOf(benign);
       expect({ parser, zygote: seen === token ? 'stays' : 'replaced' }).toEqual({ parser, zygote });
       expect(benign.data).toEqual({ ...untouched, token: seen, payload: { after: parser } });
       token = seen;
@@ -146,8 +147,8 @@ describe.each([
     // The call itself answered; what its leftover printed before the call ended is its own.
     expect(left).toMatchObject({ ok: true, data: 'left behind', exitCode: 0 });
     expect(next).toMatchObject({ ok: true, exitCode: 0, stderr: '' });
-    const { token } = next.data as Fingerprint;
-    expect(token).not.toBe((first.data as Fingerprint).token);
+    const token = tokenOf(next);
+    expect(token).not.toBe(tokenOf(first));
     expect(next.data).toEqual({ ...untouched, token, payload: { n: 2, sleep: 1 } });
     // Both from the replacement zygote: forked, not spawned.
     expect(again.data).toEqual({ ...untouched, token, payload: { n: 3 } });

@@ -81,7 +81,10 @@ export class ForkServerSlot {
     child.response.on('data', (chunk: Buffer) => {
       const call = this.#current;
       // Between calls nothing may arrive here: the children that could write are gone.
-      if (call === undefined) return this.retire();
+      if (call === undefined) {
+        this.retire();
+        return;
+      }
       const state = call.reader.push(chunk);
       if (state.kind === 'refused' && state.reason === 'too-large') {
         this.#kill(call, { kind: 'output', message: state.message });
@@ -174,9 +177,9 @@ export class ForkServerSlot {
       // A large answer's last chunk may need one more read.
       if (call.reader.state.kind === 'reading') await new Promise((done) => setTimeout(done, 50));
       const signal = end.signal === null ? null : (signalNames.get(end.signal) ?? null);
+      // An exit code at all means no signal.
       const clean =
         !end.leftover &&
-        signal === null &&
         end.exitCode !== null &&
         answeredExitCodes.includes(end.exitCode) &&
         call.reader.state.kind === 'complete';
@@ -221,13 +224,14 @@ export class ForkServerSlot {
     } catch {
       parsed = undefined;
     }
-    if (parsed === undefined) return this.retire();
-    if ('ready' in parsed) {
+    if (parsed !== undefined && 'ready' in parsed) {
       this.#childrenReady++;
-      return this.#wakeReadyWaiters();
+      this.#wakeReadyWaiters();
+    } else if (parsed !== undefined && this.#current !== undefined) {
+      this.#current.ended(parsed);
+    } else {
+      // Not a line the zygote writes, or a call's end with no call sent.
+      this.retire();
     }
-    const call = this.#current;
-    if (call === undefined) return this.retire();
-    call.ended(parsed);
   }
 }

@@ -19,6 +19,8 @@ import type { ConfinementReport } from '../spawn/child.ts';
 import type { RunnerPlan } from '../spawn/node-command.ts';
 import { type ChildSpawner, createChildSpawner } from '../spawn/spawn-child.ts';
 import { CallQueue } from './call-queue.ts';
+import { ForkServerSlot } from './fork-server.ts';
+import { ForkServerPool } from './fork-server-pool.ts';
 import {
   hostDefaults,
   type ParserHostOptions,
@@ -29,8 +31,6 @@ import {
 } from './options.ts';
 import { resolveReadablePaths } from './read-paths.ts';
 import { type ParserResult, refusedResult } from './result.ts';
-import { ForkServerSlot } from './fork-server.ts';
-import { ForkServerPool } from './fork-server-pool.ts';
 import { type CallRequest, RunnerProcess } from './runner-process.ts';
 import { chooseRuntime } from './runtime-choice.ts';
 import { type RunnerPool, SparePool } from './spare-pool.ts';

@@ -5,12 +5,12 @@ import { randomBytes } from 'node:crypto';
 import type { ParserLimits } from '@coda/sandbox-core';
 import { lengthBytes } from '../protocol/wire.ts';
 import type { ParserChild } from '../spawn/child.ts';
-import { type CallOutcome, classify, type KillReason } from './classify.ts';
 import { type WatchedCall, watchCall } from './call-watch.ts';
+import { type CallOutcome, classify, type KillReason } from './classify.ts';
 import { OutputCapture } from './output-capture.ts';
 import { ResponseReader } from './response-reader.ts';
-import { streamsClosed } from './stream-drain.ts';
 import type { ParserResult } from './result.ts';
+import { streamsClosed } from './stream-drain.ts';
 
 const heapExhaustedMarkers = ['JavaScript heap out of memory', 'Reached heap limit'];
 

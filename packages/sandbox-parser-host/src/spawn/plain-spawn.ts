@@ -18,7 +18,10 @@ export function spawnPlainChild(plan: RunnerPlan, confinement: ConfinementReport
   const child = spawn(file, args, {
     cwd: plan.cwd,
     env: {},
-    stdio: plan.forkServer === true ? ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe', 'pipe'],
+    stdio:
+      plan.forkServer === true
+        ? ['pipe', 'pipe', 'pipe', 'pipe', 'pipe']
+        : ['pipe', 'pipe', 'pipe', 'pipe'],
     detached: true,
     windowsHide: true,
   });
