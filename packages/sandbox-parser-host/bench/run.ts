@@ -135,7 +135,15 @@ async function measureReference(runtime: 'python' | 'node'): Promise<Sample> {
   };
 }
 
+/** Waits (up to 5 s) until the processes of earlier cases have exited, for a clean baseline. */
+async function noChildrenLeft(): Promise<void> {
+  for (let waited = 0; waited < 5_000 && descendants(process.pid).length > 0; waited += 50) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 async function measureHost(options: ParserHostOptions): Promise<Sample> {
+  await noChildrenLeft();
   const baseline = childrenMemory();
   const host: ParserHost = createParserHost({ maxConcurrent: concurrency, ...options });
   try {
