@@ -3,11 +3,17 @@
 // failure goes to the same slot (or to its replacement), with real python3 zygotes in both
 // confinement modes. The expected answers are written out here; `token` is drawn once per
 // zygote, so an equal token says the same zygote forked both calls.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { dirname } from 'node:path';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { ParserHostOptions, ParserResult, RunParserOptions } from '../src/index.ts';
 import { thrown } from './helpers.ts';
-import { makePythonHost } from './python-helpers.ts';
+import { makePythonHost, testPython } from './python-helpers.ts';
+
+const runner = fileURLToPath(new URL('../src/runner/runner.py', import.meta.url));
 
 const module = fileURLToPath(new URL('./fixtures/python/calls_in_a_row.py', import.meta.url));
 
@@ -167,6 +173,32 @@ describe.each([
       [true, 'burnt'],
       [true, 'burnt'],
     ]);
+  });
+});
+
+describe('the zygote alone', () => {
+  it('stdin closed (the host gone): the waiting child finds no request and the zygote exits', async () => {
+    const config = { module, readPaths: [], memoryBytes: 256 * 1024 * 1024, cpuSecs: 5 };
+    const zygote = spawn(
+      testPython,
+      ['-I', '-S', '-B', runner, JSON.stringify({ ...config, forkServer: true })],
+      { cwd: dirname(module), env: {}, stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'] },
+    );
+    let control = '';
+    (zygote.stdio[4] as Readable).on('data', (chunk: Buffer) => {
+      control += chunk.toString();
+    });
+    let stderr = '';
+    zygote.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    zygote.stdin?.end();
+    const [exitCode] = await once(zygote, 'exit');
+    expect({ exitCode, control, stderr }).toEqual({
+      exitCode: 3,
+      control: '{"ready":true}\n{"exitCode":2,"signal":null,"leftover":false}\n',
+      stderr: 'parser runner: stdin closed before the nonce arrived\n',
+    });
   });
 });
 

@@ -117,7 +117,7 @@ def main():
     restrict_with_landlock(readable, fork_server_mode)
     as_runner = install_audit_hook(readable, cwd)
     fork = os.fork
-    serve_forks = fork_server(lambda: as_runner(fork), console, write_fd, fail) if fork_server_mode else None
+    serve_forks = fork_server(lambda: as_runner(fork), console, write_fd, fail, exit_bad_request) if fork_server_mode else None
     taken = [(signal, "pidfd_send_signal"), (os, "pidfd_open")]
     if fork_server_mode:
         # At-fork callbacks would run in every call's child before it reads its nonce. `random`
@@ -260,12 +260,13 @@ def main():
 
 
 
-def fork_server(fork_once, console, write_fd, fail):
+def fork_server(fork_once, console, write_fd, fail, exit_bad_request):
     # The zygote's loop, bound before the module loads: fork the next call's child at once (so a
     # call does not wait for the fork), wait for it, report on the control channel how it ended,
     # and go on. The zygote is a child subreaper: whatever process a call's child left behind is
     # reparented to it, and waitpid then shows it; the zygote reports it and exits, and the host
-    # kills the whole sandbox before another call's bytes reach this stdin.
+    # kills the whole sandbox before another call's bytes reach this stdin. A child that found no
+    # request (stdin closed: the host is gone) ends the zygote too, rather than a loop of forks.
     control_fd = 4
     waitpid, no_hang, exit_now, close, str_type = os.waitpid, os.WNOHANG, os._exit, os.close, str
     exited, exit_code, signalled, term_signal = os.WIFEXITED, os.WEXITSTATUS, os.WIFSIGNALED, os.WTERMSIG
@@ -300,7 +301,7 @@ def fork_server(fork_once, console, write_fd, fail):
             code = str_type(exit_code(status)) if exited(status) else "null"
             signal_number = str_type(term_signal(status)) if signalled(status) else "null"
             tell('{"exitCode":' + code + ',"signal":' + signal_number + ',"leftover":' + leftover + "}")
-            if leftover == "true":
+            if leftover == "true" or code == str_type(exit_bad_request):
                 exit_now(3)
 
     return serve
