@@ -6,13 +6,12 @@
 // answer, a process left behind, a limit the host enforced) retires the slot: the whole sandbox
 // is killed and the host starts another zygote.
 import { randomBytes } from 'node:crypto';
-import { constants } from 'node:os';
 import type { ParserLimits } from '@coda/sandbox-core';
 import { z } from 'zod';
 import { lengthBytes, nonceBytes, runnerExitCode } from '../protocol/wire.ts';
 import type { ChildExit, ParserChild } from '../spawn/child.ts';
 import { watchCall } from './call-watch.ts';
-import { classify, type KillReason } from './classify.ts';
+import { classify, type KillReason, signalNames } from './classify.ts';
 import { OutputCapture } from './output-capture.ts';
 import { ResponseReader } from './response-reader.ts';
 import type { ParserResult } from './result.ts';
@@ -38,13 +37,6 @@ interface ChildEnd {
   signal: number | null;
   leftover: boolean;
 }
-
-// The first name of a signal number (SIGABRT over its alias SIGIOT).
-const signalNames = new Map<number, NodeJS.Signals>(
-  Object.entries(constants.signals)
-    .reverse()
-    .map(([name, number]) => [number, name as NodeJS.Signals]),
-);
 
 /** The exit codes a runner uses after it has answered: ok, or an error response. */
 const answeredExitCodes: readonly number[] = [runnerExitCode.ok, runnerExitCode.error];
