@@ -73,6 +73,8 @@ const maxParserNameLength = 1024;
 
 /** What serves one call: a child of its own, or a fork-server slot. */
 interface CallRunner {
+  /** The process started for it (bwrap's when confined). */
+  readonly child: { readonly pid: number | undefined };
   run(request: CallRequest, startedAt: number): Promise<ParserResult>;
 }
 
@@ -274,7 +276,8 @@ class Host implements ParserHost {
   #takeChild(limits: ParserLimits): CallRunner {
     const spare = this.#spares.take(limits);
     if (spare === undefined) return this.#spawn(limits);
-    this.#logger.debug('parser call takes a warm spare or fork-server slot');
+    const taken = spare instanceof ForkServerSlot ? 'a fork-server slot' : 'the warm spare';
+    this.#logger.debug({ pid: spare.child.pid }, `parser call takes ${taken}`);
     return spare;
   }
 
