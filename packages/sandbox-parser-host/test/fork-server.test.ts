@@ -160,6 +160,25 @@ describe.each([
     expect(again.data).toEqual({ ...untouched, token, payload: { n: 3 } });
   });
 
+  it('calls at once: each answer carries its own payload; more memory than the slot has is spawned', async () => {
+    const parsers = host({ spares: 2, maxConcurrent: 4 });
+    await parsers.warm();
+    const slot = tokenOf(await parsers.runParser('fingerprint', {}));
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, n) => parsers.runParser('fingerprint', { n })),
+    );
+    expect(results.map((result) => [result.ok, result.stderr])).toEqual(
+      Array.from({ length: 12 }, () => [true, '']),
+    );
+    results.forEach((result, n) => {
+      expect(result.data).toEqual({ ...untouched, token: tokenOf(result), payload: { n } });
+    });
+    // Its own child: imported afresh, so a token of its own.
+    const bigger = await parsers.runParser('fingerprint', {}, { memoryBytes: 512 * 1024 * 1024 });
+    expect(bigger).toMatchObject({ ok: true, exitCode: 0 });
+    expect(tokenOf(bigger)).not.toBe(slot);
+  });
+
   it('RLIMIT_CPU is per call: calls that each burn most of a 1 s limit all finish', async () => {
     const parsers = host();
     const results = [];
