@@ -67,8 +67,9 @@ export class EgressSession {
   readonly #allowed = new Map<string, NetworkAllowedEntry>();
   readonly #denied: NetworkReport['denied'] = [];
   #bytes = 0;
-  /** Connections to cut when the byte cap is reached or the session closes. */
-  readonly #open = new Set<{ destroy(): void }>();
+  /** Connections (sockets, tunnel relays) to cut when the byte cap is reached or the session closes, each with the promise of its close. */
+  readonly #open = new Map<{ destroy(): void }, Promise<void>>();
+  #closed = false;
 
   constructor(rules: NetworkRules, lookup: EgressLookup) {
     this.rules = rules;
@@ -134,13 +135,28 @@ export class EgressSession {
     return entry;
   }
 
-  /** Keeps `connection` until it closes, so the cap and close() can cut it. */
+  /**
+   * Keeps `connection` until it closes, so the cap and close() can cut it (at once, when the
+   * session is closed already).
+   */
   track(connection: {
     destroy(): void;
     once(event: 'close', listener: () => void): unknown;
   }): void {
-    this.#open.add(connection);
-    connection.once('close', () => this.#open.delete(connection));
+    const closed = new Promise<void>((resolve) => {
+      connection.once('close', () => {
+        this.#open.delete(connection);
+        resolve();
+      });
+    });
+    this.#open.set(connection, closed);
+    if (this.#closed) connection.destroy();
+  }
+
+  /** Bytes the run may still move before `maxEgressBytes` is passed; undefined without a cap. */
+  remaining(): number | undefined {
+    const cap = this.rules.policy.maxEgressBytes;
+    return cap === undefined ? undefined : Math.max(0, cap - this.#bytes);
   }
 
   /**
@@ -157,7 +173,7 @@ export class EgressSession {
       this.#capReported = true;
       this.#capRefusal(entry.host, entry.port);
     }
-    for (const connection of this.#open) connection.destroy();
+    for (const connection of this.#open.keys()) connection.destroy();
     return false;
   }
 
@@ -177,9 +193,14 @@ export class EgressSession {
     );
   }
 
-  /** Cuts every open connection. */
-  close(): void {
-    for (const connection of this.#open) connection.destroy();
-    this.#open.clear();
+  /**
+   * Cuts every open connection; resolves once all of them are closed (a tunnel relay's process
+   * gone and its last counts read, so the report is final).
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const closing = [...this.#open.values()];
+    for (const connection of this.#open.keys()) connection.destroy();
+    await Promise.all(closing);
   }
 }

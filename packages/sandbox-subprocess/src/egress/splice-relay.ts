@@ -1,0 +1,93 @@
+// The byte mover shared by the forwarder inside a run and the host-side relay of the egress
+// proxy: perl (perl-base is Essential on Debian; the package already needs it for the Landlock
+// applier) moving both directions of a connection with splice(2) through a pipe per direction,
+// so the bytes stay in the kernel (socket → pipe → socket, no copy through user space). Perl
+// has no splice of its own; it calls it with syscall() and this architecture's number. Where
+// splice is refused (EINVAL, ENOSYS, EPERM: an old kernel, a socket type without splice_read),
+// that direction falls back to sysread/syswrite.
+import { aarch64Syscalls } from '../linux/seccomp/syscalls-aarch64.ts';
+import { x86_64Syscalls } from '../linux/seccomp/syscalls-x86-64.ts';
+
+/** splice(2)'s number on this architecture; 0 (copy with read/write) where none is known. */
+export const spliceSyscall: number =
+  process.arch === 'arm64'
+    ? (aarch64Syscalls.splice ?? 0)
+    : process.arch === 'x64'
+      ? (x86_64Syscalls.splice ?? 0)
+      : 0;
+
+/** Bytes one splice moves at most, and the pipe size asked for (F_SETPIPE_SZ) to hold them. */
+export const relayChunkBytes = 1 << 20;
+
+/**
+ * `relay($x, $y, $counts, $budget, $splice)`: moves bytes between sockets `$x` and `$y` both
+ * ways until both directions ended, passing each end of file on as a half-close. When `$counts`
+ * is a handle, writes `s N` (read from `$x`) or `r N` (read from `$y`) for every chunk before
+ * passing it on. A `$budget` >= 0 bounds the bytes read, both ways together: the chunk that
+ * passes it is counted, not passed on, and relay returns 3. Returns 0 when the connection ended
+ * (a reset or a gone peer is an end), 2 when select failed.
+ */
+export const relaySub = String.raw`
+use Fcntl qw(F_GETFL F_SETFL O_NONBLOCK);
+sub relay {
+  my ($x, $y, $counts, $budget, $nr) = @_;
+  local $SIG{PIPE} = 'IGNORE';
+  fcntl($_, F_SETFL, fcntl($_, F_GETFL, 0) | O_NONBLOCK) for $x, $y;
+  my @ways = map { way($nr, @$_) } [$x, $y, 's'], [$y, $x, 'r'];
+  my $moved = 0;
+  while (my @live = grep { !$_->{done} } @ways) {
+    my ($rin, $win) = ('', '');
+    for (@live) { vec($_->{pending} ? $win : $rin, fileno($_->{pending} ? $_->{to} : $_->{from}), 1) = 1 }
+    my $n = select(my $rout = $rin, my $wout = $win, undef, undef);
+    if ($n < 0) { next if $!{EINTR}; return 2 }
+    for my $w (@live) {
+      if (!$w->{pending}) {
+        next unless vec($rout, fileno($w->{from}), 1);
+        my $len = ${relayChunkBytes};
+        $len = $budget - $moved + 1 if $budget >= 0 && $budget - $moved + 1 < $len;
+        my $got = fill($w, $len);
+        if ($got < 0) { next if $!{EAGAIN} || $!{EINTR}; $got = 0 }
+        if ($got == 0) { shutdown($w->{to}, 1); $w->{done} = 1; next }
+        $moved += $got;
+        syswrite($counts, "$w->{tag} $got\n") if $counts;
+        return 3 if $budget >= 0 && $moved > $budget;
+        $w->{pending} = $got;
+      } elsif (!vec($wout, fileno($w->{to}), 1)) { next }
+      return 0 unless flush($w);
+    }
+  }
+  return 0;
+}
+sub way {
+  my ($nr, $from, $to, $tag) = @_;
+  my $w = { nr => $nr, from => $from, to => $to, tag => $tag, pending => 0, buf => '' };
+  if ($nr && pipe(my $r, my $p)) {
+    fcntl($p, 1031, ${relayChunkBytes});
+    @$w{qw(pr pw)} = ($r, $p);
+  }
+  return $w;
+}
+sub fill {
+  my ($w, $len) = @_;
+  if ($w->{pr}) {
+    my $n = syscall($w->{nr}, fileno($w->{from}), 0, fileno($w->{pw}), 0, $len, 3);
+    return $n unless $n < 0 && ($!{EINVAL} || $!{ENOSYS} || $!{EPERM});
+    delete @$w{qw(pr pw)};
+  }
+  my $n = sysread($w->{from}, $w->{buf}, $len);
+  return defined $n ? $n : -1;
+}
+sub flush {
+  my ($w) = @_;
+  while ($w->{pending} > 0) {
+    my $n = $w->{pr}
+      ? syscall($w->{nr}, fileno($w->{pr}), 0, fileno($w->{to}), 0, $w->{pending}, 3)
+      : syswrite($w->{to}, $w->{buf}, $w->{pending}, length($w->{buf}) - $w->{pending});
+    $n = -1 unless defined $n;
+    if ($n < 0) { return $!{EAGAIN} || $!{EINTR} ? 1 : 0 }
+    $w->{pending} -= $n;
+  }
+  $w->{buf} = '';
+  return 1;
+}
+`;
