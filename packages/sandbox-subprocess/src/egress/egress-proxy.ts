@@ -16,6 +16,7 @@ import type { NetworkPolicy } from '@coda/sandbox-core';
 import { NetworkRules } from '@coda/sandbox-core';
 import { perlPath } from '../linux/detect.ts';
 import { EgressSession, type Refused } from './egress-session.ts';
+import { HostRelays } from './host-relay.ts';
 import { type EgressLookup, systemLookup } from './lookup.ts';
 import { handleSocks } from './socks5.ts';
 import { joinTunnel } from './tunnel.ts';
@@ -56,8 +57,8 @@ export function denialText(host: string, port: number, refused: Refused): string
  */
 export class EgressProxy {
   readonly #lookup: EgressLookup;
-  /** The perl that runs tunnel relays, or undefined to move tunnel bytes in Node. */
-  readonly #relayPerl: string | undefined;
+  /** The host-side splice relay of tunnels, or undefined to move tunnel bytes in Node. */
+  readonly #relays: HostRelays | undefined;
   #directory: string | undefined;
   #next = 0;
   readonly #listeners = new Set<EgressListener>();
@@ -65,8 +66,10 @@ export class EgressProxy {
 
   constructor(options: EgressProxyOptions = {}) {
     this.#lookup = options.lookup ?? systemLookup;
-    this.#relayPerl =
-      options.tunnelRelay !== 'node' && process.platform === 'linux' ? perlPath : undefined;
+    this.#relays =
+      options.tunnelRelay !== 'node' && process.platform === 'linux' && perlPath !== undefined
+        ? new HostRelays(perlPath)
+        : undefined;
   }
 
   /**
@@ -114,13 +117,15 @@ export class EgressProxy {
   ): EgressListener {
     const rules = policy instanceof NetworkRules ? policy : new NetworkRules(policy);
     const session = new EgressSession(rules, this.#lookup);
-    const relayPerl = this.#relayPerl;
+    const relays = this.#relays;
+    // Started with the first listener, not the first tunnel: spawn() blocks the event loop.
+    relays?.start();
     const http = createHttpServer({ requestTimeout: 60_000, headersTimeout: 30_000 });
     http.on('request', (request, response) => void forwardHttp(session, request, response));
     http.on(
       'connect',
       (request, socket, head) =>
-        void tunnelHttp(session, request, socket as Socket, head, relayPerl),
+        void tunnelHttp(session, request, socket as Socket, head, relays),
     );
     http.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
@@ -133,7 +138,7 @@ export class EgressProxy {
         socket.pause();
         if (first[0] === 0x05) {
           void handleSocks(session, socket, first, (admitted, head, port) =>
-            joinTunnel(session, admitted, socket, head, port, relayPerl),
+            joinTunnel(session, admitted, socket, head, port, relays),
           );
           return;
         }
@@ -175,6 +180,7 @@ export class EgressProxy {
   async close(): Promise<void> {
     this.#closed = true;
     await Promise.all([...this.#listeners].map((listener) => listener.close()));
+    await this.#relays?.close();
     if (this.#directory !== undefined) rmSync(this.#directory, { recursive: true, force: true });
     this.#directory = undefined;
   }
@@ -194,7 +200,7 @@ async function tunnelHttp(
   request: IncomingMessage,
   client: Socket,
   head: Buffer,
-  relayPerl: string | undefined,
+  relays: HostRelays | undefined,
 ): Promise<void> {
   client.on('error', () => {});
   const target = authority(request.url ?? '');
@@ -214,7 +220,7 @@ async function tunnelHttp(
     return;
   }
   client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-  await joinTunnel(session, admitted, client, head, target.port, relayPerl);
+  await joinTunnel(session, admitted, client, head, target.port, relays);
 }
 
 /** Headers that belong to one hop (RFC 9110 §7.6.1) and never go on. */

@@ -4,7 +4,7 @@
 // Unix socket bound into the sandbox; then the command runs. The pid namespace ends the forwarder
 // with the command.
 
-import { relaySub, spliceSyscall } from './splice-relay.ts';
+import { relaySub, relaySyscalls } from './splice-relay.ts';
 
 /** The port the proxy has inside every run (its own network namespace, so no clash). */
 export const proxyPortInside = 3128;
@@ -51,7 +51,7 @@ sub carry {
   my ($c) = @_;
   socket(my $u, PF_UNIX, SOCK_STREAM, 0) or return;
   connect($u, pack_sockaddr_un($path)) or return;
-  relay($c, $u, undef, -1, $splice);
+  relay($c, $u, undef, '', -1, $splice);
 }
 ${relaySub}
 `;
@@ -61,7 +61,7 @@ ${relaySub}
  * sandbox at its host path), then `command` as it would have run.
  */
 export function withForwarder(perl: string, socket: string, command: readonly string[]): string[] {
-  return [perl, '-e', script, socket, String(proxyPortInside), String(spliceSyscall), ...command];
+  return [perl, '-e', script, socket, String(proxyPortInside), String(relaySyscalls.splice), ...command];
 }
 
 /**

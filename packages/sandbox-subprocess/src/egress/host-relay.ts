@@ -1,105 +1,315 @@
-// The host side of a checked tunnel, out of Node's event loop: a perl child per connection,
-// spawned with the client socket as its stdin and the upstream socket as its stdout, moving the
-// bytes with splice(2). It stays trusted host code: it counts every chunk on fd 3 before
-// passing it on (the proxy adds the counts to the run's report and enforces maxEgressBytes on
-// them), it moves at most the run's remaining byte budget on its own, and the proxy kills it
-// when the run's cap is passed by another connection or the listener closes.
-import { type ChildProcess, spawn } from 'node:child_process';
+// The host side of checked tunnels, out of Node's event loop: one long-lived perl helper per
+// proxy receives both sockets of each tunnel that passed its checks (over Node's IPC channel,
+// as SCM_RIGHTS descriptors) and forks a child per tunnel that moves the bytes with splice(2).
+// One helper rather than a process per tunnel because spawn() from Node blocks the event loop
+// for the whole fork (20–30 ms measured here), where the helper's fork costs Node nothing.
+// It stays trusted host code: each child writes its counts to the proxy before passing a chunk
+// on (the proxy adds them to the run's report and enforces maxEgressBytes on them), moves at
+// most the run's remaining byte budget on its own, dies with the helper (PR_SET_PDEATHSIG),
+// and the proxy kills it when the run's cap is passed elsewhere or the listener closes.
+import { type ChildProcess, type SendHandle, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { createInterface } from 'node:readline';
-import { relaySub, spliceSyscall } from './splice-relay.ts';
+import { relaySub, relaySyscalls } from './splice-relay.ts';
 
-/** What the relay's process name is (`ps`, /proc/PID/cmdline), so it can be told apart. */
+/** The helper's process name (`ps`, /proc/PID/cmdline); its per-tunnel children add `: tunnel`. */
 export const relayProcessName = 'coda-egress-relay';
 
-// fd 0: the client, fd 1: the upstream server, fd 2: why it failed, fd 3: the counts.
+// fd 0: commands from the proxy (`kill ID`), fd 1: `ID s|r N` counts and `ID end STATUS`,
+// fd 2: why it failed, NODE_CHANNEL_FD: Node's IPC channel, the sockets arriving as
+// {"cmd":"NODE_HANDLE",...,"msg":{"relay":ID,"side":"client"|"upstream","budget":N}} with one
+// descriptor each (client first), acknowledged as Node's protocol wants. A kill for an ID whose
+// sockets have not both arrived is remembered (IDs only grow), so a tunnel cut early never starts.
 const script = String.raw`
-use strict; use warnings;
+use strict; use warnings; use POSIX ':sys_wait_h';
 ${relaySub}
+my ($nr_splice, $nr_recvmsg, $nr_prctl) = @ARGV;
 $0 = '${relayProcessName}';
-open(my $x, '+<&=', 0) or die "fd 0: $!\n";
-open(my $y, '+<&=', 1) or die "fd 1: $!\n";
-open(my $counts, '>&=', 3) or die "fd 3: $!\n";
-exit relay($x, $y, $counts, $ARGV[0], $ARGV[1]);
+$SIG{PIPE} = 'IGNORE';
+$SIG{CHLD} = sub {};
+my $helper = $$;
+open(my $chan, '+<&=', $ENV{NODE_CHANNEL_FD}) or die "the IPC channel: $!\n";
+my (%half, %pid, %id, %dead, @fds);
+my ($in, $highest) = ('', 0);
+my $buf = "\0" x 65536; my $ctl = "\0" x 512;
+my $iov = pack('QQ', unpack('J', pack('p', $buf)), length $buf);
+while (1) {
+  while ((my $p = waitpid(-1, WNOHANG)) > 0) {
+    my $c = delete $id{$p};
+    next unless defined $c;
+    delete $pid{$c};
+    syswrite(STDOUT, "$c end $?\n");
+  }
+  my $rin = ''; vec($rin, 0, 1) = 1; vec($rin, fileno($chan), 1) = 1;
+  next if select(my $rout = $rin, undef, undef, undef) <= 0;
+  if (vec($rout, 0, 1)) {
+    my $got = sysread(STDIN, my $commands, 65536);
+    quit() unless $got;
+    for my $c ($commands =~ /^kill (\d+)$/mg) {
+      if ($pid{$c}) { kill 'KILL', $pid{$c} }
+      elsif ($c > $highest || $half{$c}) { $dead{$c} = 1; close $_ for grep { ref } values %{delete $half{$c} // {}} }
+    }
+  }
+  next unless vec($rout, fileno($chan), 1);
+  my $msg = pack('QLx4QQQQLx4', 0, 0, unpack('J', pack('p', $iov)), 1, unpack('J', pack('p', $ctl)), length $ctl, 0);
+  my $got = syscall($nr_recvmsg, fileno($chan), $msg, 0);
+  next if $got < 0 && ($!{EINTR} || $!{EAGAIN});
+  quit() if $got <= 0;
+  my $clen = (unpack('QLx4QQQQ', $msg))[5];
+  if ($clen >= 16) {
+    my ($len, $level, $type) = unpack('QLL', $ctl);
+    push @fds, unpack('L*', substr($ctl, 16, $len - 16)) if $level == 1 && $type == 1;
+  }
+  $in .= substr($buf, 0, $got);
+  while ($in =~ s/^([^\n]*)\n//) {
+    my $line = $1;
+    next unless $line =~ /"cmd":"NODE_HANDLE"/;
+    my $fd = shift @fds;
+    syswrite($chan, qq({"cmd":"NODE_HANDLE_ACK"}\n));
+    my ($c) = $line =~ /"relay":(\d+)/;
+    my ($side) = $line =~ /"side":"(client|upstream)"/;
+    next unless defined $fd && defined $c && defined $side && open(my $fh, '+<&=', $fd);
+    $highest = $c if $c > $highest;
+    if ($dead{$c}) {
+      close $fh;
+      if ($side eq 'upstream') { delete $dead{$c}; syswrite(STDOUT, "$c end 9\n") }
+      next;
+    }
+    $half{$c}{$side} = $fh;
+    ($half{$c}{budget}) = $line =~ /"budget":(-?\d+)/ if $side eq 'upstream';
+    start($c) if $half{$c}{client} && $half{$c}{upstream};
+  }
+}
+sub start {
+  my ($c) = @_;
+  my $h = delete $half{$c};
+  my $p = fork();
+  if (!defined $p) { syswrite(STDOUT, "$c end -1\n"); close $h->{client}; close $h->{upstream}; return }
+  if ($p == 0) {
+    syscall($nr_prctl, 1, 9);
+    exit 0 if getppid() != $helper;
+    $SIG{CHLD} = 'DEFAULT';
+    close $chan; close STDIN;
+    for my $other (values %half) { close $_ for grep { ref } values %$other }
+    $0 = '${relayProcessName}: tunnel';
+    exit relay($h->{client}, $h->{upstream}, \*STDOUT, $c, $h->{budget} // -1, $nr_splice);
+  }
+  $pid{$c} = $p; $id{$p} = $c;
+  close $h->{client}; close $h->{upstream};
+}
+sub quit { kill 'KILL', values %pid; exit 0 }
 `;
 
-/** Exit codes of a relay that ended as it should: the connection ended, or its budget ran out. */
-const expectedExits: ReadonlySet<number> = new Set([0, 3]);
-
-/** How a relay reports. */
+/** How a tunnel's relay reports to the proxy. */
 export interface HostRelayHandlers {
-  /** Bytes read from the client (`sent`) or the server (`received`); false cuts the relay. */
+  /** Bytes read from the client (`sent`) or the server (`received`); false cuts the tunnel. */
   count(sent: number, received: number): boolean;
-  /** The relay ended other than by the connection ending, its budget or {@link HostRelay.destroy}. */
+  /** The relay ended other than by the tunnel ending, its budget, or {@link HostRelay.destroy}. */
   failed(detail: string): void;
 }
 
-/** A started relay: the connection is its own from here on. */
+/** A tunnel the relay carries from here on. */
 export interface HostRelay {
-  /** Kills the relay, which ends the connection. */
+  /** Kills the tunnel's relay, which ends the connection. */
   destroy(): void;
-  /** Once the relay is gone and every count it wrote has been read. */
+  /** Once the tunnel's relay is gone and every count it wrote has been read. */
   once(event: 'close', listener: () => void): unknown;
 }
 
+/** The proxy's side of one tunnel in the helper. */
+interface Tunnel {
+  readonly handlers: HostRelayHandlers;
+  readonly closeListeners: (() => void)[];
+  killed: boolean;
+}
+
+/** Exit codes of a tunnel relay that ended as it should: the tunnel ended, or its budget ran out. */
+const expectedExits: ReadonlySet<number> = new Set([0, 3]);
+
+/** A libuv stream handle as Node keeps it on a socket (`socket._handle`). */
+interface StreamHandle {
+  reading?: boolean;
+  readStop(): number;
+}
+
+function handleOf(socket: Socket): StreamHandle | undefined {
+  const handle = (socket as unknown as { _handle?: unknown })._handle;
+  return typeof handle === 'object' &&
+    handle !== null &&
+    typeof (handle as Partial<StreamHandle>).readStop === 'function'
+    ? (handle as StreamHandle)
+    : undefined;
+}
+
+/** What a wait status from perl's `$?` says, in words. */
+function describeStatus(status: number): string {
+  if (status < 0) return 'could not be started (fork failed)';
+  const signal = status & 0x7f;
+  return signal === 0 ? `ended with exit code ${status >> 8}` : `ended by signal ${signal}`;
+}
+
 /**
- * Hands `client` and `upstream` to a relay process, or returns undefined when none could be
- * started (the caller keeps moving the bytes itself). Both sockets must hold nothing in Node:
- * nothing buffered to read, nothing queued to write. Node's own descriptors are closed here, so
- * the connection ends when the relay does. `budget`: bytes the relay may move on its own
- * (undefined: no cap).
+ * The host-side relay helper of one proxy, started on first use: hands tunnels that passed
+ * their checks to it, or says it cannot (the caller keeps moving the bytes in Node).
  */
-export function startHostRelay(
-  perl: string,
-  client: Socket,
-  upstream: Socket,
-  budget: number | undefined,
-  handlers: HostRelayHandlers,
-): HostRelay | undefined {
-  let child: ChildProcess;
-  try {
-    child = spawn(perl, ['-e', script, '--', String(budget ?? -1), String(spliceSyscall)], {
-      stdio: [client, upstream, 'pipe', 'pipe'],
-    });
-  } catch {
-    return undefined;
+export class HostRelays {
+  readonly #perl: string;
+  #child: ChildProcess | undefined;
+  #next = 0;
+  readonly #tunnels = new Map<number, Tunnel>();
+  #closing = false;
+
+  /** @param perl - the perl that runs the helper. */
+  constructor(perl: string) {
+    this.#perl = perl;
   }
-  child.on('error', () => {});
-  if (child.pid === undefined) return undefined;
-  // The relay holds its own copies now; Node's would keep the connection open after it ends.
-  client.destroy();
-  upstream.destroy();
-  let killed = false;
-  let stderr = '';
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (text: string) => {
-    if (stderr.length < 2000) stderr += text;
-  });
-  const counts = child.stdio[3];
-  if (counts !== null && counts !== undefined && 'on' in counts) {
-    const lines = createInterface({ input: counts as NodeJS.ReadableStream });
-    lines.on('line', (line) => {
-      const [direction, size] = line.split(' ');
-      const bytes = Number(size);
-      if (!Number.isSafeInteger(bytes) || bytes < 0) return;
-      const within =
-        direction === 's' ? handlers.count(bytes, 0) : handlers.count(0, direction === 'r' ? bytes : 0);
-      if (!within) relay.destroy();
+
+  /** Starts the helper now, if it is not running (spawn blocks the event loop for a fork). */
+  start(): ChildProcess | undefined {
+    if (this.#closing || relaySyscalls.recvmsg === 0 || relaySyscalls.prctl === 0) return undefined;
+    if (this.#child !== undefined) return this.#child;
+    const { splice, recvmsg, prctl } = relaySyscalls;
+    let child: ChildProcess;
+    try {
+      child = spawn(this.#perl, ['-e', script, '--', String(splice), String(recvmsg), String(prctl)], {
+        stdio: ['pipe', 'pipe', 'pipe', 'ipc'],
+        serialization: 'json',
+      });
+    } catch {
+      return undefined;
+    }
+    if (child.pid === undefined) return undefined;
+    this.#child = child;
+    child.on('error', () => {});
+    child.stdin?.on('error', () => {});
+    let stderr = '';
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (text: string) => {
+      if (stderr.length < 2000) stderr += text;
     });
+    if (child.stdout !== null) {
+      createInterface({ input: child.stdout }).on('line', (line) => this.#report(line));
+    }
+    child.once('close', (code, signal) => {
+      if (this.#child === child) this.#child = undefined;
+      const how = signal === null ? `ended with exit code ${code}` : `ended by ${signal}`;
+      const detail = `the egress relay (pid ${child.pid}) ${how}${stderr === '' ? '' : `: ${stderr.trim()}`}`;
+      for (const id of [...this.#tunnels.keys()]) this.#end(id, this.#closing ? undefined : detail);
+    });
+    this.#refresh();
+    return child;
   }
-  // 'close' comes after the exit and after every stdio stream (the counts) has ended.
-  child.once('close', (code, signal) => {
-    if (killed || (code !== null && expectedExits.has(code))) return;
-    const how = signal === null ? `exit code ${code}` : `signal ${signal}`;
-    handlers.failed(`the egress relay (pid ${child.pid}) ended with ${how}${stderr === '' ? '' : `: ${stderr.trim()}`}`);
-  });
-  const relay: HostRelay = {
-    destroy: () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      killed = true;
+
+  /**
+   * Hands `client` and `upstream` to the helper, or returns undefined when it cannot take them.
+   * Both sockets must hold nothing in Node (nothing buffered to read, nothing queued to write);
+   * Node stops reading them here and closes its descriptors once they are sent. `budget`: bytes
+   * the tunnel may move on its own (undefined: no cap).
+   */
+  handOff(
+    client: Socket,
+    upstream: Socket,
+    budget: number | undefined,
+    handlers: HostRelayHandlers,
+  ): HostRelay | undefined {
+    const child = this.start();
+    const clientHandle = handleOf(client);
+    const upstreamHandle = handleOf(upstream);
+    if (child === undefined || !child.connected || !clientHandle || !upstreamHandle) return undefined;
+    const id = ++this.#next;
+    const tunnel: Tunnel = { handlers, closeListeners: [], killed: false };
+    this.#tunnels.set(id, tunnel);
+    this.#refresh();
+    // Node's descriptors go once both are in the helper's hands (each closed socket would cut
+    // its peer), and must go: they would keep the tunnel open after the relay ends.
+    let unsent = 2;
+    let failure: Error | undefined;
+    const give = (handle: StreamHandle, message: object): void => {
+      handle.readStop();
+      handle.reading = false;
+      child.send(message, handle as unknown as SendHandle, { keepOpen: true }, (error) => {
+        failure ??= error ?? undefined;
+        if (--unsent > 0) return;
+        client.destroy();
+        upstream.destroy();
+        if (failure !== undefined) {
+          this.#kill(id);
+          this.#end(id, `the egress relay could not take the tunnel: ${failure.message}`);
+        }
+      });
+    };
+    give(clientHandle, { relay: id, side: 'client' });
+    give(upstreamHandle, { relay: id, side: 'upstream', budget: budget ?? -1 });
+    return {
+      destroy: () => this.#kill(id),
+      once: (_event, listener) => {
+        if (this.#tunnels.get(id) === tunnel) tunnel.closeListeners.push(listener);
+        else listener();
+      },
+    };
+  }
+
+  /** Kills the helper and every tunnel it carries; resolves once all of them are gone. */
+  async close(): Promise<void> {
+    this.#closing = true;
+    const child = this.#child;
+    if (child === undefined) return;
+    await new Promise<void>((resolve) => {
+      child.once('close', () => resolve());
       child.kill('SIGKILL');
-    },
-    once: (_event, listener) => child.once('close', listener),
-  };
-  return relay;
+    });
+  }
+
+  #kill(id: number): void {
+    const tunnel = this.#tunnels.get(id);
+    if (tunnel === undefined || tunnel.killed) return;
+    tunnel.killed = true;
+    this.#child?.stdin?.write(`kill ${id}\n`);
+  }
+
+  /** One line from the helper: counts, or a tunnel's end. */
+  #report(line: string): void {
+    const [idText, what, value] = line.split(' ');
+    const tunnel = this.#tunnels.get(Number(idText));
+    const number = Number(value);
+    if (tunnel === undefined || !Number.isSafeInteger(number)) return;
+    if (what === 's' || what === 'r') {
+      const within =
+        what === 's' ? tunnel.handlers.count(number, 0) : tunnel.handlers.count(0, number);
+      if (!within) this.#kill(Number(idText));
+    } else if (what === 'end') {
+      const expected =
+        tunnel.killed ||
+        (number >= 0 && (number & 0x7f) === 0 && expectedExits.has(number >> 8));
+      this.#end(
+        Number(idText),
+        expected ? undefined : `the egress relay of this tunnel ${describeStatus(number)}`,
+      );
+    }
+  }
+
+  #end(id: number, failure: string | undefined): void {
+    const tunnel = this.#tunnels.get(id);
+    if (tunnel === undefined) return;
+    this.#tunnels.delete(id);
+    this.#refresh();
+    if (failure !== undefined) tunnel.handlers.failed(failure);
+    for (const listener of tunnel.closeListeners) listener();
+  }
+
+  /** The helper keeps Node running only while it carries tunnels. */
+  #refresh(): void {
+    const child = this.#child;
+    if (child === undefined) return;
+    const busy = this.#tunnels.size > 0;
+    for (const stream of [child.stdout, child.stderr, child.stdin] as (Socket | null)[]) {
+      if (busy) stream?.ref();
+      else stream?.unref();
+    }
+    if (busy) child.ref();
+    else child.unref();
+    const channel = child.channel as { ref?(): void; unref?(): void } | undefined;
+    if (busy) channel?.ref?.();
+    else channel?.unref?.();
+  }
 }

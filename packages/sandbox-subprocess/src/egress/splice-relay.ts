@@ -8,29 +8,36 @@
 import { aarch64Syscalls } from '../linux/seccomp/syscalls-aarch64.ts';
 import { x86_64Syscalls } from '../linux/seccomp/syscalls-x86-64.ts';
 
-/** splice(2)'s number on this architecture; 0 (copy with read/write) where none is known. */
-export const spliceSyscall: number =
-  process.arch === 'arm64'
-    ? (aarch64Syscalls.splice ?? 0)
-    : process.arch === 'x64'
-      ? (x86_64Syscalls.splice ?? 0)
-      : 0;
+/** This architecture's syscall table, or undefined where the package has none. */
+const syscalls =
+  process.arch === 'arm64' ? aarch64Syscalls : process.arch === 'x64' ? x86_64Syscalls : undefined;
+
+/**
+ * The numbers perl's syscall() needs: splice(2) for the relays, recvmsg(2) and prctl(2) for the
+ * host-side relay (descriptors passed in, and PR_SET_PDEATHSIG). 0 where none is known: the
+ * relays then copy with read/write, and the host-side relay is not used.
+ */
+export const relaySyscalls: { readonly splice: number; readonly recvmsg: number; readonly prctl: number } = {
+  splice: syscalls?.splice ?? 0,
+  recvmsg: syscalls?.recvmsg ?? 0,
+  prctl: syscalls?.prctl ?? 0,
+};
 
 /** Bytes one splice moves at most, and the pipe size asked for (F_SETPIPE_SZ) to hold them. */
 export const relayChunkBytes = 1 << 20;
 
 /**
- * `relay($x, $y, $counts, $budget, $splice)`: moves bytes between sockets `$x` and `$y` both
- * ways until both directions ended, passing each end of file on as a half-close. When `$counts`
- * is a handle, writes `s N` (read from `$x`) or `r N` (read from `$y`) for every chunk before
- * passing it on. A `$budget` >= 0 bounds the bytes read, both ways together: the chunk that
+ * `relay($x, $y, $counts, $label, $budget, $splice)`: moves bytes between sockets `$x` and `$y`
+ * both ways until both directions ended, passing each end of file on as a half-close. When
+ * `$counts` is a handle, writes `$label s N` (read from `$x`) or `$label r N` (read from `$y`)
+ * for every chunk before passing it on. A `$budget` >= 0 bounds the bytes read, both ways together: the chunk that
  * passes it is counted, not passed on, and relay returns 3. Returns 0 when the connection ended
  * (a reset or a gone peer is an end), 2 when select failed.
  */
 export const relaySub = String.raw`
 use Fcntl qw(F_GETFL F_SETFL O_NONBLOCK);
 sub relay {
-  my ($x, $y, $counts, $budget, $nr) = @_;
+  my ($x, $y, $counts, $label, $budget, $nr) = @_;
   local $SIG{PIPE} = 'IGNORE';
   fcntl($_, F_SETFL, fcntl($_, F_GETFL, 0) | O_NONBLOCK) for $x, $y;
   my @ways = map { way($nr, @$_) } [$x, $y, 's'], [$y, $x, 'r'];
@@ -49,7 +56,7 @@ sub relay {
         if ($got < 0) { next if $!{EAGAIN} || $!{EINTR}; $got = 0 }
         if ($got == 0) { shutdown($w->{to}, 1); $w->{done} = 1; next }
         $moved += $got;
-        syswrite($counts, "$w->{tag} $got\n") if $counts;
+        syswrite($counts, "$label $w->{tag} $got\n") if $counts;
         return 3 if $budget >= 0 && $moved > $budget;
         $w->{pending} = $got;
       } elsif (!vec($wout, fileno($w->{to}), 1)) { next }

@@ -6,7 +6,7 @@ import type { NetworkAllowedEntry } from '@coda/sandbox-core';
 import type { Socket } from 'node:net';
 import { maxClientHelloBytes, readClientHello } from './client-hello.ts';
 import type { Admitted, EgressSession } from './egress-session.ts';
-import { startHostRelay } from './host-relay.ts';
+import type { HostRelays } from './host-relay.ts';
 import { connectUpstream } from './upstream.ts';
 
 /** How long a tunnel to a TLS port may wait for the client's first bytes. */
@@ -58,8 +58,8 @@ function pipeCounted(
 /**
  * Joins an admitted tunnel to its destination. The client's first bytes are read before any
  * reach the server: a TLS ClientHello must name the tunnel's host, and a TLS port (443) gets
- * nothing but TLS. On other ports the server may speak first. `relayPerl`: the perl that runs
- * the host-side splice relay, or undefined to move the bytes in Node.
+ * nothing but TLS. On other ports the server may speak first. `relays`: the host-side splice
+ * relay, or undefined to move the bytes in Node.
  */
 export async function joinTunnel(
   session: EgressSession,
@@ -67,7 +67,7 @@ export async function joinTunnel(
   client: Socket,
   head: Buffer,
   port: number,
-  relayPerl: string | undefined,
+  relays: HostRelays | undefined,
 ): Promise<void> {
   const named = admitted.host;
   const mustBeTls = tlsPorts.has(port);
@@ -137,12 +137,12 @@ export async function joinTunnel(
   const counted = entry;
   if (!session.count(counted, first.length, 0)) return;
   up.write(first);
-  if (relayPerl === undefined) {
+  if (relays === undefined) {
     pipeCounted(session, counted, client, up, 'sent');
     return;
   }
   stopReceiving?.();
-  await handOff(session, counted, client, up, relayPerl);
+  await handOff(session, counted, client, up, relays);
 }
 
 /** Whether a socket still carries bytes both ways: neither ended nor closed. */
@@ -187,7 +187,7 @@ async function handOff(
   entry: NetworkAllowedEntry,
   client: Socket,
   upstream: Socket,
-  perl: string,
+  relays: HostRelays,
 ): Promise<void> {
   const inNode = (): void => {
     if (client.destroyed || upstream.destroyed) return;
@@ -204,7 +204,7 @@ async function handOff(
     if (!open(client) || !open(upstream)) return inNode();
     if (client.writableLength === 0 && upstream.writableLength === 0) break;
   }
-  const relay = startHostRelay(perl, client, upstream, session.remaining(), {
+  const relay = relays.handOff(client, upstream, session.remaining(), {
     count: (sent, received) => session.count(entry, sent, received),
     failed: (detail) => session.deny(entry.host, entry.port, 'unreachable', detail),
   });
