@@ -124,8 +124,7 @@ export class EgressProxy {
     http.on('request', (request, response) => void forwardHttp(session, request, response));
     http.on(
       'connect',
-      (request, socket, head) =>
-        void tunnelHttp(session, request, socket as Socket, head, relays),
+      (request, socket, head) => void tunnelHttp(session, request, socket as Socket, head, relays),
     );
     http.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');

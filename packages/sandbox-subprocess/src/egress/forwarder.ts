@@ -61,7 +61,15 @@ ${relaySub}
  * sandbox at its host path), then `command` as it would have run.
  */
 export function withForwarder(perl: string, socket: string, command: readonly string[]): string[] {
-  return [perl, '-e', script, socket, String(proxyPortInside), String(relaySyscalls.splice), ...command];
+  return [
+    perl,
+    '-e',
+    script,
+    socket,
+    String(proxyPortInside),
+    String(relaySyscalls.splice),
+    ...command,
+  ];
 }
 
 /**

@@ -15,7 +15,8 @@ import { relaySub, relaySyscalls } from './splice-relay.ts';
 /** The helper's process name (`ps`, /proc/PID/cmdline); its per-tunnel children add `: tunnel`. */
 export const relayProcessName = 'coda-egress-relay';
 
-// fd 0: commands from the proxy (`kill ID`), fd 1: `ID s|r N` counts and `ID end STATUS`,
+// fd 0: commands from the proxy (`kill ID`), fd 1: `ID s|r N` counts and `ID end STATUS`
+// (`ID end STATUS cut` when the proxy had it killed),
 // fd 2: why it failed, NODE_CHANNEL_FD: Node's IPC channel, the sockets arriving as
 // {"cmd":"NODE_HANDLE",...,"msg":{"relay":ID,"side":"client"|"upstream","budget":N}} with one
 // descriptor each (client first), acknowledged as Node's protocol wants. A kill for an ID whose
@@ -29,7 +30,7 @@ $SIG{PIPE} = 'IGNORE';
 $SIG{CHLD} = sub {};
 my $helper = $$;
 open(my $chan, '+<&=', $ENV{NODE_CHANNEL_FD}) or die "the IPC channel: $!\n";
-my (%half, %pid, %id, %dead, @fds);
+my (%half, %pid, %id, %dead, %cut, @fds);
 my ($in, $highest) = ('', 0);
 my $buf = "\0" x 65536; my $ctl = "\0" x 512;
 my $iov = pack('QQ', unpack('J', pack('p', $buf)), length $buf);
@@ -38,7 +39,7 @@ while (1) {
     my $c = delete $id{$p};
     next unless defined $c;
     delete $pid{$c};
-    syswrite(STDOUT, "$c end $?\n");
+    syswrite(STDOUT, "$c end $?" . (delete $cut{$c} ? " cut\n" : "\n"));
   }
   my $rin = ''; vec($rin, 0, 1) = 1; vec($rin, fileno($chan), 1) = 1;
   next if select(my $rout = $rin, undef, undef, undef) <= 0;
@@ -46,7 +47,7 @@ while (1) {
     my $got = sysread(STDIN, my $commands, 65536);
     quit() unless $got;
     for my $c ($commands =~ /^kill (\d+)$/mg) {
-      if ($pid{$c}) { kill 'KILL', $pid{$c} }
+      if ($pid{$c}) { kill 'KILL', $pid{$c}; $cut{$c} = 1 }
       elsif ($c > $highest || $half{$c}) { $dead{$c} = 1; close $_ for grep { ref } values %{delete $half{$c} // {}} }
     }
   }
@@ -72,7 +73,7 @@ while (1) {
     $highest = $c if $c > $highest;
     if ($dead{$c}) {
       close $fh;
-      if ($side eq 'upstream') { delete $dead{$c}; syswrite(STDOUT, "$c end 9\n") }
+      if ($side eq 'upstream') { delete $dead{$c}; syswrite(STDOUT, "$c end 9 cut\n") }
       next;
     }
     $half{$c}{$side} = $fh;
@@ -171,10 +172,14 @@ export class HostRelays {
     const { splice, recvmsg, prctl } = relaySyscalls;
     let child: ChildProcess;
     try {
-      child = spawn(this.#perl, ['-e', script, '--', String(splice), String(recvmsg), String(prctl)], {
-        stdio: ['pipe', 'pipe', 'pipe', 'ipc'],
-        serialization: 'json',
-      });
+      child = spawn(
+        this.#perl,
+        ['-e', script, '--', String(splice), String(recvmsg), String(prctl)],
+        {
+          stdio: ['pipe', 'pipe', 'pipe', 'ipc'],
+          serialization: 'json',
+        },
+      );
     } catch {
       return undefined;
     }
@@ -215,7 +220,8 @@ export class HostRelays {
     const child = this.start();
     const clientHandle = handleOf(client);
     const upstreamHandle = handleOf(upstream);
-    if (child === undefined || !child.connected || !clientHandle || !upstreamHandle) return undefined;
+    if (child === undefined || !child.connected || !clientHandle || !upstreamHandle)
+      return undefined;
     const id = ++this.#next;
     const tunnel: Tunnel = { handlers, closeListeners: [], killed: false };
     this.#tunnels.set(id, tunnel);
@@ -269,7 +275,7 @@ export class HostRelays {
 
   /** One line from the helper: counts, or a tunnel's end. */
   #report(line: string): void {
-    const [idText, what, value] = line.split(' ');
+    const [idText, what, value, cut] = line.split(' ');
     const tunnel = this.#tunnels.get(Number(idText));
     const number = Number(value);
     if (tunnel === undefined || !Number.isSafeInteger(number)) return;
@@ -279,8 +285,7 @@ export class HostRelays {
       if (!within) this.#kill(Number(idText));
     } else if (what === 'end') {
       const expected =
-        tunnel.killed ||
-        (number >= 0 && (number & 0x7f) === 0 && expectedExits.has(number >> 8));
+        cut === 'cut' || (number >= 0 && (number & 0x7f) === 0 && expectedExits.has(number >> 8));
       this.#end(
         Number(idText),
         expected ? undefined : `the egress relay of this tunnel ${describeStatus(number)}`,

@@ -17,7 +17,11 @@ const syscalls =
  * host-side relay (descriptors passed in, and PR_SET_PDEATHSIG). 0 where none is known: the
  * relays then copy with read/write, and the host-side relay is not used.
  */
-export const relaySyscalls: { readonly splice: number; readonly recvmsg: number; readonly prctl: number } = {
+export const relaySyscalls: {
+  readonly splice: number;
+  readonly recvmsg: number;
+  readonly prctl: number;
+} = {
   splice: syscalls?.splice ?? 0,
   recvmsg: syscalls?.recvmsg ?? 0,
   prctl: syscalls?.prctl ?? 0,
@@ -30,8 +34,9 @@ export const relayChunkBytes = 1 << 20;
  * `relay($x, $y, $counts, $label, $budget, $splice)`: moves bytes between sockets `$x` and `$y`
  * both ways until both directions ended, passing each end of file on as a half-close. When
  * `$counts` is a handle, writes `$label s N` (read from `$x`) or `$label r N` (read from `$y`)
- * for every chunk before passing it on. A `$budget` >= 0 bounds the bytes read, both ways together: the chunk that
- * passes it is counted, not passed on, and relay returns 3. Returns 0 when the connection ended
+ * for every chunk before passing it on. A `$budget` >= 0 bounds the bytes passed on, both ways
+ * together: the relay reads at most one byte more, passes the budget on, then counts that byte
+ * (never passed on) and returns 3. Returns 0 when the connection ended
  * (a reset or a gone peer is an end), 2 when select failed.
  */
 export const relaySub = String.raw`
@@ -56,14 +61,28 @@ sub relay {
         if ($got < 0) { next if $!{EAGAIN} || $!{EINTR}; $got = 0 }
         if ($got == 0) { shutdown($w->{to}, 1); $w->{done} = 1; next }
         $moved += $got;
-        syswrite($counts, "$label $w->{tag} $got\n") if $counts;
-        return 3 if $budget >= 0 && $moved > $budget;
-        $w->{pending} = $got;
+        my $over = $budget >= 0 && $moved > $budget ? $moved - $budget : 0;
+        syswrite($counts, "$label $w->{tag} " . ($got - $over) . "\n") if $counts && $got > $over;
+        $w->{pending} = $got - $over;
+        if ($over) {
+          drain(@ways);
+          syswrite($counts, "$label $w->{tag} $over\n") if $counts;
+          return 3;
+        }
       } elsif (!vec($wout, fileno($w->{to}), 1)) { next }
       return 0 unless flush($w);
     }
   }
   return 0;
+}
+sub drain {
+  for my $w (@_) {
+    while ($w->{pending}) {
+      my $win = ''; vec($win, fileno($w->{to}), 1) = 1;
+      select(undef, my $wout = $win, undef, undef);
+      return unless flush($w);
+    }
+  }
 }
 sub way {
   my ($nr, $from, $to, $tag) = @_;

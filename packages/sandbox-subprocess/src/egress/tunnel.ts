@@ -2,8 +2,9 @@
 // client's first bytes before any reach the server (the TLS ClientHello check); once the
 // tunnel has passed, the bytes are moved by a host-side splice relay (host-relay.ts) when one
 // can be started, else by Node, counted either way on the host.
-import type { NetworkAllowedEntry } from '@coda/sandbox-core';
+
 import type { Socket } from 'node:net';
+import type { NetworkAllowedEntry } from '@coda/sandbox-core';
 import { maxClientHelloBytes, readClientHello } from './client-hello.ts';
 import type { Admitted, EgressSession } from './egress-session.ts';
 import type { HostRelays } from './host-relay.ts';
@@ -14,13 +15,20 @@ const firstBytesTimeoutMs = 10_000;
 /** Ports whose tunnels must start with a TLS ClientHello. */
 const tlsPorts: ReadonlySet<number> = new Set([443]);
 
+/**
+ * Bytes a tunnel moves through Node before it goes to the host-side relay: handing over costs
+ * a few round trips between processes (~1 ms quiet, more under load), which a short exchange
+ * would feel and a bulk transfer does not.
+ */
+const relayAfterBytes = 1 << 20;
+
 /** Which side of a tunnel bytes came from, as the report counts them. */
 type Direction = 'sent' | 'received';
 
 /**
  * Moves `from` to `to` in Node, counting each chunk for `direction` first (a chunk that passes
- * the run's cap is not passed on), with backpressure, passing the end on. Returns a function
- * that stops it (and pauses `from`).
+ * the run's cap is not passed on), with backpressure, passing the end on; tells `moved` each
+ * chunk's size after passing it on. Returns a function that stops it (and pauses `from`).
  */
 function pipeCounted(
   session: EgressSession,
@@ -28,6 +36,7 @@ function pipeCounted(
   from: Socket,
   to: Socket,
   direction: Direction,
+  moved?: (bytes: number) => void,
 ): () => void {
   const onData = (chunk: Buffer): void => {
     const counted =
@@ -36,6 +45,7 @@ function pipeCounted(
         : session.count(entry, 0, chunk.length);
     if (!counted) return;
     if (!to.write(chunk)) from.pause();
+    moved?.(chunk.length);
   };
   const onDrain = (): void => {
     from.resume();
@@ -141,8 +151,21 @@ export async function joinTunnel(
     pipeCounted(session, counted, client, up, 'sent');
     return;
   }
+  // Node carries the tunnel's first bytes (a small request never waits for the relay), the
+  // relay the bulk.
   stopReceiving?.();
-  await handOff(session, counted, client, up, relays);
+  let moved = first.length;
+  const stops: (() => void)[] = [];
+  const onMoved = (bytes: number): void => {
+    moved += bytes;
+    if (moved < relayAfterBytes || stops.length === 0) return;
+    for (const stop of stops.splice(0)) stop();
+    void handOff(session, counted, client, up, relays);
+  };
+  stops.push(
+    pipeCounted(session, counted, client, up, 'sent', onMoved),
+    pipeCounted(session, counted, up, client, 'received', onMoved),
+  );
 }
 
 /** Whether a socket still carries bytes both ways: neither ended nor closed. */

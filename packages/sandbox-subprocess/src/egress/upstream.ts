@@ -1,7 +1,8 @@
 // Opening the connection to an admitted destination: to the checked address (never the name
 // again, so a rebinding resolver cannot change it), with a bound on the wait.
-import type { NetworkAllowedEntry } from '@coda/sandbox-core';
+
 import { connect, type Socket } from 'node:net';
+import type { NetworkAllowedEntry } from '@coda/sandbox-core';
 import type { Admitted, EgressSession, Refused } from './egress-session.ts';
 
 const connectTimeoutMs = 10_000;
@@ -13,7 +14,10 @@ export interface Upstream {
 }
 
 /** Opens the upstream connection to an admitted destination (recorded as allowed once open). */
-export function connectUpstream(session: EgressSession, admitted: Admitted): Promise<Upstream | Refused> {
+export function connectUpstream(
+  session: EgressSession,
+  admitted: Admitted,
+): Promise<Upstream | Refused> {
   const { host, port } = admitted;
   return new Promise((resolve) => {
     const upstream = connect({
@@ -37,4 +41,3 @@ export function connectUpstream(session: EgressSession, admitted: Admitted): Pro
     upstream.once('error', (error) => fail(error.message));
   });
 }
-
