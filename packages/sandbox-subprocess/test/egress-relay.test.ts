@@ -5,7 +5,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EgressProxy } from '../src/egress/egress-proxy.ts';
+import { createSandbox } from '../src/index.ts';
 import { tableLookup } from './support/egress-servers.ts';
+import { python } from './support/helpers.ts';
 
 const MiB = 1024 * 1024;
 
@@ -193,6 +195,27 @@ describe('the host-side splice relay of tunnels', () => {
     }
   });
 
+  it('with several tunnels at once the cap is met within 1 MiB per relay tunnel, either side', async () => {
+    const cap = 6 * MiB;
+    const tunnels = 4;
+    const { proxy, listener, port } = await open({ maxEgressBytes: cap });
+    try {
+      const downloads = await Promise.all(
+        Array.from({ length: tunnels }, () => tunnel(port, 8 * MiB)),
+      );
+      await Promise.all(downloads.map((download) => download.ended));
+      await listener.close();
+      const report = listener.session.report();
+      expect(report.denied.map((entry) => entry.reason)).toEqual(['egress-limit']);
+      // Each relay holds up to 1 MiB of the cap at a time: the others can pass the cap by what
+      // it holds, or it can find the cap used up by what the others hold (and stop the run).
+      expect(report.allowed[0]?.bytes).toBeGreaterThanOrEqual(cap - tunnels * MiB);
+      expect(report.allowed[0]?.bytes).toBeLessThanOrEqual(cap + tunnels * MiB + 1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('closing the listener ends its tunnels; closing the proxy leaves no relay process', async () => {
     const { proxy, listener, port } = await open();
     const download = await tunnel(port, 4 * MiB);
@@ -259,6 +282,55 @@ describe('the host-side splice relay of tunnels', () => {
       expect(await third.ended).toBe(2 * MiB);
     } finally {
       await proxy.close();
+    }
+  });
+});
+
+describe('a sandboxed download through the forwarder and the relay', () => {
+  it('a raw CONNECT client in the sandbox: the report counts exactly what it sent and received', async () => {
+    const size = 6 * MiB + 11;
+    const request = `${size}\n`;
+    // CONNECT through the forwarder at 127.0.0.1:3128, ask the raw server for `size` bytes,
+    // read them all, print how many arrived.
+    const client = `
+import socket
+s = socket.create_connection(('127.0.0.1', 3128))
+s.sendall(b'CONNECT raw.test:${raw.port} HTTP/1.1\\r\\nHost: raw.test:${raw.port}\\r\\n\\r\\n')
+head = b''
+while b'\\r\\n\\r\\n' not in head:
+    head += s.recv(1)
+s.sendall(${JSON.stringify(request)}.encode())
+got = 0
+while got < ${size}:
+    data = s.recv(1 << 20)
+    if not data:
+        break
+    got += len(data)
+print(head.split(b' ')[1].decode(), got)
+`;
+    const sandbox = createSandbox(
+      { network: { allow: ['raw.test'], allowPrivate: true }, timeoutMs: 60_000 },
+      { lookup: tableLookup({ 'raw.test': ['127.0.0.1'] }) },
+    );
+    try {
+      const result = await sandbox.run(python, ['-c', client]);
+      expect(result.stderr).toBe('');
+      expect(result.stdout).toBe(`200 ${size}\n`);
+      expect(result.network).toEqual({
+        allowed: [
+          {
+            host: 'raw.test',
+            port: raw.port,
+            bytes: request.length + size,
+            bytesSent: request.length,
+            bytesReceived: size,
+            connections: 1,
+          },
+        ],
+        denied: [],
+      });
+    } finally {
+      await sandbox.close();
     }
   });
 });

@@ -153,11 +153,26 @@ export class EgressSession {
     if (this.#closed) connection.destroy();
   }
 
-  /** Bytes the run may still move before `maxEgressBytes` is passed; undefined without a cap. */
-  remaining(): number | undefined {
+  /**
+   * Sets aside up to `want` bytes of `maxEgressBytes` for a tunnel relay, which counts them as
+   * it passes them on; `final` when that was all the cap had left (the relay then stops at it).
+   * Undefined without a cap. What other connections move meanwhile is not held back by it.
+   */
+  reserve(want: number): { bytes: number; final: boolean } | undefined {
     const cap = this.rules.policy.maxEgressBytes;
-    return cap === undefined ? undefined : Math.max(0, cap - this.#bytes);
+    if (cap === undefined) return undefined;
+    const available = Math.max(0, cap - this.#bytes - this.#reserved);
+    const bytes = Math.min(want, available);
+    this.#reserved += bytes;
+    return { bytes, final: bytes === available };
   }
+
+  /** Gives back reserved bytes: counted since, or left over when a relay ended. */
+  release(bytes: number): void {
+    this.#reserved = Math.max(0, this.#reserved - bytes);
+  }
+
+  #reserved = 0;
 
   /**
    * Counts bytes moved for `entry`. Returns false (and cuts every connection of the run) once
@@ -169,12 +184,20 @@ export class EgressSession {
     entry.bytes += sent + received;
     this.#bytes += sent + received;
     if (!this.#overCap()) return true;
+    this.reachedCap(entry);
+    return false;
+  }
+
+  /**
+   * The cap is reached (passed by `count`, or a relay's final budget ran out with more to
+   * move): reports it once and cuts every connection of the run.
+   */
+  reachedCap(entry: NetworkAllowedEntry): void {
     if (!this.#capReported) {
       this.#capReported = true;
       this.#capRefusal(entry.host, entry.port);
     }
     for (const connection of this.#open.keys()) connection.destroy();
-    return false;
   }
 
   #capReported = false;

@@ -51,7 +51,7 @@ sub carry {
   my ($c) = @_;
   socket(my $u, PF_UNIX, SOCK_STREAM, 0) or return;
   connect($u, pack_sockaddr_un($path)) or return;
-  relay($c, $u, undef, '', -1, $splice);
+  relay($c, $u, undef, '', undef, $splice);
 }
 ${relaySub}
 `;

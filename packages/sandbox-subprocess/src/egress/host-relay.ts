@@ -15,10 +15,11 @@ import { relaySub, relaySyscalls } from './splice-relay.ts';
 /** The helper's process name (`ps`, /proc/PID/cmdline); its per-tunnel children add `: tunnel`. */
 export const relayProcessName = 'coda-egress-relay';
 
-// fd 0: commands from the proxy (`kill ID`), fd 1: `ID s|r N` counts and `ID end STATUS`
-// (`ID end STATUS cut` when the proxy had it killed),
+// fd 0: commands from the proxy (`kill ID`, `grant ID N [final]`, passed to the tunnel's relay
+// on a pipe of its own), fd 1: `ID s|r N` counts and `ID end STATUS`
+// (`ID end STATUS cut` when the proxy had it killed; one that had ended already is not),
 // fd 2: why it failed, NODE_CHANNEL_FD: Node's IPC channel, the sockets arriving as
-// {"cmd":"NODE_HANDLE",...,"msg":{"relay":ID,"side":"client"|"upstream","budget":N}} with one
+// {"cmd":"NODE_HANDLE",...,"msg":{"relay":ID,"side":"client"|"upstream","budget":N,"final":B}} with one
 // descriptor each (client first), acknowledged as Node's protocol wants. A kill for an ID whose
 // sockets have not both arrived is remembered (IDs only grow), so a tunnel cut early never starts.
 const script = String.raw`
@@ -30,25 +31,22 @@ $SIG{PIPE} = 'IGNORE';
 $SIG{CHLD} = sub {};
 my $helper = $$;
 open(my $chan, '+<&=', $ENV{NODE_CHANNEL_FD}) or die "the IPC channel: $!\n";
-my (%half, %pid, %id, %dead, %cut, @fds);
+my (%half, %pid, %id, %dead, %cut, %ctl, @fds);
 my ($in, $highest) = ('', 0);
 my $buf = "\0" x 65536; my $ctl = "\0" x 512;
 my $iov = pack('QQ', unpack('J', pack('p', $buf)), length $buf);
 while (1) {
-  while ((my $p = waitpid(-1, WNOHANG)) > 0) {
-    my $c = delete $id{$p};
-    next unless defined $c;
-    delete $pid{$c};
-    syswrite(STDOUT, "$c end $?" . (delete $cut{$c} ? " cut\n" : "\n"));
-  }
+  while ((my $p = waitpid(-1, WNOHANG)) > 0) { ended($p, $?) }
   my $rin = ''; vec($rin, 0, 1) = 1; vec($rin, fileno($chan), 1) = 1;
   next if select(my $rout = $rin, undef, undef, undef) <= 0;
   if (vec($rout, 0, 1)) {
     my $got = sysread(STDIN, my $commands, 65536);
     quit() unless $got;
+    while ($commands =~ /^grant (\d+) (\d+ ?(?:final)?)$/mg) { syswrite($ctl{$1}, "$2\n") if $ctl{$1} }
     for my $c ($commands =~ /^kill (\d+)$/mg) {
-      if ($pid{$c}) { kill 'KILL', $pid{$c}; $cut{$c} = 1 }
-      elsif ($c > $highest || $half{$c}) { $dead{$c} = 1; close $_ for grep { ref } values %{delete $half{$c} // {}} }
+      if ($pid{$c} && waitpid($pid{$c}, WNOHANG) == $pid{$c}) { ended($pid{$c}, $?) }
+      elsif ($pid{$c}) { kill 'KILL', $pid{$c}; $cut{$c} = 1 }
+      elsif ($c > $highest || $half{$c}) { $dead{$c} = 1; close $_ for grep { ref eq 'GLOB' } values %{delete $half{$c} // {}} }
     }
   }
   next unless vec($rout, fileno($chan), 1);
@@ -77,26 +75,40 @@ while (1) {
       next;
     }
     $half{$c}{$side} = $fh;
-    ($half{$c}{budget}) = $line =~ /"budget":(-?\d+)/ if $side eq 'upstream';
+    if ($side eq 'upstream' && $line =~ /"budget":(\d+)/) {
+      $half{$c}{cap} = { budget => $1, final => $line =~ /"final":true/ ? 1 : 0 };
+    }
     start($c) if $half{$c}{client} && $half{$c}{upstream};
   }
 }
 sub start {
   my ($c) = @_;
   my $h = delete $half{$c};
+  my ($grants, $granter);
+  pipe($grants, $granter) if $h->{cap};
   my $p = fork();
-  if (!defined $p) { syswrite(STDOUT, "$c end -1\n"); close $h->{client}; close $h->{upstream}; return }
+  if (!defined $p) { syswrite(STDOUT, "$c end -1\n"); close $_ for grep { defined && ref } $h->{client}, $h->{upstream}, $grants, $granter; return }
   if ($p == 0) {
     syscall($nr_prctl, 1, 9);
     exit 0 if getppid() != $helper;
     $SIG{CHLD} = 'DEFAULT';
-    close $chan; close STDIN;
-    for my $other (values %half) { close $_ for grep { ref } values %$other }
+    close $chan; close STDIN; close $_ for values %ctl;
+    for my $other (values %half) { close $_ for grep { ref eq 'GLOB' } values %$other }
+    if ($h->{cap}) { close $granter; $h->{cap}{control} = $grants }
     $0 = '${relayProcessName}: tunnel';
-    exit relay($h->{client}, $h->{upstream}, \*STDOUT, $c, $h->{budget} // -1, $nr_splice);
+    exit relay($h->{client}, $h->{upstream}, \*STDOUT, $c, $h->{cap}, $nr_splice);
   }
   $pid{$c} = $p; $id{$p} = $c;
+  if ($h->{cap}) { close $grants; $ctl{$c} = $granter }
   close $h->{client}; close $h->{upstream};
+}
+sub ended {
+  my ($p, $status) = @_;
+  my $c = delete $id{$p};
+  return unless defined $c;
+  delete $pid{$c};
+  close(delete $ctl{$c}) if $ctl{$c};
+  syswrite(STDOUT, "$c end $status" . (delete $cut{$c} ? " cut\n" : "\n"));
 }
 sub quit { kill 'KILL', values %pid; exit 0 }
 `;
@@ -107,12 +119,16 @@ export interface HostRelayHandlers {
   count(sent: number, received: number): boolean;
   /** The relay ended other than by the tunnel ending, its budget, or {@link HostRelay.destroy}. */
   failed(detail: string): void;
+  /** The relay stopped at its final budget: a byte past it came (and was counted). */
+  overBudget(): void;
 }
 
 /** A tunnel the relay carries from here on. */
 export interface HostRelay {
   /** Kills the tunnel's relay, which ends the connection. */
   destroy(): void;
+  /** Lets the relay pass `bytes` more on; `final`: no more will come. */
+  grant(bytes: number, final: boolean): void;
   /** Once the tunnel's relay is gone and every count it wrote has been read. */
   once(event: 'close', listener: () => void): unknown;
 }
@@ -124,8 +140,10 @@ interface Tunnel {
   killed: boolean;
 }
 
+/** The exit code of a tunnel relay that stopped at its final budget (splice-relay.ts). */
+const overBudgetExit = 3;
 /** Exit codes of a tunnel relay that ended as it should: the tunnel ended, or its budget ran out. */
-const expectedExits: ReadonlySet<number> = new Set([0, 3]);
+const expectedExits: ReadonlySet<number> = new Set([0, overBudgetExit]);
 
 /** A libuv stream handle as Node keeps it on a socket (`socket._handle`). */
 interface StreamHandle {
@@ -208,13 +226,14 @@ export class HostRelays {
   /**
    * Hands `client` and `upstream` to the helper, or returns undefined when it cannot take them.
    * Both sockets must hold nothing in Node (nothing buffered to read, nothing queued to write);
-   * Node stops reading them here and closes its descriptors once they are sent. `budget`: bytes
-   * the tunnel may move on its own (undefined: no cap).
+   * Node stops reading them here and closes its descriptors once they are sent. `cap`: the bytes
+   * the tunnel may pass on before it is granted more (undefined: no cap), `final` when no more
+   * will come.
    */
   handOff(
     client: Socket,
     upstream: Socket,
-    budget: number | undefined,
+    cap: { readonly bytes: number; readonly final: boolean } | undefined,
     handlers: HostRelayHandlers,
   ): HostRelay | undefined {
     const child = this.start();
@@ -239,15 +258,30 @@ export class HostRelays {
         client.destroy();
         upstream.destroy();
         if (failure !== undefined) {
+          // Cut meanwhile (the cap, close()): not the relay's failure.
+          const cut = tunnel.killed;
           this.#kill(id);
-          this.#end(id, `the egress relay could not take the tunnel: ${failure.message}`);
+          this.#end(
+            id,
+            cut ? undefined : `the egress relay could not take the tunnel: ${failure.message}`,
+          );
         }
       });
     };
     give(clientHandle, { relay: id, side: 'client' });
-    give(upstreamHandle, { relay: id, side: 'upstream', budget: budget ?? -1 });
+    give(upstreamHandle, {
+      relay: id,
+      side: 'upstream',
+      budget: cap?.bytes ?? -1,
+      final: cap?.final ?? false,
+    });
     return {
       destroy: () => this.#kill(id),
+      grant: (bytes, final) => {
+        if (this.#tunnels.get(id) === tunnel && !tunnel.killed) {
+          this.#child?.stdin?.write(`grant ${id} ${bytes}${final ? ' final' : ''}\n`);
+        }
+      },
       once: (_event, listener) => {
         if (this.#tunnels.get(id) === tunnel) tunnel.closeListeners.push(listener);
         else listener();
@@ -284,8 +318,9 @@ export class HostRelays {
         what === 's' ? tunnel.handlers.count(number, 0) : tunnel.handlers.count(0, number);
       if (!within) this.#kill(Number(idText));
     } else if (what === 'end') {
-      const expected =
-        cut === 'cut' || (number >= 0 && (number & 0x7f) === 0 && expectedExits.has(number >> 8));
+      const exitCode = number >= 0 && (number & 0x7f) === 0 ? number >> 8 : undefined;
+      if (cut !== 'cut' && exitCode === overBudgetExit) tunnel.handlers.overBudget();
+      const expected = cut === 'cut' || (exitCode !== undefined && expectedExits.has(exitCode));
       this.#end(
         Number(idText),
         expected ? undefined : `the egress relay of this tunnel ${describeStatus(number)}`,

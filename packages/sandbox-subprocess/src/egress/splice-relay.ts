@@ -31,37 +31,49 @@ export const relaySyscalls: {
 export const relayChunkBytes = 1 << 20;
 
 /**
- * `relay($x, $y, $counts, $label, $budget, $splice)`: moves bytes between sockets `$x` and `$y`
+ * `relay($x, $y, $counts, $label, $cap, $splice)`: moves bytes between sockets `$x` and `$y`
  * both ways until both directions ended, passing each end of file on as a half-close. When
  * `$counts` is a handle, writes `$label s N` (read from `$x`) or `$label r N` (read from `$y`)
- * for every chunk before passing it on. A `$budget` >= 0 bounds the bytes passed on, both ways
- * together: the relay reads at most one byte more, passes the budget on, then counts that byte
- * (never passed on) and returns 3. Returns 0 when the connection ended
- * (a reset or a gone peer is an end), 2 when select failed.
+ * for every chunk before passing it on. `$cap` (undef: none) is `{ budget, final, control }`:
+ * the bytes it may pass on, both ways together; more arrive on the `control` handle as lines
+ * `N` or `N final` (no more after it). Out of budget and not final, it stops reading until a
+ * grant comes; final, it reads at most one byte past the budget, and when that byte comes it
+ * passes the budget on, counts the byte (never passed on) and returns 3. Returns 0 when the
+ * connection ended (a reset or a gone peer is an end), 2 when select failed.
  */
 export const relaySub = String.raw`
 use Fcntl qw(F_GETFL F_SETFL O_NONBLOCK);
 sub relay {
-  my ($x, $y, $counts, $label, $budget, $nr) = @_;
+  my ($x, $y, $counts, $label, $cap, $nr) = @_;
   local $SIG{PIPE} = 'IGNORE';
   fcntl($_, F_SETFL, fcntl($_, F_GETFL, 0) | O_NONBLOCK) for $x, $y;
   my @ways = map { way($nr, @$_) } [$x, $y, 's'], [$y, $x, 'r'];
   my $moved = 0;
+  my $room = sub {
+    return ${relayChunkBytes} unless $cap;
+    my $left = $cap->{budget} - $moved + ($cap->{final} ? 1 : 0);
+    return $left < ${relayChunkBytes} ? $left : ${relayChunkBytes};
+  };
   while (my @live = grep { !$_->{done} } @ways) {
     my ($rin, $win) = ('', '');
-    for (@live) { vec($_->{pending} ? $win : $rin, fileno($_->{pending} ? $_->{to} : $_->{from}), 1) = 1 }
+    for (@live) {
+      if ($_->{pending}) { vec($win, fileno($_->{to}), 1) = 1 }
+      elsif ($room->() > 0) { vec($rin, fileno($_->{from}), 1) = 1 }
+    }
+    vec($rin, fileno($cap->{control}), 1) = 1 if $cap && $cap->{control};
     my $n = select(my $rout = $rin, my $wout = $win, undef, undef);
     if ($n < 0) { next if $!{EINTR}; return 2 }
+    grant($cap) if $cap && $cap->{control} && vec($rout, fileno($cap->{control}), 1);
     for my $w (@live) {
       if (!$w->{pending}) {
         next unless vec($rout, fileno($w->{from}), 1);
-        my $len = ${relayChunkBytes};
-        $len = $budget - $moved + 1 if $budget >= 0 && $budget - $moved + 1 < $len;
+        my $len = $room->();
+        next if $len <= 0;
         my $got = fill($w, $len);
         if ($got < 0) { next if $!{EAGAIN} || $!{EINTR}; $got = 0 }
         if ($got == 0) { shutdown($w->{to}, 1); $w->{done} = 1; next }
         $moved += $got;
-        my $over = $budget >= 0 && $moved > $budget ? $moved - $budget : 0;
+        my $over = $cap && $moved > $cap->{budget} ? $moved - $cap->{budget} : 0;
         syswrite($counts, "$label $w->{tag} " . ($got - $over) . "\n") if $counts && $got > $over;
         $w->{pending} = $got - $over;
         if ($over) {
@@ -74,6 +86,12 @@ sub relay {
     }
   }
   return 0;
+}
+sub grant {
+  my ($cap) = @_;
+  my $got = sysread($cap->{control}, my $text, 4096);
+  if (!$got) { delete $cap->{control}; return }
+  while ($text =~ /^(\d+)( final)?$/mg) { $cap->{budget} += $1; $cap->{final} = 1 if $2 }
 }
 sub drain {
   for my $w (@_) {

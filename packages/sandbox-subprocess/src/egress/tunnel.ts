@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
 import type { NetworkAllowedEntry } from '@coda/sandbox-core';
 import { maxClientHelloBytes, readClientHello } from './client-hello.ts';
 import type { Admitted, EgressSession } from './egress-session.ts';
-import type { HostRelays } from './host-relay.ts';
+import type { HostRelay, HostRelays } from './host-relay.ts';
 import { connectUpstream } from './upstream.ts';
 
 /** How long a tunnel to a TLS port may wait for the client's first bytes. */
@@ -21,6 +21,12 @@ const tlsPorts: ReadonlySet<number> = new Set([443]);
  * would feel and a bulk transfer does not.
  */
 const relayAfterBytes = 1 << 20;
+
+/**
+ * Bytes of `maxEgressBytes` a relay holds at a time (topped up when half is used): what the run
+ * can pass the cap by, per relay tunnel, through its other connections.
+ */
+const grantBytes = 1 << 20;
 
 /** Which side of a tunnel bytes came from, as the report counts them. */
 type Direction = 'sent' | 'received';
@@ -227,11 +233,41 @@ async function handOff(
     if (!open(client) || !open(upstream)) return inNode();
     if (client.writableLength === 0 && upstream.writableLength === 0) break;
   }
-  const relay = relays.handOff(client, upstream, session.remaining(), {
-    count: (sent, received) => session.count(entry, sent, received),
+  // Under maxEgressBytes the relay holds part of the cap at a time, topped up as it counts.
+  const granted = session.reserve(grantBytes);
+  let held = granted?.bytes ?? 0;
+  let final = granted?.final ?? true;
+  let relay: HostRelay | undefined;
+  const count = (sent: number, received: number): boolean => {
+    if (granted !== undefined) {
+      const used = Math.min(held, sent + received);
+      held -= used;
+      session.release(used);
+    }
+    if (!session.count(entry, sent, received)) return false;
+    if (!final && held < grantBytes / 2) {
+      const more = session.reserve(grantBytes - held);
+      if (more !== undefined) {
+        held += more.bytes;
+        final = more.final;
+        relay?.grant(more.bytes, more.final);
+      }
+    }
+    return true;
+  };
+  relay = relays.handOff(client, upstream, granted, {
+    count,
+    overBudget: () => session.reachedCap(entry),
     failed: (detail) => session.deny(entry.host, entry.port, 'unreachable', detail),
   });
-  if (relay === undefined) return inNode();
+  if (relay === undefined) {
+    session.release(held);
+    return inNode();
+  }
+  relay.once('close', () => {
+    session.release(held);
+    held = 0;
+  });
   session.track(relay);
 }
 
