@@ -4,9 +4,10 @@
 // One helper rather than a process per tunnel because spawn() from Node blocks the event loop
 // for the whole fork (20–30 ms measured here), where the helper's fork costs Node nothing.
 // It stays trusted host code: each child writes its counts to the proxy before passing a chunk
-// on (the proxy adds them to the run's report and enforces maxEgressBytes on them), moves at
-// most the run's remaining byte budget on its own, dies with the helper (PR_SET_PDEATHSIG),
-// and the proxy kills it when the run's cap is passed elsewhere or the listener closes.
+// on (the proxy adds them to the run's report and enforces maxEgressBytes on them), holds at
+// most 1 MiB of the run's byte cap at a time (the proxy grants more as it counts), dies with
+// the helper (PR_SET_PDEATHSIG), and the proxy kills it when the run's cap is passed elsewhere
+// or the listener closes.
 import { type ChildProcess, type SendHandle, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { createInterface } from 'node:readline';
@@ -151,6 +152,7 @@ interface StreamHandle {
   readStop(): number;
 }
 
+/** The libuv handle under `socket`, when Node still has one that can stop reading. */
 function handleOf(socket: Socket): StreamHandle | undefined {
   const handle = (socket as unknown as { _handle?: unknown })._handle;
   return typeof handle === 'object' &&
@@ -196,6 +198,9 @@ export class HostRelays {
         {
           stdio: ['pipe', 'pipe', 'pipe', 'ipc'],
           serialization: 'json',
+          // Nothing from the host's environment (PERL5OPT, PERL5LIB) reaches the helper; Node
+          // adds NODE_CHANNEL_FD itself.
+          env: {},
         },
       );
     } catch {

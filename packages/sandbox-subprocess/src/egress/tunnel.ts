@@ -175,13 +175,13 @@ export async function joinTunnel(
 }
 
 /** Whether a socket still carries bytes both ways: neither ended nor closed. */
-function open(socket: Socket): boolean {
+function flowing(socket: Socket): boolean {
   return !socket.destroyed && !socket.readableEnded && !socket.writableEnded;
 }
 
 /** Resolves once `socket` has nothing queued to write (or is gone). */
 function flushed(socket: Socket): Promise<void> {
-  if (socket.writableLength === 0 || !open(socket)) return Promise.resolve();
+  if (socket.writableLength === 0 || !flowing(socket)) return Promise.resolve();
   // An empty write's callback runs once everything queued before it is written ('drain' only
   // comes after a write that returned false).
   return new Promise((resolve) => socket.write(Buffer.alloc(0), () => resolve()));
@@ -227,10 +227,10 @@ async function handOff(
   };
   for (;;) {
     await Promise.all([flushed(client), flushed(upstream)]);
-    if (!open(client) || !open(upstream)) return inNode();
+    if (!flowing(client) || !flowing(upstream)) return inNode();
     moveBuffered(session, entry, client, upstream, 'sent');
     moveBuffered(session, entry, upstream, client, 'received');
-    if (!open(client) || !open(upstream)) return inNode();
+    if (!flowing(client) || !flowing(upstream)) return inNode();
     if (client.writableLength === 0 && upstream.writableLength === 0) break;
   }
   // Under maxEgressBytes the relay holds part of the cap at a time, topped up as it counts.
