@@ -125,6 +125,44 @@ async function tunnel(proxyPort: number, size: number) {
   return { socket, request, ended, received: () => received };
 }
 
+/** The same through a SOCKS5 tunnel: greeting, CONNECT by name, then as {@link tunnel}. */
+async function socksTunnel(proxyPort: number, size: number) {
+  const socket = connect(proxyPort, '127.0.0.1');
+  socket.on('error', () => {});
+  await new Promise<void>((resolve) => socket.once('connect', resolve));
+  const name = Buffer.from('raw.test');
+  socket.write(Buffer.from([0x05, 0x01, 0x00]));
+  socket.write(
+    Buffer.concat([
+      Buffer.from([0x05, 0x01, 0x00, 0x03, name.length]),
+      name,
+      Buffer.from([raw.port >> 8, raw.port & 0xff]),
+    ]),
+  );
+  // Two bytes of method choice, then the 10-byte reply (0x00: granted).
+  let answer = Buffer.alloc(0);
+  let received = 0;
+  await new Promise<void>((resolve, reject) => {
+    const onData = (data: Buffer): void => {
+      answer = Buffer.concat([answer, data]);
+      if (answer.length < 12) return;
+      socket.off('data', onData);
+      if (answer[3] === 0x00) {
+        received += answer.length - 12;
+        resolve();
+      } else reject(new Error(`SOCKS reply ${answer[3]}`));
+    };
+    socket.on('data', onData);
+  });
+  socket.on('data', (data: Buffer) => {
+    received += data.length;
+  });
+  const request = `${size}\n`;
+  socket.write(request);
+  const ended = new Promise<number>((resolve) => socket.once('close', () => resolve(received)));
+  return { socket, request, ended, received: () => received };
+}
+
 async function open(policy: { maxEgressBytes?: number } = {}) {
   const proxy = new EgressProxy({ lookup: tableLookup({ 'raw.test': ['127.0.0.1'] }) });
   const listener = await proxy.openTcp({ allow: ['raw.test'], allowPrivate: true, ...policy });
@@ -166,6 +204,35 @@ describe('the host-side splice relay of tunnels', () => {
         ],
         denied: [],
       });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('carries a SOCKS5 tunnel the same way, counted exactly', async () => {
+    const { proxy, listener, port } = await open();
+    try {
+      const size = 5 * MiB + 3;
+      const download = await socksTunnel(port, size);
+      await until(() => download.received() === size, 'the whole download');
+      expect(
+        relayProcesses()
+          .map((entry) => entry.name)
+          .sort(),
+      ).toEqual(['coda-egress-relay', 'coda-egress-relay: tunnel']);
+      raw.accepted.at(-1)?.end();
+      expect(await download.ended).toBe(size);
+      await listener.close();
+      expect(listener.session.report().allowed).toEqual([
+        {
+          host: 'raw.test',
+          port: raw.port,
+          bytes: size + download.request.length,
+          bytesSent: download.request.length,
+          bytesReceived: size,
+          connections: 1,
+        },
+      ]);
     } finally {
       await proxy.close();
     }
