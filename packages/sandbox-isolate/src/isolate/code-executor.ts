@@ -8,9 +8,8 @@ import {
   type SandboxErrorJSON,
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
-import { answerTooBigForHeap, bridgeLimitError } from '../bridge/limit-errors.ts';
+import { bridgeLimitError } from '../bridge/limit-errors.ts';
 import { capText, maxJsonDepth, scrubHostPaths } from '../bridge/safe-json.ts';
-import { AnswerRoom } from './answer-room.ts';
 import { disposeQuietly, type PreparedIsolate } from './context-builder.ts';
 import { ExecutionTimers } from './execution-timers.ts';
 import type { ExecutionJob, IsolateStats, JobHost, JobOutcome, SynchronousStart } from './job.ts';
@@ -65,7 +64,6 @@ export class CodeExecutor {
     // isolated-vm itself, which does so only when the heap passed its memoryLimit.
     let disposedByHost = false;
     const timers = new ExecutionTimers(limits.timeoutMs, limits.maxTimers, started);
-    const room = new AnswerRoom(prepared.isolate, prepared.memoryMb);
     prepared.timers = timers;
     const end = (error: SandboxErrorJSON) => {
       if (ended !== undefined) return;
@@ -93,11 +91,6 @@ export class CodeExecutor {
         }
         const answer = await host.data(paramsJson, units, refusal, tool);
         if (!answer.ok && answer.fatal !== undefined) end(answer.fatal);
-        const handOver = answer.ok && ended === undefined ? await room.grant(answer.json) : undefined;
-        if (answer.ok && ended === undefined && handOver === undefined) {
-          end(answerTooBigForHeap(limits.memoryMb, answer.json.length));
-        }
-        handOver?.();
         return ended === undefined ? answer : { ok: false, message: 'Execution has ended' };
       },
     };
