@@ -91,7 +91,7 @@ const answerFloods: {
   units: number;
   twoByte: boolean;
 }[] = [
-  { name: '20 answers of 1 M characters into a heap holding 18 MiB', fill: 18, answers: 20, units: 1_000_000, twoByte: false },
+  { name: '20 answers of 1 M characters into a heap holding 24 MiB', fill: 24, answers: 20, units: 1_000_000, twoByte: false },
   { name: '60 answers of 262 000 characters (under the old check) into 26 MiB', fill: 26, answers: 60, units: 262_000, twoByte: false },
   { name: '60 two-byte answers of 100 000 characters into 28 MiB', fill: 28, answers: 60, units: 100_000, twoByte: true },
 ];
@@ -159,6 +159,47 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
       limits: { memoryMb: 32 },
     });
     expect(expectResult(together).payload).toBe(2_000_000);
+  }, 30_000);
+});
+
+/**
+ * Heap exhaustion on paths the issue 23 table does not name: inside the bootstrap's encoder (a
+ * result, status data, request params), while it describes a thrown value, while user code parses
+ * a data answer, in console formatting, in a catch after a timer. Each must be OOM, with the worker
+ * kept and a co-tenant served: an isolate the host did not dispose was disposed at its limit.
+ */
+const heapPaths: { name: string; code: string; limits: Record<string, number> }[] = [
+  { name: 'the result encoder', code: "const a = []; for (let i = 0; i < 2e5; i++) a.push('x'.repeat(100) + i); return a", limits: { maxResultBytes: 5e8 } },
+  { name: 'describing a thrown value', code: "throw { get message() { const a = []; for (;;) a.push('y'.repeat(1000) + Math.random()); } }", limits: {} },
+  { name: 'parsing a data answer of 1.5 M objects', code: 'const r = await dataProxy.request({ objects: 1500000 }); return r.length', limits: { maxDataBytes: 1e9 } },
+  { name: 'console formatting', code: "const a = []; for (let i = 0; i < 2e5; i++) a.push({ k: 'x'.repeat(60) + i }); await null; console.log(a, a, a, a); return 1", limits: {} },
+  { name: 'encoding status data after a data request', code: "const a = []; for (let i = 0; i < 3e5; i++) a.push('x'.repeat(40) + i); await dataProxy.request({}); reportStatus('m', a); return 1", limits: { maxStatusBytes: 5e8 } },
+  { name: 'encoding request params', code: "const a = []; for (let i = 0; i < 3e5; i++) a.push('x'.repeat(40) + i); await dataProxy.request(a); return 1", limits: { maxRequestBytes: 5e8, maxRequestValues: 1e7, maxDataBytes: 1e9 } },
+  { name: 'a catch after a timer rejected', code: "try { await new Promise((_, reject) => setTimeout(() => reject(new Error('t')), 1)); } catch { const a = []; for (;;) a.push('z'.repeat(1000) + Math.random()); }", limits: {} },
+];
+
+describe.each(modes)('heap exhaustion is OOM on further paths (%s)', (isolation) => {
+  const engine = new SandboxEngine({
+    isolation,
+    workers: 1,
+    maxConcurrent: 16,
+    dataHandler: (params) => {
+      const objects = (params as { objects?: number } | null)?.objects;
+      return objects === undefined ? 1 : Array.from({ length: objects }, () => ({}));
+    },
+  });
+  afterAll(() => engine.dispose());
+
+  it.each(heapPaths)('$name: OOM, the worker kept, a co-tenant served', async ({ code, limits }) => {
+    await engine.ready();
+    const pids = engine.stats().workerPids;
+    const [attack, benign] = await Promise.all([
+      engine.run({ code, limits: { memoryMb: 16, timeoutMs: 10_000, ...limits } }),
+      engine.run(coTenant),
+    ]);
+    expect(expectError(attack, 'OOM').details).toEqual({ memoryMb: 16 });
+    expect(expectResult(benign).payload).toBe(coTenantSum);
+    expect(engine.stats().workerPids).toEqual(pids);
   }, 30_000);
 });
 
