@@ -448,3 +448,32 @@ describe.each(modes)('limits in UTF-8 bytes, whatever the isolate counted (%s)',
     expect(event.details).toEqual({ field: 'maxRequestBytes', limit: 1_048_576, size: 2_000_005 });
   });
 });
+
+/**
+ * What a worker death writes to the host's logger: the supervisor logs the worker's last stderr,
+ * where V8 prints its out-of-memory report. User function names must not reach it (a model may
+ * name a function after what it handles): the supervisor kills the worker as V8 starts the report
+ * (`<--- Last few GCs --->`), before the JavaScript stack trace that would name them.
+ */
+describe('worker deaths log no user data (process)', () => {
+  const lines: string[] = [];
+  const record = (object: unknown, message?: string) => {
+    lines.push(`${message ?? ''} ${JSON.stringify(object)}`);
+  };
+  const engine = new SandboxEngine({
+    workers: 1,
+    logger: { debug: record, info: record, warn: record, error: record },
+  });
+  afterAll(() => engine.dispose());
+
+  it('a heap exhausted in a function named with a marker: OOM, the marker in no log line', async () => {
+    const marker = 'attack23Marker';
+    const event = await engine.run({
+      code: `function ${marker}() { const m = new Map(); let i = 0; while (true) m.set(i++, { i }); } ${marker}()`,
+      limits: { memoryMb: 8 },
+    });
+    expect(expectError(event, 'OOM').details).toEqual({ memoryMb: 8 });
+    expect(lines.some((line) => line.includes('sandbox worker process ended'))).toBe(true);
+    expect(lines.filter((line) => line.includes(marker))).toEqual([]);
+  }, 30_000);
+});
