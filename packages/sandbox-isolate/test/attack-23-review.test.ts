@@ -25,24 +25,66 @@ const coTenantSum = (() => {
  * handlers), CVE-2026-45411 (async generators), isolated-vm issues on copies of proxies and errors.
  */
 const underTheClock: { name: string; code: string }[] = [
-  { name: 'a looping Error.prepareStackTrace', code: `Error.prepareStackTrace = () => { ${loop} }; throw new Error('x')` },
-  { name: 'a looping prepareStackTrace after a tool call', code: `await tools.lookup(); Error.prepareStackTrace = () => { ${loop} }; throw new Error('x')` },
+  {
+    name: 'a looping Error.prepareStackTrace',
+    code: `Error.prepareStackTrace = () => { ${loop} }; throw new Error('x')`,
+  },
+  {
+    name: 'a looping prepareStackTrace after a tool call',
+    code: `await tools.lookup(); Error.prepareStackTrace = () => { ${loop} }; throw new Error('x')`,
+  },
   { name: 'a thrown proxy whose get loops', code: `throw new Proxy({}, { get() { ${loop} } })` },
-  { name: 'a thrown proxy after a data request', code: `await dataProxy.request({}); throw new Proxy({}, { get() { ${loop} } })` },
-  { name: 'an error whose stack getter loops', code: `await null; const e = new Error('x'); Object.defineProperty(e, 'stack', { get() { ${loop} } }); throw e` },
+  {
+    name: 'a thrown proxy after a data request',
+    code: `await dataProxy.request({}); throw new Proxy({}, { get() { ${loop} } })`,
+  },
+  {
+    name: 'an error whose stack getter loops',
+    code: `await null; const e = new Error('x'); Object.defineProperty(e, 'stack', { get() { ${loop} } }); throw e`,
+  },
   { name: 'a result proxy whose get loops', code: `return new Proxy([], { get() { ${loop} } })` },
-  { name: 'a result proxy whose ownKeys loops, after a tool call', code: `await tools.lookup(); return new Proxy({}, { ownKeys() { ${loop} } })` },
+  {
+    name: 'a result proxy whose ownKeys loops, after a tool call',
+    code: `await tools.lookup(); return new Proxy({}, { ownKeys() { ${loop} } })`,
+  },
   { name: 'a thenable result whose then loops', code: `return { then() { ${loop} } }` },
-  { name: 'tool input whose ownKeys loops', code: `await tools.lookup(new Proxy({}, { ownKeys() { ${loop} } }))` },
-  { name: 'a timer delay whose valueOf loops', code: `setTimeout(() => {}, { valueOf() { ${loop} } })` },
-  { name: 'console data whose toJSON loops', code: `await null; console.log({ toJSON() { ${loop} } })` },
-  { name: 'status data whose toJSON loops, after a tool call', code: `await tools.lookup(); reportStatus('m', { toJSON() { ${loop} } })` },
+  {
+    name: 'tool input whose ownKeys loops',
+    code: `await tools.lookup(new Proxy({}, { ownKeys() { ${loop} } }))`,
+  },
+  {
+    name: 'a timer delay whose valueOf loops',
+    code: `setTimeout(() => {}, { valueOf() { ${loop} } })`,
+  },
+  {
+    name: 'console data whose toJSON loops',
+    code: `await null; console.log({ toJSON() { ${loop} } })`,
+  },
+  {
+    name: 'status data whose toJSON loops, after a tool call',
+    code: `await tools.lookup(); reportStatus('m', { toJSON() { ${loop} } })`,
+  },
   { name: 'a microtask loop after a tool call', code: 'await tools.lookup(); for (;;) await null' },
-  { name: 'a timer callback throwing a looping proxy', code: `await new Promise(() => setTimeout(() => { throw new Proxy({}, { get() { ${loop} } }) }, 1))` },
-  { name: 'an async generator whose body loops', code: `const g = (async function* () { ${loop} })(); return await g.next()` },
-  { name: 'a Promise[Symbol.species] getter that loops', code: `Object.defineProperty(Promise, Symbol.species, { get() { ${loop} } }); return await tools.lookup()` },
-  { name: 'a Promise.prototype.constructor getter that loops', code: `Object.defineProperty(Promise.prototype, 'constructor', { get() { ${loop} } }); return await tools.lookup()` },
-  { name: 'a Promise.prototype.then that loops', code: `Promise.prototype.then = function () { ${loop} }; return await tools.lookup()` },
+  {
+    name: 'a timer callback throwing a looping proxy',
+    code: `await new Promise(() => setTimeout(() => { throw new Proxy({}, { get() { ${loop} } }) }, 1))`,
+  },
+  {
+    name: 'an async generator whose body loops',
+    code: `const g = (async function* () { ${loop} })(); return await g.next()`,
+  },
+  {
+    name: 'a Promise[Symbol.species] getter that loops',
+    code: `Object.defineProperty(Promise, Symbol.species, { get() { ${loop} } }); return await tools.lookup()`,
+  },
+  {
+    name: 'a Promise.prototype.constructor getter that loops',
+    code: `Object.defineProperty(Promise.prototype, 'constructor', { get() { ${loop} } }); return await tools.lookup()`,
+  },
+  {
+    name: 'a Promise.prototype.then that loops',
+    code: `Promise.prototype.then = function () { ${loop} }; return await tools.lookup()`,
+  },
 ];
 
 describe.each(modes)('no user code outside the clock (%s)', (isolation) => {
@@ -91,9 +133,27 @@ const answerFloods: {
   units: number;
   twoByte: boolean;
 }[] = [
-  { name: '20 answers of 1 M characters into a heap holding 24 MiB', fill: 24, answers: 20, units: 1_000_000, twoByte: false },
-  { name: '60 answers of 262 000 characters (under the old check) into 26 MiB', fill: 26, answers: 60, units: 262_000, twoByte: false },
-  { name: '60 two-byte answers of 100 000 characters into 28 MiB', fill: 28, answers: 60, units: 100_000, twoByte: true },
+  {
+    name: '20 answers of 1 M characters into a heap holding 24 MiB',
+    fill: 24,
+    answers: 20,
+    units: 1_000_000,
+    twoByte: false,
+  },
+  {
+    name: '60 answers of 262 000 characters (under the old check) into 26 MiB',
+    fill: 26,
+    answers: 60,
+    units: 262_000,
+    twoByte: false,
+  },
+  {
+    name: '60 two-byte answers of 100 000 characters into 28 MiB',
+    fill: 28,
+    answers: 60,
+    units: 100_000,
+    twoByte: true,
+  },
 ];
 
 describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
@@ -169,13 +229,41 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
  * kept and a co-tenant served: an isolate the host did not dispose was disposed at its limit.
  */
 const heapPaths: { name: string; code: string; limits: Record<string, number> }[] = [
-  { name: 'the result encoder', code: "const a = []; for (let i = 0; i < 2e5; i++) a.push('x'.repeat(100) + i); return a", limits: { maxResultBytes: 5e8 } },
-  { name: 'describing a thrown value', code: "throw { get message() { const a = []; for (;;) a.push('y'.repeat(1000) + Math.random()); } }", limits: {} },
-  { name: 'parsing a data answer of 1.5 M objects', code: 'const r = await dataProxy.request({ objects: 1500000 }); return r.length', limits: { maxDataBytes: 1e9 } },
-  { name: 'console formatting', code: "const a = []; for (let i = 0; i < 2e5; i++) a.push({ k: 'x'.repeat(60) + i }); await null; console.log(a, a, a, a); return 1", limits: {} },
-  { name: 'encoding status data after a data request', code: "const a = []; for (let i = 0; i < 3e5; i++) a.push('x'.repeat(40) + i); await dataProxy.request({}); reportStatus('m', a); return 1", limits: { maxStatusBytes: 5e8 } },
-  { name: 'encoding request params', code: "const a = []; for (let i = 0; i < 3e5; i++) a.push('x'.repeat(40) + i); await dataProxy.request(a); return 1", limits: { maxRequestBytes: 5e8, maxRequestValues: 1e7, maxDataBytes: 1e9 } },
-  { name: 'a catch after a timer rejected', code: "try { await new Promise((_, reject) => setTimeout(() => reject(new Error('t')), 1)); } catch { const a = []; for (;;) a.push('z'.repeat(1000) + Math.random()); }", limits: {} },
+  {
+    name: 'the result encoder',
+    code: "const a = []; for (let i = 0; i < 2e5; i++) a.push('x'.repeat(100) + i); return a",
+    limits: { maxResultBytes: 5e8 },
+  },
+  {
+    name: 'describing a thrown value',
+    code: "throw { get message() { const a = []; for (;;) a.push('y'.repeat(1000) + Math.random()); } }",
+    limits: {},
+  },
+  {
+    name: 'parsing a data answer of 1.5 M objects',
+    code: 'const r = await dataProxy.request({ objects: 1500000 }); return r.length',
+    limits: { maxDataBytes: 1e9 },
+  },
+  {
+    name: 'console formatting',
+    code: "const a = []; for (let i = 0; i < 2e5; i++) a.push({ k: 'x'.repeat(60) + i }); await null; console.log(a, a, a, a); return 1",
+    limits: {},
+  },
+  {
+    name: 'encoding status data after a data request',
+    code: "const a = []; for (let i = 0; i < 3e5; i++) a.push('x'.repeat(40) + i); await dataProxy.request({}); reportStatus('m', a); return 1",
+    limits: { maxStatusBytes: 5e8 },
+  },
+  {
+    name: 'encoding request params',
+    code: "const a = []; for (let i = 0; i < 3e5; i++) a.push('x'.repeat(40) + i); await dataProxy.request(a); return 1",
+    limits: { maxRequestBytes: 5e8, maxRequestValues: 1e7, maxDataBytes: 1e9 },
+  },
+  {
+    name: 'a catch after a timer rejected',
+    code: "try { await new Promise((_, reject) => setTimeout(() => reject(new Error('t')), 1)); } catch { const a = []; for (;;) a.push('z'.repeat(1000) + Math.random()); }",
+    limits: {},
+  },
 ];
 
 describe.each(modes)('heap exhaustion is OOM on further paths (%s)', (isolation) => {
@@ -190,17 +278,21 @@ describe.each(modes)('heap exhaustion is OOM on further paths (%s)', (isolation)
   });
   afterAll(() => engine.dispose());
 
-  it.each(heapPaths)('$name: OOM, the worker kept, a co-tenant served', async ({ code, limits }) => {
-    await engine.ready();
-    const pids = engine.stats().workerPids;
-    const [attack, benign] = await Promise.all([
-      engine.run({ code, limits: { memoryMb: 16, timeoutMs: 10_000, ...limits } }),
-      engine.run(coTenant),
-    ]);
-    expect(expectError(attack, 'OOM').details).toEqual({ memoryMb: 16 });
-    expect(expectResult(benign).payload).toBe(coTenantSum);
-    expect(engine.stats().workerPids).toEqual(pids);
-  }, 30_000);
+  it.each(heapPaths)(
+    '$name: OOM, the worker kept, a co-tenant served',
+    async ({ code, limits }) => {
+      await engine.ready();
+      const pids = engine.stats().workerPids;
+      const [attack, benign] = await Promise.all([
+        engine.run({ code, limits: { memoryMb: 16, timeoutMs: 10_000, ...limits } }),
+        engine.run(coTenant),
+      ]);
+      expect(expectError(attack, 'OOM').details).toEqual({ memoryMb: 16 });
+      expect(expectResult(benign).payload).toBe(coTenantSum);
+      expect(engine.stats().workerPids).toEqual(pids);
+    },
+    30_000,
+  );
 });
 
 /**
@@ -251,19 +343,23 @@ describe.each(modes)('nothing starts after the outcome is delivered (%s)', (isol
   });
   afterAll(() => engine.dispose());
 
-  it.each(lateCalls)('$name: 0 handler starts in 100 trials', async ({ code, outcome }) => {
-    lateStarts = 0;
-    const codes = new Map<string, number>();
-    for (let trial = 0; trial < 100; trial++) {
-      const event: TerminalEvent = await engine.run({ code });
-      const seen = event.type === 'error' ? event.code : 'result';
-      codes.set(seen, (codes.get(seen) ?? 0) + 1);
-    }
-    // Late dispatches get every chance to show up.
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(Object.fromEntries(codes)).toEqual({ [outcome]: 100 });
-    expect(lateStarts).toBe(0);
-  }, 60_000);
+  it.each(lateCalls)(
+    '$name: 0 handler starts in 100 trials',
+    async ({ code, outcome }) => {
+      lateStarts = 0;
+      const codes = new Map<string, number>();
+      for (let trial = 0; trial < 100; trial++) {
+        const event: TerminalEvent = await engine.run({ code });
+        const seen = event.type === 'error' ? event.code : 'result';
+        codes.set(seen, (codes.get(seen) ?? 0) + 1);
+      }
+      // Late dispatches get every chance to show up.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(Object.fromEntries(codes)).toEqual({ [outcome]: 100 });
+      expect(lateStarts).toBe(0);
+    },
+    60_000,
+  );
 });
 
 /**
@@ -307,7 +403,7 @@ const escapes: { name: string; code: string; payload: unknown }[] = [
     payload: [true],
   },
   {
-    name: 'a SuppressedError from await using, its errors\' constructors (vm2 GHSA-55hx)',
+    name: "a SuppressedError from await using, its errors' constructors (vm2 GHSA-55hx)",
     code: "try { await using a = { async [Symbol.asyncDispose]() { throw await tools.lookup(1).catch((e) => e); } }; throw new Error('body'); } catch (e) { const F = e.error.constructor.constructor; return [e.constructor.name, e.suppressed.message, F('return typeof process')(), F('return typeof require')()]; }",
     payload: ['SuppressedError', 'body', 'undefined', 'undefined'],
   },
@@ -322,7 +418,7 @@ const escapes: { name: string; code: string; payload: unknown }[] = [
     payload: [1, false],
   },
   {
-    name: "the Function constructor of a bridge function",
+    name: 'the Function constructor of a bridge function',
     code: "const F = dataProxy.request.constructor; return [F('return typeof process')(), F('return typeof require')(), F('return typeof globalThis.ivm')()]",
     payload: ['undefined', 'undefined', 'undefined'],
   },
@@ -368,8 +464,11 @@ describe.each(modes)('published escape techniques reach nothing (%s)', (isolatio
     ['Script execution timed out.'],
     ['Isolate was disposed during execution due to memory limit'],
     ['Isolate was disposed during execution'],
-  ])('a thrown %j is user code\'s own RUNTIME, not the label it imitates', async (message) => {
-    const event = expectError(await engine.run({ code: `throw new Error(${JSON.stringify(message)})` }), 'RUNTIME');
+  ])("a thrown %j is user code's own RUNTIME, not the label it imitates", async (message) => {
+    const event = expectError(
+      await engine.run({ code: `throw new Error(${JSON.stringify(message)})` }),
+      'RUNTIME',
+    );
     expect(event.message).toBe(`Error: ${message}`);
   });
 });
@@ -402,7 +501,11 @@ describe.each(modes)('limits in UTF-8 bytes, whatever the isolate counted (%s)',
       'LIMIT_EXCEEDED',
     );
     // {"s":"€…"}: 8 + 3 × 300 000 = 900 008 bytes; 6 of them and the 5 answers `1` before.
-    expect(event.details).toEqual({ field: 'maxDataBytes', limit: 5_000_000, size: 6 * 900_008 + 5 });
+    expect(event.details).toEqual({
+      field: 'maxDataBytes',
+      limit: 5_000_000,
+      size: 6 * 900_008 + 5,
+    });
     expect(calls).toBe(5);
   });
 
@@ -416,7 +519,11 @@ describe.each(modes)('limits in UTF-8 bytes, whatever the isolate counted (%s)',
       'LIMIT_EXCEEDED',
     );
     // {"answer":300000} is 17 bytes; "€…" is 2 + 3 × 300 000 = 900 002.
-    expect(event.details).toEqual({ field: 'maxDataBytes', limit: 5_000_000, size: 6 * (17 + 900_002) });
+    expect(event.details).toEqual({
+      field: 'maxDataBytes',
+      limit: 5_000_000,
+      size: 6 * (17 + 900_002),
+    });
     expect(calls).toBe(6);
   });
 
@@ -432,10 +539,13 @@ describe.each(modes)('limits in UTF-8 bytes, whatever the isolate counted (%s)',
   it.each([
     ['three-byte characters', "return '€'.repeat(2e6)", 6_000_002],
     ['characters JSON escapes six-fold', "return '\\u0001'.repeat(1e6)", 6_000_002],
-  ])('a result of %s over maxResultBytes is refused with its UTF-8 size', async (_name, code, size) => {
-    const event = expectError(await engine.run({ code }), 'VALIDATION');
-    expect(event.details).toEqual({ field: 'maxResultBytes', limit: 5_242_880, size });
-  });
+  ])(
+    'a result of %s over maxResultBytes is refused with its UTF-8 size',
+    async (_name, code, size) => {
+      const event = expectError(await engine.run({ code }), 'VALIDATION');
+      expect(event.details).toEqual({ field: 'maxResultBytes', limit: 5_242_880, size });
+    },
+  );
 
   it('params whose only big part is a key are refused at maxRequestBytes', async () => {
     const event = expectError(

@@ -259,6 +259,7 @@ export class ContextBuilder {
  * resolves with the array itself; V8's serializer keeps the own property.
  */
 function crossing(text: string): string[] {
+  // biome-ignore lint/suspicious/noThenProperty: an own `then` of undefined is the point (above).
   return Object.assign([text], { then: undefined });
 }
 
