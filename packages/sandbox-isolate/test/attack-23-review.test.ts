@@ -587,3 +587,34 @@ describe('worker deaths log no user data (process)', () => {
     expect(lines.filter((line) => line.includes(marker))).toEqual([]);
   }, 30_000);
 });
+
+/**
+ * A bridge call made at the stack limit, retried at every depth while the stack unwinds, so that
+ * one attempt runs out of stack part-way through the bootstrap's breach path (after it noted the
+ * breach, before it told the host, every later call would be refused silently and user code
+ * could return a result). Frames of 0 to 23 arguments shift where each attempt runs out.
+ */
+describe.each(modes)('a limit breach at the stack limit (%s)', (isolation) => {
+  const engine = new SandboxEngine({ isolation, workers: 1, dataHandler: () => 1 });
+  afterAll(() => engine.dispose());
+
+  it('ends LIMIT_EXCEEDED at call 21 for every frame size', async () => {
+    const outcomes: unknown[] = [];
+    for (let count = 0; count < 24; count++) {
+      const names = Array.from({ length: count }, (_, index) => `, a${index}`).join('');
+      const values = Array.from({ length: count }, (_, index) => `, ${index}`).join('');
+      const event = await engine.run({
+        code: `for (let i = 0; i < 20; i++) await dataProxy.request({});
+          function deep(n${names}) {
+            try { deep(n + 1${names}); } catch {}
+            try { dataProxy.request({}).catch(() => {}); } catch {}
+          }
+          deep(0${values});
+          try { await dataProxy.request({}); return 'answered'; } catch (e) { return 'refused, and user code went on'; }`,
+      });
+      outcomes.push(event.type === 'error' ? [event.code, event.details] : event.payload);
+    }
+    const breach = ['LIMIT_EXCEEDED', { field: 'maxDataRequests', limit: 20, size: 21 }];
+    expect(outcomes).toEqual(Array.from({ length: 24 }, () => breach));
+  }, 60_000);
+});
