@@ -3,7 +3,7 @@
 // SES/hardened-JS techniques) and their variants. Each row asserts the exact safe outcome; the
 // rows that broke before this review name the break. Real isolates, real workers, both modes.
 import type { TerminalEvent } from '@coda/sandbox-core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
 import { expectError, expectHealthy, expectResult } from './helpers.ts';
 
@@ -94,12 +94,13 @@ describe.each(modes)('no user code outside the clock (%s)', (isolation) => {
     dataHandler: () => 1,
     tools: { lookup: { handler: () => 1 } },
   });
+  // Workers start (and pools warm) outside the tests' own time limits: slow on a loaded machine.
+  beforeAll(() => engine.ready(), 120_000);
   afterAll(() => engine.dispose());
 
   it.each(underTheClock)(
     '$name: TIMEOUT within timeoutMs + 1 s, the co-tenant served, the workers kept',
     async ({ code }) => {
-      await engine.ready();
       const pids = engine.stats().workerPids;
       const started = performance.now();
       const [attack, benign] = await Promise.all([
@@ -174,6 +175,8 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
       return (twoByte ? '€' : 'x').repeat(units);
     },
   });
+  // Workers start (and pools warm) outside the tests' own time limits: slow on a loaded machine.
+  beforeAll(() => engine.ready(), 120_000);
   afterAll(() => engine.dispose());
 
   function arm(count: number) {
@@ -187,7 +190,6 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
   it.each(answerFloods)(
     '$name: OOM, the worker and a co-tenant kept',
     async ({ fill, answers, units, twoByte }) => {
-      await engine.ready();
       const pids = engine.stats().workerPids;
       arm(answers);
       const code = `const keep = []; for (let i = 0; i < ${fill}; i++) keep.push(new Array(131072).fill(i + 0.5));
@@ -276,12 +278,13 @@ describe.each(modes)('heap exhaustion is OOM on further paths (%s)', (isolation)
       return objects === undefined ? 1 : Array.from({ length: objects }, () => ({}));
     },
   });
+  // Workers start (and pools warm) outside the tests' own time limits: slow on a loaded machine.
+  beforeAll(() => engine.ready(), 120_000);
   afterAll(() => engine.dispose());
 
   it.each(heapPaths)(
     '$name: OOM, the worker kept, a co-tenant served',
     async ({ code, limits }) => {
-      await engine.ready();
       const pids = engine.stats().workerPids;
       const [attack, benign] = await Promise.all([
         engine.run({ code, limits: { memoryMb: 16, timeoutMs: 10_000, ...limits } }),
@@ -341,6 +344,8 @@ describe.each(modes)('nothing starts after the outcome is delivered (%s)', (isol
     dataHandler: count,
     tools: { act: { handler: count } },
   });
+  // Workers start (and pools warm) outside the tests' own time limits: slow on a loaded machine.
+  beforeAll(() => engine.ready(), 120_000);
   afterAll(() => engine.dispose());
 
   it.each(lateCalls)(
@@ -443,6 +448,8 @@ describe.each(modes)('published escape techniques reach nothing (%s)', (isolatio
       },
     },
   });
+  // Workers start (and pools warm) outside the tests' own time limits: slow on a loaded machine.
+  beforeAll(() => engine.ready(), 120_000);
   afterAll(() => engine.dispose());
 
   it.each(escapes)('$name', async ({ code, payload }) => {
@@ -489,6 +496,8 @@ describe.each(modes)('limits in UTF-8 bytes, whatever the isolate counted (%s)',
       return answer === undefined ? 1 : '€'.repeat(answer);
     },
   });
+  // Workers start (and pools warm) outside the tests' own time limits: slow on a loaded machine.
+  beforeAll(() => engine.ready(), 120_000);
   afterAll(() => engine.dispose());
 
   it('params: the sixth 900 008-byte request passes maxDataBytes (5 000 000) and ends the run', async () => {
@@ -574,6 +583,8 @@ describe('worker deaths log no user data (process)', () => {
     workers: 1,
     logger: { debug: record, info: record, warn: record, error: record },
   });
+  // Workers start (and pools warm) outside the tests' own time limits: slow on a loaded machine.
+  beforeAll(() => engine.ready(), 120_000);
   afterAll(() => engine.dispose());
 
   it('a heap exhausted in a function named with a marker: OOM, the marker in no log line', async () => {
@@ -596,6 +607,8 @@ describe('worker deaths log no user data (process)', () => {
  */
 describe.each(modes)('a limit breach at the stack limit (%s)', (isolation) => {
   const engine = new SandboxEngine({ isolation, workers: 1, dataHandler: () => 1 });
+  // Workers start (and pools warm) outside the tests' own time limits: slow on a loaded machine.
+  beforeAll(() => engine.ready(), 120_000);
   afterAll(() => engine.dispose());
 
   it('ends LIMIT_EXCEEDED at call 21 for every frame size', async () => {
