@@ -175,7 +175,10 @@ function sent(reading: Reading, label: string, name: string): Expected {
   }
   if ('json' in encode) return { result: encode.json };
   const { suffix, what } = encode.refused;
-  return { code: 'RUNTIME', message: `TypeError: ${label}: ${name}${suffix}: ${what} cannot be sent as JSON` };
+  return {
+    code: 'RUNTIME',
+    message: `TypeError: ${label}: ${name}${suffix}: ${what} cannot be sent as JSON`,
+  };
 }
 
 function thrown(reading: Reading): Expected {
@@ -183,13 +186,19 @@ function thrown(reading: Reading): Expected {
 }
 
 /** Every way user code hands a value `H` over, and what it must end with. */
-const channels: Record<string, { code: (value: string) => string; expect: (reading: Reading) => Expected }> = {
+const channels: Record<
+  string,
+  { code: (value: string) => string; expect: (reading: Reading) => Expected }
+> = {
   returned: {
     code: (value) => `return ${value}`,
     expect: ({ encode }) => {
       if (encode === 'loop') return timeout;
       if ('throws' in encode) {
-        return { code: 'VALIDATION', message: `The result is not JSON-serializable: ${encode.throws}` };
+        return {
+          code: 'VALIDATION',
+          message: `The result is not JSON-serializable: ${encode.throws}`,
+        };
       }
       if ('json' in encode) return { result: encode.json };
       const { suffix, what } = encode.refused;
@@ -294,23 +303,27 @@ describe.each(['process', 'in-process'] as const)(
       return { event, elapsed: performance.now() - started };
     }
 
-    it.each(rows)('$name', async ({ code, expected }) => {
-      await engine.ready();
-      const pids = engine.stats().workerPids;
-      // Beside a co-tenant that waits on the host (it would die with a killed worker).
-      const coTenant = await startCoTenant();
-      const beside = await runTimed(code);
-      expectOutcome(beside.event, expected);
-      expect(beside.elapsed).toBeLessThan(boundMs);
-      coTenant.release('held');
-      expect(expectResult(await coTenant.event).payload).toEqual(['held', coTenantSum]);
-      if (isolation === 'process') {
-        // Alone on an idle worker, where user code starts on the worker's main thread.
-        const alone = await runTimed(code);
-        expectOutcome(alone.event, expected);
-        expect(alone.elapsed).toBeLessThan(boundMs);
-      }
-      expect(engine.stats().workerPids).toEqual(pids);
-    }, 30_000);
+    it.each(rows)(
+      '$name',
+      async ({ code, expected }) => {
+        await engine.ready();
+        const pids = engine.stats().workerPids;
+        // Beside a co-tenant that waits on the host (it would die with a killed worker).
+        const coTenant = await startCoTenant();
+        const beside = await runTimed(code);
+        expectOutcome(beside.event, expected);
+        expect(beside.elapsed).toBeLessThan(boundMs);
+        coTenant.release('held');
+        expect(expectResult(await coTenant.event).payload).toEqual(['held', coTenantSum]);
+        if (isolation === 'process') {
+          // Alone on an idle worker, where user code starts on the worker's main thread.
+          const alone = await runTimed(code);
+          expectOutcome(alone.event, expected);
+          expect(alone.elapsed).toBeLessThan(boundMs);
+        }
+        expect(engine.stats().workerPids).toEqual(pids);
+      },
+      30_000,
+    );
   },
 );

@@ -60,9 +60,6 @@ export class CodeExecutor {
     const cpuBefore = readCpuMs(prepared);
     let ended: SandboxErrorJSON | undefined;
     let cpuAtEnd = 0;
-    // Whether the host disposed the isolate: one the host did not dispose was disposed by
-    // isolated-vm itself, which does so only when the heap passed its memoryLimit.
-    let disposedByHost = false;
     const timers = new ExecutionTimers(limits.timeoutMs, limits.maxTimers, started);
     prepared.timers = timers;
     // Settles when the run may be over: an outcome delivered, the run's promise abandoned (the
@@ -78,7 +75,6 @@ export class CodeExecutor {
       timers.close();
       // Only the CPU counter: it needs no lock, and this must not block the caller's thread.
       cpuAtEnd = readCpuMs(prepared);
-      disposedByHost = true;
       disposeQuietly(prepared.isolate);
       wake();
     };
@@ -306,7 +302,11 @@ function oomError(memoryMb: number): SandboxErrorJSON {
 // tool call or in a timer). Nothing else can reject the run: user code's values never leave
 // through isolated-vm (see bootstrap-source.ts), so anything else is isolated-vm failing.
 // Called only when the host did not end the execution itself (it disposed nothing).
-function mapFailure(failure: unknown, job: ExecutionJob, prepared: PreparedIsolate): SandboxErrorJSON {
+function mapFailure(
+  failure: unknown,
+  job: ExecutionJob,
+  prepared: PreparedIsolate,
+): SandboxErrorJSON {
   if (prepared.isolate.isDisposed) return oomError(job.limits.memoryMb);
   const message = failure instanceof Error ? failure.message : String(failure);
   return {
