@@ -107,9 +107,6 @@ export class CodeExecutor {
     else signal?.addEventListener('abort', onAbort, { once: true });
 
     let failure: unknown;
-    // Whether user code finished within a synchronous start: then nothing of it is left to run
-    // (applySync ran its microtasks under V8's timeout).
-    let finishedHere = false;
     let text: string | undefined;
     try {
       const here = ended === undefined && start?.allowed() === true;
@@ -135,7 +132,6 @@ export class CodeExecutor {
           // isolated-vm's own: V8's timeout, a dispose, the memory limit.
           if (error !== runEnded) throw error;
         }
-        finishedHere = here && prepared.delivered !== undefined && ended === undefined;
         if (prepared.delivered === undefined && ended === undefined && !prepared.abandoned) {
           if (here) start?.yielded();
           // The rest runs on the isolate's thread, bounded by the wall-clock timer (V8's
@@ -170,7 +166,7 @@ export class CodeExecutor {
       return { kind: 'error', error: ended, stats };
     }
     if (outcome?.kind === 'syntax') {
-      return locateSyntaxError(prepared, outcome.body, job, stats, finishedHere);
+      return locateSyntaxError(prepared, outcome.body, job, stats);
     }
     if (outcome !== undefined) return decode(outcome, job, stats);
     return { kind: 'error', error: mapFailure(failure, job, prepared), stats };
@@ -209,25 +205,22 @@ function splitOutcome(text: string): Outcome {
  * none, so the code is compiled once more, as a script that wraps it the same way, only to read
  * where it fails (never run). The constructor already parsed the body on its own, so nothing in it
  * can close the wrapper early. No user code ran in this isolate (it did not compile), so this task
- * of isolated-vm's has no user value to copy at its end; on the calling thread when the run
- * started there (`here`), as that thread serves nothing else anyway.
+ * of isolated-vm's has no user value to copy at its end.
  */
 async function locateSyntaxError(
   prepared: PreparedIsolate,
   body: string,
   job: ExecutionJob,
   stats: IsolateStats,
-  here: boolean,
 ): Promise<JobOutcome> {
   const thrown = parseThrown(body);
   let found: { message: string; location: CodeLocation } | undefined;
   try {
     if (!prepared.isolate.isDisposed) {
-      const source = syntaxProbeSource(job.code);
-      const options = { filename: userFileName, lineOffset: -1 };
-      const probe = here
-        ? prepared.isolate.compileScriptSync(source, options)
-        : await prepared.isolate.compileScript(source, options);
+      const probe = await prepared.isolate.compileScript(syntaxProbeSource(job.code), {
+        filename: userFileName,
+        lineOffset: -1,
+      });
       probe.release();
     }
   } catch (error) {
