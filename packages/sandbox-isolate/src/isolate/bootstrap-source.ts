@@ -13,9 +13,8 @@
 // forget: id), $9 = breach callback (sync ivm.Callback: field, size, label; the host ends the execution
 // with LIMIT_EXCEEDED, or VALIDATION for the depth, and disposes the isolate before it returns),
 // $10 = this isolate's own ivm.Isolate (only its heap figures are read, through isolated-vm's
-// same-isolate path), $11 = watch Reference (host function: applyIgnored with the run's promise,
-// which isolated-vm rejects as abandoned when it disposes the isolate at its memory limit), $12 =
-// big-answer callback (sync ivm.Callback: token, heap room in bytes → '1' + json | '0' + message).
+// same-isolate path), $11 = big-answer callback (sync ivm.Callback: token, heap room in bytes →
+// '1' + json | '0' + message).
 // It captures them in this closure (they are never reachable from the global object) and
 // returns `[run]`, a function whose Reference only the host holds.
 //
@@ -60,10 +59,8 @@ const timerRef = $7;
 const clearTimer = $8;
 const reportBreach = $9;
 const self = $10;
-const watchRef = $11;
-const takeAnswer = $12;
+const takeAnswer = $11;
 const readHeap = self.getHeapStatisticsSync;
-const watchApply = watchRef.applyIgnored;
 const runEnded = 'sandbox:run-ended';
 const timerApply = timerRef.apply;
 const dataApply = dataRef.apply;
@@ -118,7 +115,6 @@ const applyOptions = {
   arguments: { __proto__: null, copy: true },
   result: { __proto__: null, promise: true, copy: true },
 };
-const watchOptions = { __proto__: null, arguments: { __proto__: null, promise: true } };
 
 let limits = null;
 let statusEvents = 0;
@@ -169,16 +165,6 @@ function heapRoom() {
   const room =
     figure(stats, 'heap_size_limit') - figure(stats, 'used_heap_size') - figure(stats, 'externally_allocated_size');
   return room > 0 ? room : 0;
-}
-
-// Hands the run's promise to the host once, before the first crossing (the only way user code
-// can resume after run ends): isolated-vm rejects the host's side as abandoned when it disposes
-// this isolate at its memory limit, which tells the host of an OOM while user code waits.
-let watching = false;
-function watch() {
-  if (watching) return;
-  watching = true;
-  ReflectApply(watchApply, watchRef, [undefined, [pending], watchOptions]);
 }
 
 function cap(text, max) {
@@ -453,7 +439,6 @@ function bridgeCall(value, label, name, tool) {
       return breach(field, encoded.units, label + ': ' + name + ' over ' + field, label);
     }
   }
-  watch();
   // A string answer: resolving with an object would consult a then method user code planted.
   return observe(ReflectApply(dataApply, dataRef, [undefined, args, applyOptions]), answerOf, undefined);
 }
@@ -524,7 +509,6 @@ function flushTimers() {
     const timer = timers[id];
     if (timer === undefined || timer.crossed) continue;
     timer.crossed = true;
-    watch();
     const left = timer.ms - (DateNow() - timer.setAt);
     observe(
       ReflectApply(timerApply, timerRef, [undefined, [id, left > 0 ? left : 0], applyOptions]),
@@ -664,7 +648,6 @@ return [
     timers = { __proto__: null };
     unsent = { __proto__: null };
     timersPending = 0;
-    watching = false;
     const report = synchronous ? deliverNow : deliver;
     let fn;
     try {

@@ -62,8 +62,8 @@ export class CodeExecutor {
     let cpuAtEnd = 0;
     const timers = new ExecutionTimers(limits.timeoutMs, limits.maxTimers, started);
     prepared.timers = timers;
-    // Settles when the run may be over: an outcome delivered, the run's promise abandoned (the
-    // isolate gone at its memory limit), or an end decided here.
+    // Settles when the run may be over: an outcome delivered, the isolate gone (isolated-vm
+    // disposes it at its memory limit), or an end decided here.
     let wake = () => {};
     const over = new Promise<void>((resolve) => {
       wake = resolve;
@@ -132,13 +132,21 @@ export class CodeExecutor {
           // isolated-vm's own: V8's timeout, a dispose, the memory limit.
           if (error !== runEnded) throw error;
         }
-        if (prepared.delivered === undefined && ended === undefined && !prepared.abandoned) {
+        if (prepared.delivered === undefined && ended === undefined) {
           if (here) start?.yielded();
           // The rest runs on the isolate's thread, bounded by the wall-clock timer (V8's
-          // timeout covers only a call's synchronous part).
-          await over;
+          // timeout covers only a call's synchronous part). isolated-vm tells of an isolate it
+          // disposed only through a call in flight, and none is: its state is polled.
+          const poll = setInterval(() => {
+            if (prepared.isolate.isDisposed) wake();
+          }, disposalPollMs);
+          try {
+            await over;
+          } finally {
+            clearInterval(poll);
+          }
         }
-        if (prepared.delivered === undefined && ended === undefined) failure = abandonedRun;
+        if (prepared.delivered === undefined && ended === undefined) failure = isolateGone;
       }
     } catch (error) {
       failure = error;
@@ -173,8 +181,14 @@ export class CodeExecutor {
   }
 }
 
-/** The failure of a run whose promise isolated-vm abandoned (it disposed the isolate). */
-const abandonedRun = new Error('Promise was abandoned');
+/** The failure of a run whose isolate isolated-vm disposed while user code waited on the host. */
+const isolateGone = new Error('The isolate was disposed while user code waited on the host');
+
+/**
+ * How often a run waiting on the host checks whether isolated-vm disposed its isolate (at the
+ * memory limit): the delay of an `OOM` noticed there.
+ */
+const disposalPollMs = 20;
 
 /** An outcome text's parts (see bootstrap-source.ts). */
 interface Outcome {
@@ -288,13 +302,13 @@ function oomError(memoryMb: number): SandboxErrorJSON {
   };
 }
 
-// Why the run's promise rejected before user code delivered an outcome (V8's timeout is handled
-// where it is caught), from facts rather than from the path that noticed: an isolate disposed
-// while the host did not dispose it was disposed by isolated-vm at its memory limit, whatever
-// the rejection says ("Promise was abandoned" when user code resumed after a data request, a
-// tool call or in a timer). Nothing else can reject the run: user code's values never leave
-// through isolated-vm (see bootstrap-source.ts), so anything else is isolated-vm failing.
-// Called only when the host did not end the execution itself (it disposed nothing).
+// Why the run ended without an outcome (V8's timeout is handled where it is caught), from facts
+// rather than from the path that noticed: an isolate disposed while the host did not dispose it
+// was disposed by isolated-vm at its memory limit, whatever the run's call said, or whether user
+// code was waiting on the host then (resumed after a data request, a tool call or in a timer).
+// Nothing else can end a run: user code's values never leave through isolated-vm (see
+// bootstrap-source.ts), so anything else is isolated-vm failing. Called only when the host did
+// not end the execution itself (it disposed nothing).
 function mapFailure(
   failure: unknown,
   job: ExecutionJob,

@@ -36,12 +36,7 @@ export interface PreparedIsolate {
   timers: ExecutionTimers | undefined;
   /** The run's outcome text (see bootstrap-source.ts), once user code has finished. */
   readonly delivered: string | undefined;
-  /**
-   * Whether isolated-vm abandoned the run's promise, which it does when it disposes the isolate
-   * at its memory limit while user code waits on the host.
-   */
-  readonly abandoned: boolean;
-  /** Called when `delivered` or `abandoned` is set: the run may be over. */
+  /** Called when `delivered` is set. */
   onSettled: (() => void) | undefined;
   /**
    * Called, inside the isolate's synchronous call, with a big data answer (see
@@ -110,7 +105,6 @@ export class ContextBuilder {
         host: JobHost | undefined;
         timers: ExecutionTimers | undefined;
         delivered: string | undefined;
-        abandoned: boolean;
         onSettled: PreparedIsolate['onSettled'];
         onBreach: PreparedIsolate['onBreach'];
         admitAnswer: PreparedIsolate['admitAnswer'];
@@ -118,7 +112,6 @@ export class ContextBuilder {
         host: undefined,
         timers: undefined,
         delivered: undefined,
-        abandoned: false,
         onSettled: undefined,
         onBreach: undefined,
         admitAnswer: undefined,
@@ -180,15 +173,6 @@ export class ContextBuilder {
         const admitted = holder.admitAnswer?.(json, typeof room === 'number' ? room : 0) === true;
         return admitted ? `1${json}` : '0Execution has ended';
       });
-      // Told of the run's promise at its first crossing: isolated-vm rejects it as abandoned when
-      // it disposes the isolate at its memory limit (see bootstrap-source.ts).
-      const watch = new ivm.Reference((promise: unknown) => {
-        if (!(promise instanceof Promise)) return;
-        promise.then(undefined, () => {
-          holder.abandoned = true;
-          holder.onSettled?.();
-        });
-      });
       // setTimeout: the promise resolves when the timer is due; the isolate runs the callback.
       const timer = new ivm.Reference(
         async (id: unknown, delayMs: unknown) => holder.timers?.start(id, delayMs) ?? '0',
@@ -231,7 +215,6 @@ export class ContextBuilder {
           clearTimer,
           breach,
           isolate,
-          watch,
           takeAnswer,
         ],
         { result: { reference: true } },
@@ -279,9 +262,6 @@ export class ContextBuilder {
         get delivered() {
           return holder.delivered;
         },
-        get abandoned() {
-          return holder.abandoned;
-        },
         get onSettled() {
           return holder.onSettled;
         },
@@ -309,8 +289,8 @@ export class ContextBuilder {
   }
 }
 
-/** The bootstrap as a function of its thirteen arguments (see bootstrap-source.ts). */
-const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) {\n${bootstrapSource}\n})`;
+/** The bootstrap as a function of its twelve arguments (see bootstrap-source.ts). */
+const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) {\n${bootstrapSource}\n})`;
 /** V8's code cache of the bootstrap, made by the first isolate of this process. */
 let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
 
