@@ -124,20 +124,11 @@ async function startLauncher(
     cgroups.removeSync();
     return undefined;
   }
-  const streams = child.stdio.filter((stream) => stream !== null) as unknown as Socket[];
-  const setRef = (on: boolean): void => {
-    if (on) child.ref();
-    else child.unref();
-    for (const stream of streams) {
-      if (on) stream.ref?.();
-      else stream.unref?.();
-    }
-  };
-  setRef(false);
+  const ref = holdUnreferenced(child);
   const launcher: Launcher = {
     child,
     cgroups,
-    ref: () => setRef(true),
+    ref,
     discard: () => discardLauncher(launcher),
   };
   const onGone = (): void => {
@@ -152,6 +143,24 @@ async function startLauncher(
   child.once('exit', onGone);
   child.once('error', onGone);
   return launcher;
+}
+
+/**
+ * Makes `child` and its pipes stop keeping the host alive (a pooled process waits for a run
+ * that may never come); the returned function undoes that when a run takes it.
+ */
+export function holdUnreferenced(child: ChildProcess): () => void {
+  const streams = child.stdio.filter((stream) => stream !== null) as unknown as Socket[];
+  const setRef = (on: boolean): void => {
+    if (on) child.ref();
+    else child.unref();
+    for (const stream of streams) {
+      if (on) stream.ref?.();
+      else stream.unref?.();
+    }
+  };
+  setRef(false);
+  return () => setRef(true);
 }
 
 /** Kills a launcher that will not run anything and removes its groups (in the background). */

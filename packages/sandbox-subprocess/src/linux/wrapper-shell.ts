@@ -16,6 +16,11 @@ export const helperEnvironment: Readonly<Record<string, string>> = Object.freeze
 export interface WrapperDescriptors {
   /** Pipes beyond stdio (the command's fds 3, 4, ...). */
   readonly extraPipes: number;
+  /**
+   * A pre-started sandbox (prestart-pool.ts) has one more descriptor, after the start marker:
+   * the pipe its stub inside the sandbox reads the command from.
+   */
+  readonly commandPipe?: boolean | undefined;
 }
 
 /** The descriptor bwrap reads the seccomp program from. */
@@ -42,9 +47,29 @@ export function startedSteps(fd: number): string {
   return `printf s >&${fd} && exec ${fd}>&-`;
 }
 
+/** The descriptor a pre-started sandbox's stub reads its command from (see commandPipe). */
+export function commandDescriptor(layout: WrapperDescriptors): number {
+  return 6 + layout.extraPipes;
+}
+
 /** How many descriptors the wrapper is spawned with. */
 export function wrapperDescriptorCount(layout: WrapperDescriptors): number {
-  return 6 + layout.extraPipes;
+  return 6 + layout.extraPipes + (layout.commandPipe === true ? 1 : 0);
+}
+
+/** Shell that closes every descriptor but the layout's own (the loop of both wrappers). */
+function closeInherited(layout: WrapperDescriptors): string {
+  const keep = Array.from({ length: wrapperDescriptorCount(layout) }, (_, fd) => fd).join(' ');
+  // `;` after the loop: closing the descriptor the glob itself used fails, harmlessly.
+  return `for f in /proc/$$/fd/*; do n=\${f##*/}; case " ${keep} " in *" $n "*) ;; *) exec {n}<&- ;; esac; done;`;
+}
+
+/** `rmdir` of a run's groups (each group and the directory that holds it). */
+function removeGroups(procsFiles: readonly string[]): string[] {
+  return procsFiles.map((file) => {
+    const dir = dirname(file);
+    return `rmdir ${shellQuote(dir)} ${shellQuote(dirname(dir))}`;
+  });
 }
 
 /**
@@ -54,16 +79,31 @@ export function wrapperDescriptorCount(layout: WrapperDescriptors): number {
  * over a run), the shell moves back to its parent groups and removes the run's.
  */
 export function wrapperScript(layout: WrapperDescriptors, procsFiles: readonly string[]): string {
-  const keep = Array.from({ length: wrapperDescriptorCount(layout) }, (_, fd) => fd).join(' ');
-  const close = `for f in /proc/$$/fd/*; do n=\${f##*/}; case " ${keep} " in *" $n "*) ;; *) exec {n}<&- ;; esac; done`;
   const joins = procsFiles.map((file) => `echo $$ > ${shellQuote(file)}`);
   const groups = procsFiles.map((file) => dirname(file));
   const cleanup = [
     ...groups.map((dir) => `echo $$ > ${shellQuote(`${dirname(dirname(dir))}/cgroup.procs`)}`),
-    ...groups.map((dir) => `rmdir ${shellQuote(dir)} ${shellQuote(dirname(dir))}`),
+    ...removeGroups(procsFiles),
   ];
   const fd = instructionsDescriptor(layout);
   const run = `if IFS= read -r -d '' line <&${fd}; then eval "$line"; else { ${cleanup.join('; ') || ':'}; } 2>/dev/null; exit 125; fi`;
-  // `;` after the loop: closing the descriptor the glob itself used fails, harmlessly.
-  return `${close}; ${[...joins, run].join(' && ')}`;
+  return `${closeInherited(layout)} ${[...joins, run].join(' && ')}`;
+}
+
+/**
+ * The wrapper of a pre-started sandbox: `steps` (rlimits, then `exec bwrap --args FD ...`) run
+ * in a subshell that joins the run's groups first, so the wrapper itself stays outside them
+ * (the run's pids limit counts the same processes as a cold run's) and outlives bwrap. It exits
+ * with bwrap's status; when the host died meanwhile (the wrapper was reparented: its stub saw
+ * the command pipe close), it removes the run's groups, which nobody else would.
+ */
+export function prestartWrapperScript(
+  layout: WrapperDescriptors,
+  procsFiles: readonly string[],
+  steps: string,
+): string {
+  const joins = procsFiles.map((file) => `echo $BASHPID > ${shellQuote(file)}`);
+  const orphaned = 'read -r _ _ _ p _ < /proc/$$/stat; [ "$p" != "$PPID" ]';
+  const cleanup = removeGroups(procsFiles).join('; ') || ':';
+  return `${closeInherited(layout)} (${[...joins, steps].join(' && ')}); s=$?; if ${orphaned}; then { ${cleanup}; } 2>/dev/null; fi; exit $s`;
 }
