@@ -11,6 +11,7 @@
 // (a masked path that appeared) sends the run down the cold path. Each SubprocessSandbox owns
 // its pool; close() ends it.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import {
   type CgroupSupport,
@@ -64,6 +65,8 @@ interface KeyState {
   readonly ready: Entry[];
   /** Entries started and not yet ready. */
   readonly starting: Set<Entry>;
+  /** Pre-starts under way, from their groups' creation until ready or failed. */
+  pending: number;
   /** Pre-starts in a row that never got ready; at {@link maxFailures} the key stops refilling. */
   failures: number;
 }
@@ -104,7 +107,13 @@ export class PrestartPool {
    */
   take(key: string, spec: PrestartSpec): PrestartedSandbox | undefined {
     if (this.#closed) return undefined;
-    const state = this.#keys.get(key) ?? { spec, ready: [], starting: new Set(), failures: 0 };
+    const state = this.#keys.get(key) ?? {
+      spec,
+      ready: [],
+      starting: new Set(),
+      pending: 0,
+      failures: 0,
+    };
     this.#keys.delete(key);
     this.#keys.set(key, state); // most recently used last
     while (this.#keys.size > maxKeys) {
@@ -113,7 +122,7 @@ export class PrestartPool {
       for (const entry of [...dropped.ready, ...dropped.starting]) discard(entry);
     }
     for (let entry = state.ready.shift(); entry !== undefined; entry = state.ready.shift()) {
-      if (!entry.gone && entry.launcher.child.exitCode === null) return entry;
+      if (!entry.gone && alive(entry.launcher.child)) return entry;
       discard(entry);
     }
     return undefined;
@@ -123,9 +132,13 @@ export class PrestartPool {
   refill(key: string): void {
     const state = this.#keys.get(key);
     if (this.#closed || state === undefined || state.failures >= maxFailures) return;
-    if (state.starting.size > 0) return; // one at a time; it refills again when ready
+    if (state.pending > 0) return; // one at a time; it refills again when ready
     if (state.ready.length >= perKey) return;
-    void this.#startOne(key, state);
+    state.pending++;
+    void this.#startOne(key, state).finally(() => {
+      state.pending--;
+      if (state.pending === 0 && this.#keys.get(key) === state) this.refill(key);
+    });
   }
 
   async #startOne(key: string, state: KeyState): Promise<void> {
@@ -149,7 +162,6 @@ export class PrestartPool {
     }
     state.failures = 0;
     state.ready.push(entry);
-    this.refill(key);
   }
 
   /** Ends every sandbox it holds (a policy change makes them useless); the pool stays usable. */
@@ -186,16 +198,16 @@ export class PrestartPool {
     this.#keys.clear();
   }
 
-  /** PIDs of the wrappers of its sandboxes, ready or starting (for tests and diagnostics). */
+  /** PIDs of the live wrappers of its sandboxes, ready or starting (for tests and diagnostics). */
   pids(): number[] {
     return [...this.#keys.values()]
       .flatMap((state) => [...state.ready, ...state.starting])
-      .flatMap((entry) => entry.launcher.child.pid ?? []);
+      .flatMap((entry) => (entry.gone ? [] : (entry.launcher.child.pid ?? [])));
   }
 
   /** Resolves once no pre-start is under way (for tests and diagnostics). */
   async settled(): Promise<void> {
-    const busy = (): boolean => [...this.#keys.values()].some((state) => state.starting.size > 0);
+    const busy = (): boolean => [...this.#keys.values()].some((state) => state.pending > 0);
     do await new Promise((resolve) => setTimeout(resolve, 5));
     while (busy());
   }
@@ -293,6 +305,20 @@ function discard(entry: Entry): Promise<void> {
 async function removeGroups(cgroups: RunCgroups): Promise<void> {
   await cgroups.kill();
   await cgroups.remove();
+}
+
+/**
+ * Whether the wrapper still runs: not reported gone, and not a zombie that Node has yet to reap
+ * (it dies with its bwrap, so a sandbox killed moments ago is not handed out).
+ */
+function alive(child: ChildProcess): boolean {
+  if (child.exitCode !== null || child.signalCode !== null) return false;
+  try {
+    const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return false;
+  }
 }
 
 function kill(child: ChildProcess): void {
