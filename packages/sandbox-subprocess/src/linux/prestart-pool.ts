@@ -131,7 +131,7 @@ export class PrestartPool {
   /** Starts sandboxes for `key` in the background until it has {@link perKey}. */
   refill(key: string): void {
     const state = this.#keys.get(key);
-    if (this.#closed || state === undefined) return;
+    if (this.#closed || state === undefined || state.failures >= maxFailures) return;
     if (state.pending > 0) return; // one at a time; it refills again when ready
     if (state.ready.length >= perKey) return;
     state.pending++;
