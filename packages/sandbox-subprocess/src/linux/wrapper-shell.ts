@@ -94,8 +94,12 @@ export function wrapperScript(layout: WrapperDescriptors, procsFiles: readonly s
  * The wrapper of a pre-started sandbox: `steps` (rlimits, then `exec bwrap --args FD ...`) run
  * in a subshell that joins the run's groups first, so the wrapper itself stays outside them
  * (the run's pids limit counts the same processes as a cold run's) and outlives bwrap. It exits
- * with bwrap's status; when the host died meanwhile (the wrapper was reparented: its stub saw
- * the command pipe close), it removes the run's groups, which nobody else would.
+ * with bwrap's status. When the host died meanwhile (its stub saw the command pipe close), it
+ * removes the run's groups, which nobody else would: the host is gone when a byte written to
+ * the start descriptor finds no reader (EPIPE, with SIGPIPE ignored only now, so bwrap and the
+ * command never inherit that). The parent pid would not say so in time: a dying multi-threaded
+ * host keeps its pid until its last thread has exited, well after its descriptors closed.
+ * A live host ignores the byte (`h`): only `r` and `s` mean something on that descriptor.
  */
 export function prestartWrapperScript(
   layout: WrapperDescriptors,
@@ -103,7 +107,7 @@ export function prestartWrapperScript(
   steps: string,
 ): string {
   const joins = procsFiles.map((file) => `echo $BASHPID > ${shellQuote(file)}`);
-  const orphaned = 'read -r _ _ _ p _ < /proc/$$/stat; [ "$p" != "$PPID" ]';
+  const hostGone = `trap '' PIPE; ! printf h 2>/dev/null >&${startedDescriptor(layout)}`;
   const cleanup = removeGroups(procsFiles).join('; ') || ':';
-  return `${closeInherited(layout)} (${[...joins, steps].join(' && ')}); s=$?; if ${orphaned}; then { ${cleanup}; } 2>/dev/null; fi; exit $s`;
+  return `${closeInherited(layout)} (${[...joins, steps].join(' && ')}); s=$?; if ${hostGone}; then { ${cleanup}; } 2>/dev/null; fi; exit $s`;
 }
