@@ -16,6 +16,7 @@ import type { Readable, Writable } from 'node:stream';
 import {
   type CgroupSupport,
   createRunCgroupsInBackground,
+  planRunGroups,
   type RunCgroups,
   removeBases,
 } from './cgroup.ts';
@@ -226,27 +227,34 @@ export class PrestartPool {
 
 /** Starts one sandbox of `spec`: fresh groups, the wrapper, its inputs written at once. */
 async function prestart(spec: PrestartSpec): Promise<Entry | undefined> {
-  const cgroups = await createRunCgroupsInBackground(spec.support, {
+  const limits = {
     memoryBytes: spec.groups.memory ? placeholder.memoryBytes : 0,
     pids: spec.groups.pids ? placeholder.pids : 0,
-  });
-  if (cgroups === undefined) return undefined;
+  };
+  const planned = planRunGroups(spec.support, limits);
+  if (planned.procsFiles.length === 0) return undefined;
   const layout = { ...spec.layout, commandPipe: true };
   let child: ChildProcess;
   try {
     if (bashPath === undefined) throw new Error('bash not found');
-    const script = prestartWrapperScript(layout, cgroups.procsFiles, spec.steps);
+    const script = prestartWrapperScript(layout, planned.procsFiles, spec.steps);
     child = spawn(bashPath, ['--norc', '--noprofile', '-c', script, 'coda-sandbox'], {
       cwd: '/',
       env: helperEnvironment,
       stdio: Array.from({ length: wrapperDescriptorCount(layout) }, () => 'pipe' as const),
     });
   } catch {
-    cgroups.removeSync();
+    return undefined;
+  }
+  const cgroups = await createRunCgroupsInBackground(spec.support, limits, planned);
+  if (cgroups === undefined) {
+    kill(child);
     return undefined;
   }
   const ref = holdUnreferenced(child);
-  spec.inputs.forEach((data, index) => {
+  // The groups exist: the NUL before bwrap's options lets the wrapper go on.
+  const [seccomp, options] = spec.inputs;
+  [seccomp, Buffer.concat([Buffer.from('\0'), options])].forEach((data, index) => {
     const stream = child.stdio[3 + spec.layout.extraPipes + index] as Writable | null;
     stream?.on('error', () => {}); // a wrapper that died early is seen through its exit
     stream?.end(data);

@@ -91,6 +91,19 @@ export function wrapperScript(layout: WrapperDescriptors, procsFiles: readonly s
 }
 
 /**
+ * Removes a run's groups, retrying for up to 5 s: bwrap exits as soon as it has its pid 1's
+ * status, while that process and its pid namespace may still be leaving the groups. Then the
+ * base directories, which only the last run out can remove.
+ */
+function removeGroupsRetrying(procsFiles: readonly string[]): string {
+  if (procsFiles.length === 0) return ':';
+  const groups = procsFiles.map((file) => shellQuote(dirname(file)));
+  const bases = procsFiles.map((file) => shellQuote(dirname(dirname(file))));
+  const gone = groups.map((dir) => `[ ! -d ${dir} ]`).join(' && ');
+  return `for ((t = 0; t < 100; t++)); do rmdir ${groups.join(' ')} 2>/dev/null; ${gone} && break; command -p sleep 0.05; done; rmdir ${bases.join(' ')} 2>/dev/null`;
+}
+
+/**
  * The wrapper of a pre-started sandbox: `steps` (rlimits, then `exec bwrap --args FD ...`) run
  * in a subshell that joins the run's groups first, so the wrapper itself stays outside them
  * (the run's pids limit counts the same processes as a cold run's) and outlives bwrap. It exits
@@ -100,6 +113,8 @@ export function wrapperScript(layout: WrapperDescriptors, procsFiles: readonly s
  * command never inherit that). The parent pid would not say so in time: a dying multi-threaded
  * host keeps its pid until its last thread has exited, well after its descriptors closed.
  * A live host ignores the byte (`h`): only `r` and `s` mean something on that descriptor.
+ * The wrapper is spawned before the groups are made, so that no moment exists in which the
+ * host could die leaving groups that no process will remove.
  */
 export function prestartWrapperScript(
   layout: WrapperDescriptors,
@@ -108,6 +123,11 @@ export function prestartWrapperScript(
 ): string {
   const joins = procsFiles.map((file) => `echo $BASHPID > ${shellQuote(file)}`);
   const hostGone = `trap '' PIPE; ! printf h 2>/dev/null >&${startedDescriptor(layout)}`;
-  const cleanup = removeGroups(procsFiles).join('; ') || ':';
-  return `${closeInherited(layout)} (${[...joins, steps].join(' && ')}); s=$?; if ${hostGone}; then { ${cleanup}; } 2>/dev/null; fi; exit $s`;
+  const cleanup = removeGroupsRetrying(procsFiles);
+  const run = `(${[...joins, steps].join(' && ')}); s=$?; if ${hostGone}; then ${cleanup}; fi; exit $s`;
+  // Started before its groups exist: it goes on once the host wrote a NUL on the `--args`
+  // descriptor (the groups are made by then); a pipe closed before that (the host died while
+  // making them) means it removes whatever of them exists.
+  const go = `IFS= read -r -d '' go <&${instructionsDescriptor(layout)}`;
+  return `${closeInherited(layout)} if ${go}; then ${run}; else ${cleanup}; exit 125; fi`;
 }
