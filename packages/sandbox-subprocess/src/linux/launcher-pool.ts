@@ -13,14 +13,21 @@
 // cannot be reset) and no memory charged by someone else's page cache.
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
+import type { Writable } from 'node:stream';
 import {
   type CgroupSupport,
   createRunCgroupsInBackground,
+  planRunGroups,
   type RunCgroups,
   removeBases,
 } from './cgroup.ts';
 import { bashPath } from './detect.ts';
-import { helperEnvironment, wrapperDescriptorCount, wrapperScript } from './wrapper-shell.ts';
+import {
+  helperEnvironment,
+  instructionsDescriptor,
+  wrapperDescriptorCount,
+  wrapperScript,
+} from './wrapper-shell.ts';
 
 /** What a launcher is prepared for; runs with the same shape can share a pool. */
 export interface LauncherShape {
@@ -98,11 +105,12 @@ async function startLauncher(
   support: CgroupSupport,
   shape: LauncherShape,
 ): Promise<Launcher | undefined> {
-  const cgroups = await createRunCgroupsInBackground(support, {
+  const limits = {
     memoryBytes: shape.memory ? placeholder.memoryBytes : 0,
     pids: shape.pids ? placeholder.pids : 0,
-  });
-  if (cgroups === undefined) return undefined;
+  };
+  const planned = planRunGroups(support, limits);
+  if (planned.procsFiles.length === 0) return undefined;
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.once('exit', drainLaunchers);
@@ -110,9 +118,16 @@ async function startLauncher(
   let child: ChildProcess;
   try {
     if (bashPath === undefined) throw new Error('bash not found');
+    // Spawned before its groups are made, it joins them at the NUL written once they exist.
     child = spawn(
       bashPath,
-      ['--norc', '--noprofile', '-c', wrapperScript(shape, cgroups.procsFiles), 'coda-sandbox'],
+      [
+        '--norc',
+        '--noprofile',
+        '-c',
+        wrapperScript(shape, planned.procsFiles, true),
+        'coda-sandbox',
+      ],
       {
         cwd: '/',
         env: helperEnvironment,
@@ -121,9 +136,16 @@ async function startLauncher(
       },
     );
   } catch {
-    cgroups.removeSync();
     return undefined;
   }
+  const cgroups = await createRunCgroupsInBackground(support, limits, planned);
+  if (cgroups === undefined) {
+    child.kill('SIGKILL');
+    return undefined;
+  }
+  const instructions = child.stdio[instructionsDescriptor(shape)] as Writable;
+  instructions.on('error', () => {}); // a launcher that died is seen through its exit
+  instructions.write('\0');
   const ref = holdUnreferenced(child);
   const launcher: Launcher = {
     child,

@@ -135,6 +135,7 @@ export class PrestartPool {
     if (this.#closed || state === undefined || state.failures >= maxFailures) return;
     if (state.pending > 0) return; // one at a time; it refills again when ready
     if (state.ready.length >= perKey) return;
+    registerForExit(this);
     state.pending++;
     void this.#startOne(key, state).finally(() => {
       state.pending--;
@@ -212,17 +213,17 @@ export class PrestartPool {
     do await new Promise((resolve) => setTimeout(resolve, 5));
     while (busy());
   }
+}
 
-  constructor() {
-    livePools.add(this);
-    if (!exitHookInstalled) {
-      exitHookInstalled = true;
-      process.once('exit', () => {
-        for (const pool of livePools) pool.closeSync();
-        removeBases(); // its groups were still in the bases when the launcher pool's hook ran
-      });
-    }
-  }
+/** Ends `pool`'s sandboxes at host exit (registered once it starts any: an unused pool is not kept). */
+function registerForExit(pool: PrestartPool): void {
+  livePools.add(pool);
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.once('exit', () => {
+    for (const live of livePools) live.closeSync();
+    removeBases(); // their groups were still in the bases when the launcher pool's hook ran
+  });
 }
 
 /** Starts one sandbox of `spec`: fresh groups, the wrapper, its inputs written at once. */

@@ -73,21 +73,32 @@ function removeGroups(procsFiles: readonly string[]): string[] {
 }
 
 /**
- * The wrapper script. Instructions end at the first NUL byte (no value can contain one), so
+ * The wrapper script; `awaitGroups`: it first waits for a NUL (the host writes it once the
+ * groups exist). Instructions end at the first NUL byte (no value can contain one), so
  * `read -d ''` takes exactly them and leaves the rest of the pipe (bwrap's NUL-separated
  * arguments) for bwrap. When the pipe closes without instructions (the host died before handing
  * over a run), the shell moves back to its parent groups and removes the run's.
  */
-export function wrapperScript(layout: WrapperDescriptors, procsFiles: readonly string[]): string {
+export function wrapperScript(
+  layout: WrapperDescriptors,
+  procsFiles: readonly string[],
+  awaitGroups = false,
+): string {
   const joins = procsFiles.map((file) => `echo $$ > ${shellQuote(file)}`);
   const groups = procsFiles.map((file) => dirname(file));
-  const cleanup = [
-    ...groups.map((dir) => `echo $$ > ${shellQuote(`${dirname(dirname(dir))}/cgroup.procs`)}`),
-    ...removeGroups(procsFiles),
-  ];
+  const cleanup = `{ ${
+    [
+      ...groups.map((dir) => `echo $$ > ${shellQuote(`${dirname(dirname(dir))}/cgroup.procs`)}`),
+      ...removeGroups(procsFiles),
+    ].join('; ') || ':'
+  }; } 2>/dev/null`;
   const fd = instructionsDescriptor(layout);
-  const run = `if IFS= read -r -d '' line <&${fd}; then eval "$line"; else { ${cleanup.join('; ') || ':'}; } 2>/dev/null; exit 125; fi`;
-  return `${closeInherited(layout)} ${[...joins, run].join(' && ')}`;
+  const run = `if IFS= read -r -d '' line <&${fd}; then eval "$line"; else ${cleanup}; exit 125; fi`;
+  const script = [...joins, run].join(' && ');
+  if (!awaitGroups) return `${closeInherited(layout)} ${script}`;
+  // A pooled launcher is spawned before its groups are made (so that no moment exists in which
+  // the host could die leaving groups no process removes): it joins them at the first NUL.
+  return `${closeInherited(layout)} if IFS= read -r -d '' go <&${fd}; then ${script}; else ${cleanup}; exit 125; fi`;
 }
 
 /**
