@@ -61,7 +61,8 @@ export function runIdentity(policy: Pick<LaunchRequest['policy'], 'runAs'>): Ide
 }
 
 /** Builds the Linux launch plan. */
-export function linuxPlan(request: LaunchRequest): LaunchPlan {
+export function linuxPlan(planned: LaunchRequest): LaunchPlan {
+  let request = planned;
   const { policy, limits } = request;
   if (!policy.enabled) return unconfinedPlan(request);
   if (bashPath === undefined) {
@@ -73,13 +74,15 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
   const choice = chooseBackend(policy, request.hostPath);
   refuseBelowMinimum(choice, policy);
   const { backend, identity, bwrap: support } = choice;
-  // With an egress allowlist, inet sockets work inside (only loopback exists in the run's
-  // namespace) and the forwarder connects to the proxy's Unix socket.
-  const egress = request.egressSocket !== undefined;
   const useBwrap = backend === 'bubblewrap' || backend === 'bubblewrap-as-caller';
   const landlockAbi = backend === 'landlock' ? choice.landlockAbi : undefined;
   const confined = useBwrap || landlockAbi !== undefined;
-  if (egress) requireEgressSupport(support, useBwrap, backend);
+  // A network allowlist: bubblewrap binds the proxy's Unix socket into the run's own network
+  // namespace; Landlock (ABI 4, checked with its rules) lets TCP reach the proxy's port only.
+  const egress = request.egress;
+  if (egress !== undefined && landlockAbi === undefined) {
+    requireEgressSupport(support, useBwrap, backend);
+  }
   if (confined && identity.kind === 'drop' && setprivPath === undefined) {
     throw new SandboxUnavailableError(
       'Dropping to an unprivileged identity needs util-linux setpriv (or runAs: "host")',
@@ -104,7 +107,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
 
   // Everything that can refuse the run comes before anything is taken (cgroups, launchers).
   const pins: CheckedPath[] = [];
-  let instructions: string;
+  let instructions: string | Promise<string>;
   /** The run as a pre-started sandbox would run it, when one could (see prestartable). */
   let prestart: { steps: string; options: Buffer; message: Buffer } | undefined;
   try {
@@ -129,6 +132,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     const nulSeparated = (args: readonly string[]): string =>
       args.map((arg) => `${arg}\0`).join('');
     if (useBwrap) {
+      if (egress !== undefined) request = { ...request, egressSocket: egress.unixSocket() };
       const confinement = bwrapConfinement(
         request,
         identity,
@@ -147,8 +151,21 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
         };
       }
     } else if (landlockAbi !== undefined) {
-      const landlock = landlockArguments(request, identity, landlockAbi, controls, pins);
-      instructions = `${line(`exec ${landlock.exec.map(shellQuote).join(' ')}`)}\0${landlock.instructions}`;
+      const landlock = landlockArguments(
+        request,
+        identity,
+        landlockAbi,
+        controls,
+        pins,
+        hostPaths,
+        egress !== undefined,
+      );
+      const prefix = `${line(`exec ${landlock.exec.map(shellQuote).join(' ')}`)}\0`;
+      // The proxy's port is known once its listener is up; the wrapper waits on its pipe.
+      instructions =
+        egress === undefined
+          ? `${prefix}${landlock.encode()}`
+          : egress.loopbackPort().then((port) => `${prefix}${landlock.encode(port)}`);
     } else {
       // The wrapper closed what the host left open (wrapper-shell.ts), here as everywhere.
       controls.push(SandboxControl.inheritedDescriptorsClosed);
@@ -159,16 +176,21 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     throw error;
   }
 
-  const pooled = cgroupSupport !== undefined && (shape.memory || shape.pids);
+  // With an egress allowlist under bubblewrap, inet sockets work inside (only loopback exists
+  // in the run's namespace) and the forwarder connects to the proxy's Unix socket; under
+  // Landlock, TCP client sockets only.
+  const proxied = egress !== undefined;
   const seccomp = confined
     ? seccompProgram({
-        allowNetwork: policy.allowNetwork || egress,
+        allowNetwork: policy.allowNetwork || proxied,
         allowedSyscalls: policy.allowedSyscalls,
         extraSyscalls: policy.extraSyscalls,
-        allowUnixConnect: request.unixSockets.length > 0 || egress,
+        allowUnixConnect: request.unixSockets.length > 0 || (proxied && useBwrap),
         refuseTruncateByName: landlockAbi !== undefined && landlockAbi < truncateAbi,
+        tcpClientOnly: proxied && landlockAbi !== undefined,
       })
     : new Uint8Array(0);
+  const pooled = cgroupSupport !== undefined && (shape.memory || shape.pids);
   const pool = pooled ? request.prestart : undefined;
   const key =
     pool !== undefined && prestart !== undefined
@@ -216,7 +238,12 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     controls,
     sandboxApplied: confined,
     confinement: backend,
-    inputs: [seccomp, Buffer.from(instructions)],
+    inputs: [
+      seccomp,
+      typeof instructions === 'string'
+        ? Buffer.from(instructions)
+        : instructions.then((text) => Buffer.from(text)),
+    ],
     startMarker: true,
     writableDirs: [
       ...(request.writableDirectory === undefined ? [] : [request.writableDirectory]),
@@ -237,11 +264,9 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
 }
 
 /**
- * A run with a network allowlist reaches the network only through the proxy, or not at all: it
- * needs bubblewrap with a network namespace and perl (the forwarder). On the Landlock backend
- * the equivalent rule would be "TCP connect refused except to the proxy's loopback port" (the
- * proxy listening through EgressProxy.openTcp, Landlock ABI 4 net rules); not implemented yet,
- * so such a run is refused there.
+ * A run with a network allowlist reaches the network only through the proxy, or not at all:
+ * outside the Landlock backend (which checks its own ABI, landlock-plan.ts) it needs bubblewrap
+ * with a network namespace and perl (the forwarder).
  */
 function requireEgressSupport(
   support: { readonly networkNamespace: boolean; readonly reason?: string | undefined },
