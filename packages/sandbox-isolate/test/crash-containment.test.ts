@@ -1,6 +1,6 @@
 // Failures that isolated-vm cannot recover from stay inside a worker process: the worker is
-// replaced, the executions it held end with an error (or, when it was shared, run again), and the host and every other execution
-// go on.
+// replaced, the executions it held end with an error (or, when it was shared, run again), and
+// the host and every other execution go on.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
