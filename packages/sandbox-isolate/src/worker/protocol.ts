@@ -60,3 +60,10 @@ export type WorkerMessage =
 
 /** Prefix of the stderr line a worker writes before it kills itself on a catastrophic error. */
 export const catastrophicMarker = 'coda-sandbox-isolate catastrophic error: ';
+
+/** A worker's refusal code as the host accepts it (anything unknown: treated as over the size). */
+export function paramsRefusal(value: unknown): ParamsRefusal {
+  return value === '' || value === 'depth' || value === 'size' || value === 'values'
+    ? value
+    : 'size';
+}

@@ -1,17 +1,20 @@
-// The host side of one worker process: forks it and relays jobs and bridge calls. What the host
-// watches while it runs (deadlines, memory, stderr) is worker-supervision.ts; how its death is
-// told to the jobs it held, worker-death.ts.
-import { type ChildProcess, fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+// The host side of one worker process: starts it (worker-spawn.ts) and relays jobs and bridge
+// calls. What the host watches while it runs (deadlines, memory, stderr) is
+// worker-supervision.ts; how its death is told to the jobs it held, worker-death.ts.
+import type { ChildProcess } from 'node:child_process';
 import { type Logger, toSandboxErrorJSON } from '@coda/sandbox-core';
 import {
   type ExecutionJob,
   idleStats,
   type JobHost,
   type JobOutcome,
-  type ParamsRefusal,
 } from '../isolate/job.ts';
-import type { HostMessage, WorkerInit, WorkerMessage } from './protocol.ts';
+import {
+  type HostMessage,
+  paramsRefusal,
+  type WorkerInit,
+  type WorkerMessage,
+} from './protocol.ts';
 import {
   collateralOutcome,
   deathError,
@@ -19,6 +22,7 @@ import {
   isOwnDeath,
   type KillReason,
 } from './worker-death.ts';
+import { forkWorker } from './worker-spawn.ts';
 import {
   abortGraceMs,
   deadlineGraceMs,
@@ -74,17 +78,6 @@ interface PendingJob extends SupervisedJob {
 
 const abortListenerOptions = { once: true } as const;
 
-const moduleUrl = import.meta.url;
-const fromSource = moduleUrl.endsWith('.ts');
-const workerScript = fileURLToPath(new URL(`./worker-main.${fromSource ? 'ts' : 'js'}`, moduleUrl));
-// isolated-vm needs --no-node-snapshot on Node ≥ 20. Running from sources, Node strips the
-// types itself and the source condition resolves workspace packages to their sources too.
-const workerExecArgv = [
-  '--no-node-snapshot',
-  '--disable-warning=ExperimentalWarning',
-  ...(fromSource ? ['--conditions=@coda/source'] : []),
-];
-
 /** One supervised worker process hosting isolates. */
 export class WorkerProcess {
   readonly #options: WorkerProcessOptions;
@@ -105,13 +98,7 @@ export class WorkerProcess {
 
   constructor(options: WorkerProcessOptions) {
     this.#options = options;
-    // The worker needs nothing from the host's environment, so it gets none of its secrets.
-    this.#child = fork(workerScript, [], {
-      execArgv: workerExecArgv,
-      env: {},
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      serialization: 'json',
-    });
+    this.#child = forkWorker();
     const jobs = this.#jobs;
     this.#supervision = new WorkerSupervision(
       {
@@ -414,11 +401,4 @@ export class WorkerProcess {
       channel?.unref();
     }
   }
-}
-
-/** A worker's refusal code as the host accepts it (anything unknown: treated as over the size). */
-function paramsRefusal(value: unknown): ParamsRefusal {
-  return value === '' || value === 'depth' || value === 'size' || value === 'values'
-    ? value
-    : 'size';
 }
