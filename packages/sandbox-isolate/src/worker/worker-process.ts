@@ -3,12 +3,7 @@
 // worker-supervision.ts; how its death is told to the jobs it held, worker-death.ts.
 import type { ChildProcess } from 'node:child_process';
 import { type Logger, toSandboxErrorJSON } from '@coda/sandbox-core';
-import {
-  type ExecutionJob,
-  idleStats,
-  type JobHost,
-  type JobOutcome,
-} from '../isolate/job.ts';
+import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import {
   type HostMessage,
   paramsRefusal,
