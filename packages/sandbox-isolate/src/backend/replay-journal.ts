@@ -82,6 +82,10 @@ export class ReplayJournal implements JobHost {
     this.#deliverAnswers();
   }
 
+  dispatched(): void {
+    this.#host.dispatched?.();
+  }
+
   status(source: string, level: StatusLevel, message: string, dataJson: string | undefined): void {
     if (this.#replaying) {
       if (this.#diverged) return;
