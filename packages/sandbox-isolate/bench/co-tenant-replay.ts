@@ -3,7 +3,8 @@
 // another build of the package given by BASELINE_SRC (its src/index.ts, e.g. the commit before
 // the journal), and next to a proxy of the alternative the issue allows — one execution per
 // worker process — modelled as this build with at most `workers` executions in flight.
-// Three workloads: a trivial snippet, one data request, and ten status events.
+// Workloads: a trivial snippet, one data request (answered at once, or after 20 ms), and ten
+// status events.
 // Run: node --no-node-snapshot --conditions=@coda/source bench/co-tenant-replay.ts
 import { loadavg } from 'node:os';
 import { SandboxEngine } from '../src/index.ts';
@@ -21,13 +22,26 @@ const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
 const workloads = [
   { name: 'trivial', code: 'return 1 + 2' },
   { name: 'one data request', code: 'return await dataProxy.request({ q: 1 })' },
+  // A handler doing I/O: where one execution per worker would leave the workers idle.
+  {
+    name: 'one data request answered after 20 ms',
+    code: 'return await dataProxy.request({ delayMs: 20 })',
+  },
   {
     name: 'ten status events',
     code: 'for (let i = 0; i < 10; i++) reportStatus("step " + i); return 1',
   },
 ] as const;
 
-const config = { workers, maxConcurrent: 16, dataHandler: async () => ({ ok: 1 }) };
+const config = {
+  workers,
+  maxConcurrent: 16,
+  dataHandler: async (params: unknown) => {
+    const delayMs = (params as { delayMs?: number }).delayMs;
+    if (delayMs !== undefined) await new Promise((resolve) => setTimeout(resolve, delayMs));
+    return { ok: 1 };
+  },
+};
 
 /** Executions per second of `total` runs of `code` by 8 callers, at most `inFlight` at once. */
 async function throughput(engine: Engine, code: string, inFlight: number): Promise<number> {
@@ -90,14 +104,16 @@ console.log(
 );
 console.log('');
 const reference = variants.find((variant) => variant.name === 'baseline build') ?? variants[0]!;
-console.log(`| workload | variant | executions/s | vs ${reference.name} |`);
+console.log(`| workload | variant | executions/s [min–max] | vs ${reference.name} |`);
 console.log('| --- | --- | --- | --- |');
 for (const workload of workloads) {
   const base = median(results.get(`${workload.name}|${reference.name}`) ?? []);
   for (const variant of variants) {
-    const value = median(results.get(`${workload.name}|${variant.name}`) ?? []);
+    const values = results.get(`${workload.name}|${variant.name}`) ?? [];
+    const value = median(values);
+    const range = `${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)}`;
     console.log(
-      `| ${workload.name} | ${variant.name} | ${value.toFixed(0)} | ${(value / base).toFixed(2)}× |`,
+      `| ${workload.name} | ${variant.name} | ${value.toFixed(0)} [${range}] | ${(value / base).toFixed(2)}× |`,
     );
   }
 }
