@@ -70,7 +70,7 @@ export {
   type SandboxPolicy,
   SandboxPolicySchema,
 } from './limits/sandbox-policy.ts';
-export { describeValue, validate } from './limits/validate.ts';
+export { describeValue, describeZodIssue, validate } from './limits/validate.ts';
 export { type Logger, type LogMethod, silentLogger } from './logging/logger.ts';
 export {
   type AddressClass,

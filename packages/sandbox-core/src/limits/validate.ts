@@ -15,35 +15,34 @@ export function validate<Schema extends z.ZodType>(
 ): z.output<Schema> {
   const parsed = schema.safeParse(input);
   if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.flatMap((issue) => toValidationIssues(issue, input));
+  const issues = parsed.error.issues.flatMap((issue) => describeZodIssue(issue, input));
   const list = issues.map(
     (issue) => `${issue.path || '(root)'}: ${issue.message} (got ${issue.received})`,
   );
   throw new SandboxValidationError(`Invalid ${what}: ${list.join('; ')}`, { issues });
 }
 
-function toValidationIssues(issue: z.core.$ZodIssue, input: unknown): ValidationIssue[] {
-  if (issue.code === 'unrecognized_keys') {
-    return issue.keys.map((key) => {
-      const path = [...issue.path, key];
-      return {
-        path: formatPath(path),
-        message: 'unknown option',
-        received: describeValue(valueAt(input, path)),
-      };
-    });
-  }
-  return [
-    {
-      path: formatPath(issue.path),
-      message: issue.message,
-      received: describeValue(valueAt(input, issue.path)),
-    },
-  ];
-}
-
-function formatPath(path: readonly PropertyKey[]): string {
-  return path.map((segment) => String(segment)).join('.');
+/**
+ * Turns one zod issue into the {@link ValidationIssue}s a {@link SandboxValidationError} lists:
+ * an unknown key is an issue of its own field, and each names the value it got (read without
+ * running getters). For callers that run zod themselves and build their own error.
+ * @param maxKeys - at most this many unknown keys of one issue are listed (hostile input can
+ *   carry millions).
+ */
+export function describeZodIssue(
+  issue: z.core.$ZodIssue,
+  input: unknown,
+  maxKeys = Number.POSITIVE_INFINITY,
+): ValidationIssue[] {
+  const paths =
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.slice(0, maxKeys).map((key) => [...issue.path, key])
+      : [issue.path];
+  return paths.map((path) => ({
+    path: path.map(String).join('.'),
+    message: issue.code === 'unrecognized_keys' ? 'unknown option' : issue.message,
+    received: describeValue(valueAt(input, path)),
+  }));
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {

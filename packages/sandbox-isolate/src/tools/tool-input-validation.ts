@@ -3,7 +3,7 @@
 // ordinary array schema stalled the host's event loop 0.7–1.9 s per call (issue 23). The input's
 // value count is capped before zod runs; zod's early-aborting check (`z.validate`, which stops at
 // the first failing child) decides, and only a small input is parsed again for its issues.
-import { describeValue, SandboxValidationError, type ValidationIssue } from '@coda/sandbox-core';
+import { describeZodIssue, SandboxValidationError } from '@coda/sandbox-core';
 import { z } from 'zod';
 
 /**
@@ -42,7 +42,9 @@ export function validateToolInput(
   const parsed = schema.safeParse(input);
   if (parsed.success) return parsed.data;
   const all = parsed.error.issues;
-  const issues = all.slice(0, maxReportedIssues).flatMap((issue) => describeIssue(issue, input));
+  const issues = all
+    .slice(0, maxReportedIssues)
+    .flatMap((issue) => describeZodIssue(issue, input, maxReportedIssues));
   const list = issues.map(
     (issue) => `${issue.path || '(root)'}: ${issue.message} (got ${issue.received})`,
   );
@@ -67,27 +69,4 @@ export function checkToolOutput(
     // An async refinement or a throwing one: the answer is not known to match.
     return { ok: false };
   }
-}
-
-// As core's validate names them: an unknown key is an issue of its own field.
-function describeIssue(issue: z.core.$ZodIssue, input: unknown): ValidationIssue[] {
-  const paths =
-    issue.code === 'unrecognized_keys'
-      ? issue.keys.slice(0, maxReportedIssues).map((key) => [...issue.path, key])
-      : [issue.path];
-  return paths.map((path) => ({
-    path: path.map(String).join('.'),
-    message: issue.code === 'unrecognized_keys' ? 'unknown option' : issue.message,
-    received: describeValue(valueAt(input, path)),
-  }));
-}
-
-function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
-  let current = input;
-  for (const segment of path) {
-    if (typeof current !== 'object' || current === null) return undefined;
-    if (!Object.hasOwn(current, segment)) return undefined;
-    current = (current as Record<PropertyKey, unknown>)[segment];
-  }
-  return current;
 }
