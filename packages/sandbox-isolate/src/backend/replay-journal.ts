@@ -82,10 +82,12 @@ export class ReplayJournal implements JobHost {
     this.#deliverAnswers();
   }
 
+  /** Passed on: the job left the host's queue. */
   dispatched(): void {
     this.#host.dispatched?.();
   }
 
+  /** Journals and delivers a status event; on the second run, skips one the journal holds. */
   status(source: string, level: StatusLevel, message: string, dataJson: string | undefined): void {
     if (this.#replaying) {
       if (this.#diverged) return;
@@ -115,6 +117,10 @@ export class ReplayJournal implements JobHost {
     this.#host.status(source, level, message, dataJson);
   }
 
+  /**
+   * Journals a request and its answer; on the second run, answers one the journal holds from
+   * the journal, without asking the host again.
+   */
   data(
     paramsJson: string | null,
     units: number,
