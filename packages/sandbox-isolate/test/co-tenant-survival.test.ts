@@ -94,7 +94,7 @@ describe('co-tenant survival', () => {
     } finally {
       await engine.dispose();
     }
-  }, 120_000);
+  }, 300_000);
 
   describe('in one shared worker', () => {
     const recording = recordingLogger();
@@ -113,7 +113,9 @@ describe('co-tenant survival', () => {
     it('co-tenants that reached the host run again from their journal: nothing seen twice', async () => {
       await engine.ready();
       const limits = { timeoutMs: 20_000 };
-      const busy = 'const end = Date.now() + 4_000; while (Date.now() < end) {}';
+      // Long enough that all three still run when the worker-killer's fatal error comes, on a
+      // loaded machine (where building its 256 Mi-character string can take seconds).
+      const busy = 'const end = Date.now() + 10_000; while (Date.now() < end) {}';
       const statusHandle = engine.submit({
         code: `reportStatus("started"); ${busy} return "status ok"`,
         limits,
@@ -124,7 +126,6 @@ describe('co-tenant survival', () => {
         limits,
       });
       const quiet = engine.run({
-        // Long enough that it is still running when the worker-killer arrives, on a loaded machine.
         code: `${busy} return "quiet ok"`,
         limits,
       });
@@ -156,12 +157,12 @@ describe('co-tenant survival', () => {
       );
       expect(recording.deaths.slice(deathsBefore).map((death) => death.jobs)).toEqual([4, 1]);
       expect(recording.retried).toHaveLength(4);
-    }, 60_000);
+    }, 120_000);
 
     it('a second run that asks something else than the first ends with replayDiverged, no handler called twice', async () => {
       await engine.ready();
       const callsBefore = dataCalls.length;
-      const busy = 'const end = Date.now() + 4_000; while (Date.now() < end) {}';
+      const busy = 'const end = Date.now() + 10_000; while (Date.now() < end) {}';
       const random = engine.submit({
         code: `await dataProxy.request({ r: Math.random() }); ${busy} return "unreachable"`,
         limits: { timeoutMs: 20_000 },
@@ -181,7 +182,7 @@ describe('co-tenant survival', () => {
       expect(dataCalls.length - callsBefore).toBe(1);
       expect(diverged.stats?.dataRequests).toBe(1);
       expect(expectError(await hostile, 'CRASH').details).toBeUndefined();
-    }, 30_000);
+    }, 60_000);
 
     it('retries are bounded: a job that kills its worker again, alone, ends with its own error', async () => {
       await engine.ready();
@@ -189,7 +190,7 @@ describe('co-tenant survival', () => {
       const retriedBefore = recording.retried.length;
       const idsBefore = new Set(recording.retried);
       const quiet = engine.run({
-        code: 'const end = Date.now() + 4_000; while (Date.now() < end) {} return "still here"',
+        code: 'const end = Date.now() + 10_000; while (Date.now() < end) {} return "still here"',
       });
       await until(() => engine.stats().active === 1);
       const hostile = await engine.run(heapExhaustion);
@@ -201,19 +202,26 @@ describe('co-tenant survival', () => {
       expect(new Set(recording.retried).size).toBe(idsBefore.size + 2);
       const deaths = recording.deaths.slice(deathsBefore).map((death) => death.jobs);
       expect(deaths).toEqual([2, 1]);
-    }, 30_000);
+    }, 60_000);
   });
 
   // The table of issue 23: co-tenants waiting on a data request or a tool call when a worker
   // dies. Before the journal, with workers: 1, 10 of 15 ended with a collateral CRASH.
   describe.each([
-    { workers: 1, killers: 1 },
-    { workers: 2, killers: 2 },
+    // minLost: executions a death must at least have held (all 10 waiting ones and the killer
+    // on one worker; with two, a killer and one waiting one: the split between the workers
+    // follows their load and main threads).
+    { workers: 1, killers: 1, minLost: 11 },
+    { workers: 2, killers: 2, minLost: 2 },
   ])(
     'co-tenants waiting on data and tools ($workers worker(s), $killers killer(s))',
-    ({ workers, killers }) => {
+    ({ workers, killers, minLost }) => {
       it('every benign co-tenant ends with its exact result; each handler call happens once', async () => {
         const { logger, retried, deaths } = recordingLogger();
+        const afterADeath = async () => {
+          await until(() => deaths.length > 0, 30_000);
+          await sleep(1_000);
+        };
         /** Handler calls by their input, as the handlers saw them. */
         const calls = new Map<string, number>();
         const count = (key: string) => calls.set(key, (calls.get(key) ?? 0) + 1);
@@ -222,12 +230,13 @@ describe('co-tenant survival', () => {
           poolSize: 0,
           maxConcurrent: 32,
           logger,
-          // The first request of each execution answers at once, the second after 3 s: when the
-          // worker dies, one answer is in the journal and the other is still being worked on.
+          // The first request of each execution answers at once, the second 1 s after a worker
+          // died: when it dies, one answer is in the journal and the other is still being
+          // worked on, however long the killer takes on a loaded machine.
           dataHandler: async (params) => {
             const { i, step } = params as { i: number; step: number };
             count(`data ${i} ${step}`);
-            if (step === 2) await sleep(3_000);
+            if (step === 2) await afterADeath();
             return { i, step, from: 'data' };
           },
           tools: {
@@ -235,7 +244,7 @@ describe('co-tenant survival', () => {
               input: z.object({ i: z.number(), step: z.number() }),
               handler: async ({ i, step }) => {
                 count(`tool ${i} ${step}`);
-                if (step === 2) await sleep(3_000);
+                if (step === 2) await afterADeath();
                 return { i, step, from: 'tool' };
               },
             }),
@@ -323,7 +332,7 @@ describe('co-tenant survival', () => {
             .filter((death) => death.jobs > 1)
             .reduce((sum, death) => sum + death.jobs, 0);
           expect(retried.length).toBe(lost);
-          expect(lost).toBeGreaterThanOrEqual(16 / workers);
+          expect(lost).toBeGreaterThanOrEqual(minLost);
           expect(new Set(retried).size).toBe(retried.length);
           expect(engine.stats().active).toBe(0);
         } finally {
@@ -408,8 +417,8 @@ describe('co-tenant survival', () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function until(done: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
+async function until(done: () => boolean, withinMs = 10_000): Promise<void> {
+  const deadline = Date.now() + withinMs;
   while (!done()) {
     if (Date.now() > deadline) throw new Error('condition not reached');
     await new Promise((resolve) => setTimeout(resolve, 10));

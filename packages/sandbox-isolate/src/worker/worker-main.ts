@@ -18,7 +18,12 @@ import type {
   SynchronousStart,
 } from '../isolate/job.ts';
 import { loadWasmModules } from '../isolate/wasm-modules.ts';
-import { catastrophicMarker, type HostMessage, type WorkerMessage } from './protocol.ts';
+import {
+  catastrophicMarker,
+  type HostMessage,
+  overdueAfterMs,
+  type WorkerMessage,
+} from './protocol.ts';
 
 const send = (message: WorkerMessage) => {
   if (process.connected) process.send?.(message);
@@ -117,6 +122,13 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
   if (message.language === 'typescript') job.language = 'typescript';
   const controller = new AbortController();
   running.set(job.id, controller);
+  // This thread is free while the isolate runs on its own (a job on this thread is alone, and
+  // the host watches it itself): past its time, the job's isolate ignored termination.
+  const overdue = setTimeout(
+    () => send({ t: 'overdue', id: job.id }),
+    job.limits.timeoutMs + overdueAfterMs,
+  );
+  overdue.unref();
   try {
     const start = message.here === true ? startHere(job.id) : undefined;
     const outcome = await runtimeNow.execute(
@@ -127,6 +139,7 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
     );
     send({ t: 'done', id: job.id, outcome: checkedOutcome(outcome, job.limits) });
   } finally {
+    clearTimeout(overdue);
     running.delete(job.id);
   }
 }

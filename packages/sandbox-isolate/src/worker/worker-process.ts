@@ -22,6 +22,7 @@ import {
   abortGraceMs,
   deadlineGraceMs,
   mainThreadAbortGraceMs,
+  mainThreadDeadlineGraceMs,
   type SupervisedJob,
   WorkerSupervision,
 } from './worker-supervision.ts';
@@ -230,6 +231,8 @@ export class WorkerProcess {
     if (pending.here && this.#jobs.size === 1) {
       message.here = true;
       this.#onMainThread = job.id;
+      pending.mainThreadDeadline =
+        performance.now() + job.limits.timeoutMs + mainThreadDeadlineGraceMs;
     }
     this.#send(message);
     pending.sent = true;
@@ -302,6 +305,11 @@ export class WorkerProcess {
       case 'yielded':
         if (this.#onMainThread === message.id) this.#freeMainThread();
         return;
+      case 'overdue':
+        // Its isolate ignored termination: the worker is replaced now, and its co-tenants run
+        // again. (A `done` sent before this message was read first: the job is gone then.)
+        if (this.#jobs.has(message.id)) this.kill({ kind: 'deadline', id: message.id });
+        return;
       case 'rss':
         this.#reportedRss = message.rss;
         return;
@@ -323,6 +331,9 @@ export class WorkerProcess {
   }
 
   #freeMainThread(): void {
+    const pending =
+      this.#onMainThread === undefined ? undefined : this.#jobs.get(this.#onMainThread);
+    if (pending !== undefined) pending.mainThreadDeadline = undefined;
     this.#onMainThread = undefined;
     this.#options.onMainThreadFree();
   }

@@ -11,6 +11,8 @@ export interface SupervisedJob {
   readonly job: ExecutionJob;
   /** performance.now() past which the worker is killed for this job's time. */
   deadline: number;
+  /** The earlier deadline while the job runs alone on the worker's main thread. */
+  mainThreadDeadline?: number | undefined;
   /** performance.now() past which an unconfirmed abort kills the worker. */
   abortDeadline?: number;
 }
@@ -26,11 +28,16 @@ export interface SupervisedWorker {
 }
 
 /**
- * How long past its time limit a job may run before its worker is killed. The isolate's own
- * timeout ends it at the limit and the worker reports at once; a job still running after this
- * is code V8 cannot interrupt (`Array(1e9).fill(0)`), and its co-tenants run again elsewhere.
+ * How long past its time limit (counted from when the host sent it) a job may run before the
+ * host kills its worker without a word from it: the backstop behind the worker's own `overdue`
+ * report (`overdueAfterMs` past the limit, protocol.ts), for a worker that cannot report.
  */
-export const deadlineGraceMs = 250;
+export const deadlineGraceMs = 2_000;
+/**
+ * The same for a job alone on the worker's main thread: that thread is stuck (code V8's timeout
+ * does not reach) and cannot report, and no co-tenant shares the worker.
+ */
+export const mainThreadDeadlineGraceMs = 250;
 /** How long a worker may take to confirm an abort before it is killed. */
 export const abortGraceMs = 2_000;
 /** The same for a job alone in its worker and running on the worker's main thread. */
@@ -84,7 +91,7 @@ export class WorkerSupervision {
     let boundMb = this.#baseMemoryMb;
     for (const pending of worker.jobs()) {
       count++;
-      if (now > pending.deadline) {
+      if (now > pending.deadline || now > (pending.mainThreadDeadline ?? Infinity)) {
         worker.kill({ kind: 'deadline', id: pending.job.id });
         return;
       }
