@@ -62,12 +62,13 @@ describe('crash containment', () => {
         limits: { memoryMb: 32, timeoutMs: 1_000 },
       });
       // V8 cannot interrupt the fill (isolated-vm would report "Script failed to terminate" a few
-      // seconds later); the host stops trusting the worker 250 ms after the timeout and kills it.
+      // seconds later); the worker reports it still running 200 ms after the timeout, and the
+      // host kills it.
       const error = expectError(event, 'TIMEOUT');
       expect(error.message).toBe(
         'Execution timed out after 1000 ms (its worker process did not stop it and was killed)',
       );
-      expect(error.stats?.wallMs).toBeGreaterThanOrEqual(1_250);
+      expect(error.stats?.wallMs).toBeGreaterThanOrEqual(1_200);
       await unbounded.ready();
       expect(unbounded.stats().workerPids).not.toEqual([before]);
       await expectHealthy(unbounded);
@@ -122,7 +123,9 @@ describe('crash containment', () => {
       expect(events.map((event) => expectResult(event).payload)).toEqual(
         [0, 1, 2, 3].map((i) => [i, 'slept']),
       );
-      expect(calls).toEqual([0, 1, 2, 3].map((i) => ({ i })));
+      // In the order the requests reached the host, which the workers' threads decide.
+      const byIndex = (a: unknown, b: unknown) => (a as { i: number }).i - (b as { i: number }).i;
+      expect(calls.toSorted(byIndex)).toEqual([0, 1, 2, 3].map((i) => ({ i })));
       await single.ready();
       const alone = single.run({ code: code(4) });
       while (calls.length < 5 && Date.now() < deadline + 10_000) await sleep(10);

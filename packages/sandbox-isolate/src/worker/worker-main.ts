@@ -25,6 +25,9 @@ import {
   type WorkerMessage,
 } from './protocol.ts';
 
+/** The longest delay `setTimeout` keeps (2³¹ − 1 ms). */
+const maxTimerMs = 2_147_483_647;
+
 const send = (message: WorkerMessage) => {
   if (process.connected) process.send?.(message);
 };
@@ -124,11 +127,13 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
   running.set(job.id, controller);
   // This thread is free while the isolate runs on its own (a job on this thread is alone, and
   // the host watches it itself): past its time, the job's isolate ignored termination.
-  const overdue = setTimeout(
-    () => send({ t: 'overdue', id: job.id }),
-    job.limits.timeoutMs + overdueAfterMs,
-  );
-  overdue.unref();
+  // (A delay past a timer's range would fire at once: such a job gets the host's deadline.)
+  const overdueMs = job.limits.timeoutMs + overdueAfterMs;
+  const overdue =
+    overdueMs > maxTimerMs
+      ? undefined
+      : setTimeout(() => send({ t: 'overdue', id: job.id }), overdueMs);
+  overdue?.unref();
   try {
     const start = message.here === true ? startHere(job.id) : undefined;
     const outcome = await runtimeNow.execute(
