@@ -73,26 +73,52 @@ describe('ReplayJournal', () => {
     expect(seen).toEqual(['data "slow"']);
   });
 
-  it('past the bounds of the execution limits it keeps nothing and cannot replay', () => {
+  it('keeps a long request as its fingerprint, and still tells an equal one from another', async () => {
+    const long = JSON.stringify('x'.repeat(10_000));
+    const other = JSON.stringify(`${'x'.repeat(9_999)}y`);
+    const journalOf = async () => {
+      const { host, seen, answer } = manualHost();
+      const journal = new ReplayJournal(host, resolveExecutionLimits());
+      const first = journal.data(long, long.length, '');
+      answer(long);
+      await first;
+      journal.replay(() => seen.push('diverged'));
+      return { journal, seen };
+    };
+    const same = await journalOf();
+    expect(await same.journal.data(long, long.length, '')).toEqual({ ok: true, json: long });
+    expect(same.seen).toEqual([`data ${long}`]);
+    const differs = await journalOf();
+    const refused = await differs.journal.data(other, other.length, '');
+    expect(refused).toMatchObject({ ok: false, fatal: { details: { replayDiverged: true } } });
+    expect(differs.seen).toEqual([`data ${long}`, 'diverged']);
+  });
+
+  it('past the bounds of the execution limits it keeps nothing and cannot replay', async () => {
     const limits = resolveExecutionLimits({
       maxStatusEvents: 2,
       maxConsoleCalls: 1,
       maxDataRequests: 1,
-      maxStatusBytes: 1_000,
+      maxDataBytes: 1_000,
     });
-    // 2 + 1 + 2 × (1 + 1) = 7 entries.
+    // maxStatusEvents + maxConsoleCalls + 2 × (maxDataRequests + 1) = 7 entries.
     const within = new ReplayJournal(manualHost().host, limits);
     for (let i = 0; i < 7; i++) within.status('user', 'info', 'x', undefined);
     expect(within.replayable).toBe(true);
     const over = new ReplayJournal(manualHost().host, limits);
     for (let i = 0; i < 8; i++) over.status('user', 'info', 'x', undefined);
     expect(over.replayable).toBe(false);
-    // maxStatusBytes + maxDataBytes + maxRequestBytes units.
-    const units = limits.maxStatusBytes + limits.maxDataBytes + limits.maxRequestBytes;
-    const big = new ReplayJournal(manualHost().host, limits);
-    big.status('user', 'info', 'x'.repeat(units), undefined);
-    expect(big.replayable).toBe(true);
-    big.status('user', 'info', 'x', undefined);
-    expect(big.replayable).toBe(false);
+    // Answers are kept whole: maxDataBytes of them, plus 512 units per entry at most.
+    const answered = async (units: number) => {
+      const { host, answer } = manualHost();
+      const journal = new ReplayJournal(host, limits);
+      const json = JSON.stringify('a'.repeat(units - 2));
+      const asked = journal.data(json, json.length, '');
+      answer(json);
+      await asked;
+      return journal.replayable;
+    };
+    expect(await answered(1_000)).toBe(true);
+    expect(await answered(1_000 + 512 * 7 + 1)).toBe(false);
   });
 });

@@ -5,6 +5,7 @@
 // the recorded answers without a handler being called again, and the recorded status events are
 // not delivered again; past the journal's end it is live. See "Co-tenant survival" in
 // docs/isolate.md.
+import { createHash } from 'node:crypto';
 import {
   type ExecutionLimits,
   SandboxCrashError,
@@ -17,13 +18,13 @@ interface StatusEntry {
   kind: 'status';
   source: string;
   level: StatusLevel;
-  message: string;
-  dataJson: string | undefined;
+  message: Fingerprint;
+  dataJson: Fingerprint;
 }
 
 interface RequestEntry {
   kind: 'request';
-  paramsJson: string | null;
+  paramsJson: Fingerprint;
   units: number;
   refusal: ParamsRefusal;
   tool: string | undefined;
@@ -40,6 +41,20 @@ interface AnswerEntry {
 }
 
 type Entry = StatusEntry | RequestEntry | AnswerEntry;
+
+/**
+ * What the journal keeps of a text it only compares: the text itself when short, else its length
+ * and SHA-256 — a 1 MB request kept whole would hold the host's memory for the whole execution.
+ */
+type Fingerprint = string | null | undefined;
+
+/** Texts up to this many UTF-16 units are kept as they are (no hashing on the common path). */
+const keptWholeUnits = 256;
+
+function fingerprint(text: string | null | undefined): Fingerprint {
+  if (text === null || text === undefined || text.length <= keptWholeUnits) return text;
+  return `${text.length}:${createHash('sha256').update(text).digest('base64')}`;
+}
 
 const ended: DataAnswer = { ok: false, message: 'Execution has ended' };
 
@@ -100,8 +115,8 @@ export class ReplayJournal implements JobHost {
         next.kind === 'status' &&
         next.source === source &&
         next.level === level &&
-        next.message === message &&
-        next.dataJson === dataJson
+        next.message === fingerprint(message) &&
+        next.dataJson === fingerprint(dataJson)
       ) {
         this.#cursor++;
         this.#deliverAnswers();
@@ -110,10 +125,13 @@ export class ReplayJournal implements JobHost {
       this.#diverge('a status event');
       return;
     }
-    this.#record(
-      { kind: 'status', source, level, message, dataJson },
-      message.length + (dataJson?.length ?? 0),
-    );
+    this.#record({
+      kind: 'status',
+      source,
+      level,
+      message: fingerprint(message),
+      dataJson: fingerprint(dataJson),
+    });
     this.#host.status(source, level, message, dataJson);
   }
 
@@ -130,15 +148,15 @@ export class ReplayJournal implements JobHost {
     if (this.#replaying) return this.#replayData(paramsJson, units, refusal, tool);
     const entry: RequestEntry = {
       kind: 'request',
-      paramsJson,
+      paramsJson: fingerprint(paramsJson),
       units,
       refusal,
       tool,
       answer: undefined,
       replayed: undefined,
     };
-    this.#record(entry, paramsJson?.length ?? 0);
-    return this.#ask(entry);
+    this.#record(entry);
+    return this.#ask(entry, paramsJson);
   }
 
   #replayData(
@@ -152,7 +170,7 @@ export class ReplayJournal implements JobHost {
     if (next === undefined) return this.#host.data(paramsJson, units, refusal, tool);
     if (
       next.kind === 'request' &&
-      next.paramsJson === paramsJson &&
+      next.paramsJson === fingerprint(paramsJson) &&
       next.units === units &&
       next.refusal === refusal &&
       next.tool === tool
@@ -171,10 +189,10 @@ export class ReplayJournal implements JobHost {
   }
 
   /** Asks the host, and journals where the answer arrived. */
-  async #ask(entry: RequestEntry): Promise<DataAnswer> {
+  async #ask(entry: RequestEntry, paramsJson: string | null): Promise<DataAnswer> {
     let answer: DataAnswer;
     try {
-      answer = await this.#host.data(entry.paramsJson, entry.units, entry.refusal, entry.tool);
+      answer = await this.#host.data(paramsJson, entry.units, entry.refusal, entry.tool);
     } catch {
       answer = { ok: false, message: 'Data request failed' };
     }
@@ -210,18 +228,20 @@ export class ReplayJournal implements JobHost {
     }
   }
 
-  #record(entry: Entry, units: number): void {
+  /** Journals `entry`; `units`: the UTF-16 units of an answer it holds whole. */
+  #record(entry: Entry, units = 0): void {
     if (this.#full) return;
     const limits = this.#limits;
-    this.#units += units;
+    this.#units += units + 2 * keptWholeUnits;
     this.#entries ??= [];
     const entries = this.#entries;
     entries.push(entry);
     // What an execution within its limits can make cross (status beyond the caps is dropped in
     // the isolate, a data request past its limits ends the execution): beyond, nothing is kept.
+    // Each entry counts as two kept texts at most; answers count whole (they are replayed).
     const maxEntries =
       limits.maxStatusEvents + limits.maxConsoleCalls + 2 * (limits.maxDataRequests + 1);
-    const maxUnits = limits.maxStatusBytes + limits.maxDataBytes + limits.maxRequestBytes;
+    const maxUnits = limits.maxDataBytes + 2 * keptWholeUnits * maxEntries;
     if (entries.length > maxEntries || this.#units > maxUnits) {
       this.#full = true;
       this.#entries = undefined;
