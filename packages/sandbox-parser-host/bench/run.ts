@@ -1,14 +1,18 @@
-// `pnpm bench`: the parser host under back-to-back load, both runtimes, against the seed's
-// Python design (a fresh python3 per call with RLIMIT_AS/RLIMIT_CPU, JSON over stdin/stdout,
-// doing the same parse) in the same run:
+// `pnpm bench`: the parser host under back-to-back load, both runtimes, against seed 004's
+// design in the same run: a fresh child per call doing the same parse, `python3` (the seed's own
+// child: RLIMIT_AS/RLIMIT_CPU, JSON over stdin/stdout) and `node` (the same design in Node):
 //
 // - back to back at concurrency 1: each call starts when the previous one has its result; p50
 //   and p90 of the call's round trip;
-// - concurrency 8: 8 calls in flight at all times; calls per second over the whole run;
-// - the resident memory of the idle warm spares (every process a host keeps waiting, bwrap's
-//   included), read from /proc after `warm()`.
+// - concurrency 8: 8 calls in flight at all times; calls per second over the whole burst;
+// - the memory of the idle spares or fork-server slots (every process a host keeps waiting,
+//   bwrap's included), resident and proportional (shared pages split), read from /proc after
+//   `warm()`.
 //
-// Prints the tables that docs/performance.md records.
+// The cases run interleaved in `BENCH_ROUNDS` rounds (a fresh host per case and round), so that
+// the load of a shared machine falls on all of them alike; the figures are medians over rounds.
+// Prints the table that docs/performance.md records, and issue 25's targets (p50 ≤ 0.3× and
+// calls/s ≥ 3× the python3 reference) with each runtime's best case.
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -30,8 +34,9 @@ const payload = {
   ],
   tags: { site: 'north', unit: 'kPa' },
 };
-const sequentialCalls = Number(process.env.BENCH_CALLS ?? 60);
+const sequentialCalls = Number(process.env.BENCH_CALLS ?? 40);
 const concurrentCalls = Number(process.env.BENCH_CONCURRENT_CALLS ?? 120);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const concurrency = 8;
 const spares = Number(process.env.BENCH_SPARES ?? 8);
 
@@ -82,45 +87,69 @@ function descendants(pid: number): number[] {
   return [...children, ...children.flatMap(descendants)];
 }
 
-/** Resident memory of every process this one started, summed. */
-function childrenResidentBytes(): number {
-  return descendants(process.pid).reduce((sum, pid) => {
-    try {
-      const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
-      return sum + (match === null ? 0 : Number(match[1]) * 1024);
-    } catch {
-      return sum;
-    }
-  }, 0);
+/** A `kB` field of a /proc file of `pid`, in bytes (0 when unreadable). */
+function procKiB(pid: number, file: string, field: string): number {
+  try {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(
+      readFileSync(`/proc/${pid}/${file}`, 'latin1'),
+    );
+    return match === null ? 0 : Number(match[1]) * 1024;
+  } catch {
+    return 0;
+  }
 }
 
-interface Row {
-  name: string;
+/** Resident and proportional memory of every process this one started, summed. */
+function childrenMemory(): { rss: number; pss: number } {
+  const pids = descendants(process.pid);
+  return {
+    rss: pids.reduce((sum, pid) => sum + procKiB(pid, 'status', 'VmRSS'), 0),
+    pss: pids.reduce((sum, pid) => sum + procKiB(pid, 'smaps_rollup', 'Pss'), 0),
+  };
+}
+
+interface Sample {
   p50: number;
   p90: number;
   callsPerSecond: number;
-  idleSpareBytes?: number;
+  idle?: { rss: number; pss: number };
   confinement?: string;
 }
 
-async function measureReference(): Promise<Row> {
-  const call: Call = async () => (await runReference('flatten', payload)) as { ok: boolean };
-  await backToBack(call); // warm the page cache
+interface Case {
+  name: string;
+  runtime: 'python' | 'node';
+  /** Host options, or a reference run of that runtime. */
+  options?: ParserHostOptions;
+}
+
+async function measureReference(runtime: 'python' | 'node'): Promise<Sample> {
+  const call: Call = async () =>
+    (await runReference(runtime, 'flatten', payload)) as { ok: boolean };
+  await call(); // the page cache
   const latencies = await backToBack(call);
   return {
-    name: 'python3 reference (seed 004: fresh python3 per call)',
     p50: percentile(latencies, 0.5),
     p90: percentile(latencies, 0.9),
     callsPerSecond: await throughput(call),
   };
 }
 
-async function measureHost(name: string, options: ParserHostOptions): Promise<Row> {
-  const baseline = childrenResidentBytes();
+/** Waits (up to 5 s) until the processes of earlier cases have exited, for a clean baseline. */
+async function noChildrenLeft(): Promise<void> {
+  for (let waited = 0; waited < 5_000 && descendants(process.pid).length > 0; waited += 50) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+async function measureHost(options: ParserHostOptions): Promise<Sample> {
+  await noChildrenLeft();
+  const baseline = childrenMemory();
   const host: ParserHost = createParserHost({ maxConcurrent: concurrency, ...options });
   try {
     await host.warm();
-    const idle = host.settings.spares > 0 ? childrenResidentBytes() - baseline : undefined;
+    const after = childrenMemory();
+    const { spares: pooled } = host.settings;
     const call: Call = () => host.runParser('flatten', payload);
     expectOk(await call());
     await host.warm();
@@ -129,11 +158,17 @@ async function measureHost(name: string, options: ParserHostOptions): Promise<Ro
     const callsPerSecond = await throughput(call);
     const report = host.confinement;
     return {
-      name,
       p50: percentile(latencies, 0.5),
       p90: percentile(latencies, 0.9),
       callsPerSecond,
-      ...(idle === undefined ? {} : { idleSpareBytes: idle / host.settings.spares }),
+      ...(pooled === 0
+        ? {}
+        : {
+            idle: {
+              rss: (after.rss - baseline.rss) / pooled,
+              pss: (after.pss - baseline.pss) / pooled,
+            },
+          }),
       confinement: `${report?.sandbox}, memory via ${report?.memory}`,
     };
   } finally {
@@ -141,40 +176,123 @@ async function measureHost(name: string, options: ParserHostOptions): Promise<Ro
   }
 }
 
-const loads: number[] = [loadavg()[0] ?? 0];
-const rows: Row[] = [await measureReference()];
-const cases: [string, ParserHostOptions][] = [
-  [`node, confined, ${spares} spares`, { module: nodeModule, spares }],
-  [`python, confined, ${spares} spares`, { module: pythonModule, python, spares }],
-  ['node, confined, no spare', { module: nodeModule, warmSpare: false }],
-  ['python, confined, no spare', { module: pythonModule, python, warmSpare: false }],
-  [
-    `python, confinement none, ${spares} spares`,
-    { module: pythonModule, python, spares, confinement: 'none' },
-  ],
-];
-for (const [name, options] of cases) {
-  rows.push(await measureHost(name, options));
-  loads.push(loadavg()[0] ?? 0);
-}
-rows.push({ ...(await measureReference()), name: 'python3 reference, again (drift check)' });
-loads.push(loadavg()[0] ?? 0);
+const median = (values: number[]): number => percentile(values, 0.5);
 
-const reference = rows[0] as Row;
+const cases: Case[] = [
+  { name: 'python3 reference (seed 004: fresh python3 per call)', runtime: 'python' },
+  { name: 'node reference (the same design: fresh node per call)', runtime: 'node' },
+  {
+    name: `python, confined, fork-server, ${spares} slots`,
+    runtime: 'python',
+    options: { module: pythonModule, python, spares, processModel: 'fork-server' },
+  },
+  {
+    name: `python, confinement none, fork-server, ${spares} slots`,
+    runtime: 'python',
+    options: {
+      module: pythonModule,
+      python,
+      spares,
+      processModel: 'fork-server',
+      confinement: 'none',
+    },
+  },
+  {
+    name: `python, confined, spawn, ${spares} spares`,
+    runtime: 'python',
+    options: { module: pythonModule, python, spares },
+  },
+  {
+    name: `node, confined, spawn, ${spares} spares`,
+    runtime: 'node',
+    options: { module: nodeModule, spares },
+  },
+];
+
+const loads: number[] = [loadavg()[0] ?? 0];
+const samples = new Map<Case, Sample[]>(cases.map((each) => [each, []]));
+for (let round = 0; round < rounds; round++) {
+  for (const each of cases) {
+    const sample =
+      each.options === undefined
+        ? await measureReference(each.runtime)
+        : await measureHost(each.options);
+    samples.get(each)?.push(sample);
+    loads.push(loadavg()[0] ?? 0);
+  }
+}
+
+interface Row {
+  name: string;
+  runtime: 'python' | 'node';
+  reference: boolean;
+  p50: number;
+  p90: number;
+  callsPerSecond: number;
+  idle?: { rss: number; pss: number };
+  confinement?: string;
+}
+
+const rows: Row[] = cases.map((each) => {
+  const taken = samples.get(each) ?? [];
+  const idle = taken.flatMap((sample) => (sample.idle === undefined ? [] : [sample.idle]));
+  return {
+    name: each.name,
+    runtime: each.runtime,
+    reference: each.options === undefined,
+    p50: median(taken.map((sample) => sample.p50)),
+    p90: median(taken.map((sample) => sample.p90)),
+    callsPerSecond: median(taken.map((sample) => sample.callsPerSecond)),
+    ...(idle.length === 0
+      ? {}
+      : {
+          idle: {
+            rss: median(idle.map((sample) => sample.rss)),
+            pss: median(idle.map((sample) => sample.pss)),
+          },
+        }),
+    ...(taken[0]?.confinement === undefined ? {} : { confinement: taken[0].confinement }),
+  };
+});
+
+const pythonReference = rows[0] as Row;
+const ownReference = (runtime: 'python' | 'node'): Row =>
+  rows.find((row) => row.reference && row.runtime === runtime) as Row;
 const meanLoad = loads.reduce((sum, load) => sum + load, 0) / loads.length;
+const mib = (bytes: number): string => (bytes / 1048576).toFixed(1);
 console.log(
   `machine: ${cpus().length} × ${cpus()[0]?.model}, Linux ${release()}, Node ${process.version}`,
 );
 console.log(
-  `python: ${python}; ${sequentialCalls} calls back to back, ${concurrentCalls} calls at concurrency ${concurrency}; load average ${meanLoad.toFixed(1)}`,
+  `python: ${python}; ${rounds} rounds of ${sequentialCalls} calls back to back and ${concurrentCalls} at concurrency ${concurrency}, medians over rounds; load average ${meanLoad.toFixed(1)} (${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)})`,
 );
 console.log(
-  '| case | p50 back to back (ms) | p90 (ms) | p50 vs reference | calls/s at 8 | calls/s vs reference | idle spare RSS (MiB each) |',
+  '| case | p50 back to back (ms) | p90 (ms) | p50 vs python3 ref | p50 vs own runtime ref | calls/s at 8 | calls/s vs python3 ref | vs own runtime ref | idle RSS / PSS (MiB each) |',
 );
-console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
 for (const row of rows) {
-  const spare = row.idleSpareBytes === undefined ? '—' : (row.idleSpareBytes / 1048576).toFixed(1);
+  const own = ownReference(row.runtime);
+  const idle = row.idle === undefined ? '—' : `${mib(row.idle.rss)} / ${mib(row.idle.pss)}`;
   console.log(
-    `| ${row.name}${row.confinement === undefined ? '' : ` (${row.confinement})`} | ${row.p50.toFixed(1)} | ${row.p90.toFixed(1)} | ${(row.p50 / reference.p50).toFixed(2)}× | ${row.callsPerSecond.toFixed(1)} | ${(row.callsPerSecond / reference.callsPerSecond).toFixed(2)}× | ${spare} |`,
+    `| ${row.name}${row.confinement === undefined ? '' : ` (${row.confinement})`} | ${row.p50.toFixed(1)} | ${row.p90.toFixed(1)} | ${(row.p50 / pythonReference.p50).toFixed(2)}× | ${(row.p50 / own.p50).toFixed(2)}× | ${row.callsPerSecond.toFixed(1)} | ${(row.callsPerSecond / pythonReference.callsPerSecond).toFixed(2)}× | ${(row.callsPerSecond / own.callsPerSecond).toFixed(2)}× | ${idle} |`,
   );
+}
+
+// Issue 25's targets, against the python3 reference, for each runtime's confined cases.
+const targets = [
+  { what: 'p50 back to back ≤ 0.3× the python3 reference', limit: 0.3, below: true },
+  { what: 'calls/s at concurrency 8 ≥ 3× the python3 reference', limit: 3, below: false },
+];
+console.log('\n| target (issue 25) | case | measured | |');
+console.log('| --- | --- | ---: | --- |');
+for (const row of rows.filter((each) => !each.reference && !each.name.includes('none'))) {
+  for (const target of targets) {
+    const ratio = target.below
+      ? row.p50 / pythonReference.p50
+      : row.callsPerSecond / pythonReference.callsPerSecond;
+    const met = target.below ? ratio <= target.limit : ratio >= target.limit;
+    console.log(
+      `| ${target.what} | ${row.name} | ${ratio.toFixed(2)}× | ${met ? 'met' : '**not met**'} |`,
+    );
+  }
 }

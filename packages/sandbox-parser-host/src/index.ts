@@ -7,6 +7,8 @@ export {
   ParserHostOptionsSchema,
   type ParserRuntime,
   ParserRuntimeSchema,
+  type ProcessModel,
+  ProcessModelSchema,
   type ResolvedHostSettings,
   type RunParserOptions,
   RunParserOptionsSchema,

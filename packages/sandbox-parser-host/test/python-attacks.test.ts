@@ -60,6 +60,11 @@ async function listen(
 describe.each([
   { mode: 'none', options: { confinement: 'none' } },
   { mode: 'default', options: {} },
+  // The same attacks through a fork server's children (bubblewrap as well).
+  {
+    mode: 'default, fork-server',
+    options: { processModel: 'fork-server', warmSpare: true, spares: 2 },
+  },
 ] as const)('python attacks, confinement: $mode', ({ options }) => {
   const host = () =>
     makePythonHost({ module: pythonAttacksPath, maxOutputBytes: 1024 * 1024, ...options });

@@ -1,7 +1,11 @@
 // The egress proxy's cost, in one run (`node bench/egress.ts`, part of `pnpm bench`): a 100 MB
-// download and 200 small requests with curl, (a) direct on the host, (b) on the host through the
-// proxy's loopback TCP listener, (c) inside the sandbox through the forwarder, the Unix socket
-// and the proxy. Times come from curl's own -w figures, so sandbox start-up is not in them.
+// download, 200 small requests on one kept-alive connection and 50 small requests on a new
+// connection each, with curl, (a) direct on the host, (b) on the host through the proxy's
+// loopback TCP listener (plain HTTP forwarding; CONNECT tunnels with the bytes moved by Node and
+// by the host-side splice relay), (c) inside the sandbox through the forwarder, the Unix socket
+// and the proxy. The variants are interleaved round by round (the machine is shared: load hits
+// all of them alike); medians over the rounds. Times come from curl's own -w figures, so sandbox
+// start-up is not in them.
 import { execFile, spawn } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { promisify } from 'node:util';
@@ -9,8 +13,10 @@ import { EgressProxy } from '../src/egress/egress-proxy.ts';
 import { createSandbox } from '../src/index.ts';
 
 const run = promisify(execFile);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
 const megabytes = 100;
 const small = 200;
+const fresh = 50;
 // The server runs in a process of its own, as a remote server would: it does not share the
 // proxy's event loop.
 const serverSource = `
@@ -46,9 +52,10 @@ const downloadArgs = (host: string) => [
   '%{speed_download}',
   `http://${host}:${port}/big`,
 ];
-const smallArgs = (host: string) => [
+const requestsArgs = (host: string, count: number, close: boolean) => [
   '-sS',
-  ...Array.from({ length: small }, () => [
+  ...(close ? ['-H', 'Connection: close'] : []),
+  ...Array.from({ length: count }, () => [
     `http://${host}:${port}/small`,
     '-o',
     '/dev/null',
@@ -56,7 +63,7 @@ const smallArgs = (host: string) => [
     '%{time_total}\\n',
   ]).flat(),
 ];
-const median = (values: number[]): number => {
+const median = (values: readonly number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 };
@@ -66,68 +73,95 @@ const times = (text: string): number[] =>
     .split('\n')
     .map((line) => Number(line) * 1000);
 
-// (a) direct
-const directSpeed = Number((await run('curl', downloadArgs('127.0.0.1'))).stdout);
-const directSmall = times((await run('curl', smallArgs('127.0.0.1'))).stdout);
+/** Runs curl with `args` and returns its stdout. */
+type Curl = (args: string[]) => Promise<string>;
 
-// (b) the proxy alone, over loopback TCP
-const proxy = new EgressProxy({ lookup });
-const listener = await proxy.openTcp(policy);
-const proxyUrl = `http://127.0.0.1:${(listener.address as { port: number }).port}`;
-const proxySpeed = Number(
-  (await run('curl', ['-x', proxyUrl, ...downloadArgs('bench.test')])).stdout,
-);
-const proxySmall = times(
-  (await run('curl', ['-x', proxyUrl, ...smallArgs('bench.test')], { maxBuffer: 1 << 20 })).stdout,
-);
-// The same through a CONNECT tunnel (how HTTPS goes; here without TLS, to measure the proxy).
-const tunnelSpeed = Number(
-  (await run('curl', ['-p', '-x', proxyUrl, ...downloadArgs('bench.test')])).stdout,
-);
-const tunnelSmall = times(
-  (await run('curl', ['-p', '-x', proxyUrl, ...smallArgs('bench.test')], { maxBuffer: 1 << 20 }))
-    .stdout,
-);
-await proxy.close();
-
-// (c) inside the sandbox: forwarder + Unix socket + proxy
+const onHost: Curl = async (args) => (await run('curl', args, { maxBuffer: 1 << 20 })).stdout;
+const nodeProxy = new EgressProxy({ lookup, tunnelRelay: 'node' });
+const spliceProxy = new EgressProxy({ lookup, tunnelRelay: 'splice' });
+const nodeUrl = `http://127.0.0.1:${((await nodeProxy.openTcp(policy)).address as { port: number }).port}`;
+const spliceUrl = `http://127.0.0.1:${((await spliceProxy.openTcp(policy)).address as { port: number }).port}`;
 const sandbox = createSandbox(
   { network: policy, allowFileWrites: false, timeoutMs: 120_000 },
   { lookup },
 );
-const inside = await sandbox.run('curl', downloadArgs('bench.test'));
-const insideSmall = await sandbox.run('curl', smallArgs('bench.test'));
-if (!inside.success || !insideSmall.success)
-  throw new Error(`sandboxed curl failed: ${inside.stderr} ${insideSmall.stderr}`);
-const sandboxSpeed = Number(inside.stdout);
-const insideTunnel = await sandbox.run('curl', ['-p', ...downloadArgs('bench.test')]);
-const insideTunnelSmall = await sandbox.run('curl', ['-p', ...smallArgs('bench.test')]);
-const sandboxTunnelSpeed = Number(insideTunnel.stdout);
-const sandboxTunnelSmall = times(insideTunnelSmall.stdout);
-const sandboxSmall = times(insideSmall.stdout);
-await sandbox.close();
+const inSandbox: Curl = async (args) => {
+  const result = await sandbox.run('curl', args);
+  if (!result.success) throw new Error(`sandboxed curl failed: ${result.stderr}`);
+  return result.stdout;
+};
+
+/** One row: how curl is run, with which extra arguments, to which host name. */
+interface Variant {
+  readonly name: string;
+  readonly curl: Curl;
+  readonly flags: readonly string[];
+  readonly host: string;
+}
+const variants: readonly Variant[] = [
+  { name: 'direct (host curl)', curl: onHost, flags: [], host: '127.0.0.1' },
+  { name: 'host curl → proxy (TCP)', curl: onHost, flags: ['-x', spliceUrl], host: 'bench.test' },
+  {
+    name: 'host curl → proxy (TCP), CONNECT, Node relay',
+    curl: onHost,
+    flags: ['-p', '-x', nodeUrl],
+    host: 'bench.test',
+  },
+  {
+    name: 'host curl → proxy (TCP), CONNECT, splice relay',
+    curl: onHost,
+    flags: ['-p', '-x', spliceUrl],
+    host: 'bench.test',
+  },
+  {
+    name: 'sandboxed curl → forwarder → proxy',
+    curl: inSandbox,
+    flags: [],
+    host: 'bench.test',
+  },
+  {
+    name: 'sandboxed curl → forwarder → proxy, CONNECT (splice both)',
+    curl: inSandbox,
+    flags: ['-p'],
+    host: 'bench.test',
+  },
+];
+
+const speeds = variants.map((): number[] => []);
+const kept = variants.map((): number[] => []);
+const opened = variants.map((): number[] => []);
+const loads: number[] = [];
+for (let round = 0; round < rounds; round += 1) {
+  loads.push(loadavg()[0] ?? 0);
+  for (const [index, variant] of variants.entries()) {
+    const { curl, flags, host } = variant;
+    speeds[index]?.push(Number(await curl([...flags, ...downloadArgs(host)])));
+    kept[index]?.push(...times(await curl([...flags, ...requestsArgs(host, small, false)])));
+    opened[index]?.push(...times(await curl([...flags, ...requestsArgs(host, fresh, true)])));
+  }
+}
+await Promise.all([nodeProxy.close(), spliceProxy.close(), sandbox.close()]);
 serverProcess.kill();
 
 const mbps = (bytesPerSecond: number): string => (bytesPerSecond / 1e6).toFixed(0);
-const rows = [
-  ['direct (host curl)', directSpeed, directSmall],
-  ['host curl → proxy (TCP)', proxySpeed, proxySmall],
-  ['host curl → proxy (TCP), CONNECT tunnel', tunnelSpeed, tunnelSmall],
-  ['sandboxed curl → forwarder → proxy', sandboxSpeed, sandboxSmall],
-  ['sandboxed curl → forwarder → proxy, CONNECT tunnel', sandboxTunnelSpeed, sandboxTunnelSmall],
-] as const;
+const directSpeed = median(speeds[0] ?? []);
+const directKept = median(kept[0] ?? []);
+const directOpened = median(opened[0] ?? []);
 console.log(
-  `egress proxy, ${megabytes} MB download and ${small} small requests (keep-alive), one run`,
+  `egress proxy: ${megabytes} MB download, ${small} small requests on one kept-alive connection, ${fresh} on a new connection each; medians of ${rounds} interleaved rounds`,
 );
 console.log(
-  `${cpus().length} cores, load ${loadavg()
-    .map((value) => value.toFixed(1))
-    .join(' ')}`,
+  `${cpus().length} cores, load (1 min) at the rounds' starts ${loads.map((value) => value.toFixed(1)).join(' ')}`,
 );
-console.log('| path | 100 MB, MB/s | × direct | small request p50, ms | added p50, ms |');
-console.log('| --- | ---: | ---: | ---: | ---: |');
-for (const [name, speed, samples] of rows) {
+console.log(
+  '| path | 100 MB, MB/s | × direct | kept-alive p50, ms | added, ms | new connection p50, ms | added, ms |',
+);
+console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+for (const [index, variant] of variants.entries()) {
+  const speed = median(speeds[index] ?? []);
+  const keptMedian = median(kept[index] ?? []);
+  const openedMedian = median(opened[index] ?? []);
   console.log(
-    `| ${name} | ${mbps(speed)} | ${(speed / directSpeed).toFixed(2)} | ${median(samples).toFixed(3)} | ${(median(samples) - median(directSmall)).toFixed(3)} |`,
+    `| ${variant.name} | ${mbps(speed)} | ${(speed / directSpeed).toFixed(2)} | ${keptMedian.toFixed(3)} | ${(keptMedian - directKept).toFixed(3)} | ${openedMedian.toFixed(3)} | ${(openedMedian - directOpened).toFixed(3)} |`,
   );
 }

@@ -38,8 +38,8 @@ const kindCodes: Record<ResponseErrorKind, SandboxErrorCode> = {
   'memory-exceeded': 'OOM',
 };
 
-// Reversed so that the first name of a number wins (SIGABRT over its alias SIGIOT).
-const signalNames = new Map<number, NodeJS.Signals>(
+/** Signal numbers to names; reversed so that the first name wins (SIGABRT over SIGIOT). */
+export const signalNames = new Map<number, NodeJS.Signals>(
   Object.entries(constants.signals)
     .reverse()
     .map(([name, number]) => [number, name as NodeJS.Signals]),

@@ -39,6 +39,22 @@ export const ParserRuntimeSchema = z.enum(['node', 'python']);
  */
 export type ParserRuntime = 'node' | 'python';
 
+/** How a host's calls get their process: see {@link ProcessModel}. */
+export const ProcessModelSchema = z.enum(['spawn', 'fork-server']);
+
+/**
+ * How a call gets its process. `spawn` (the default): every call gets a child of its own, in a
+ * sandbox of its own, started for it or waiting as a warm spare; nothing of one call's process
+ * or sandbox is there for the next. `fork-server` (Python only): each of `spares` slots is one
+ * sandbox (its own memory cgroup and rlimits) holding a zygote that has loaded the module and
+ * forks a fresh child per call, one call at a time; a call that ends in anything but an answer
+ * (timeout, crash, OOM, a process left behind) has its slot's sandbox killed and replaced.
+ * Every call still runs in a fresh process that never held another call's payload, but calls of
+ * one slot share that sandbox and start from the zygote's state (see docs/parser-host.md).
+ * Calls that find no idle slot, or ask for more memory than the default, are spawned.
+ */
+export type ProcessModel = 'spawn' | 'fork-server';
+
 /** Options of {@link createParserHost}. */
 export const ParserHostOptionsSchema = z
   .strictObject({
@@ -69,6 +85,8 @@ export const ParserHostOptionsSchema = z
       .optional(),
     /** Keep `spares` children started and waiting for the next calls with the default limits. */
     warmSpare: z.boolean().optional(),
+    /** `spawn` (a child per call) or, for Python, `fork-server`; see {@link ProcessModel}. */
+    processModel: ProcessModelSchema.optional(),
     /** Further paths the child may read (the parser module's directory is always readable). */
     allowRead: z.array(z.string().min(1)).optional(),
     /** OS confinement through `@coda/sandbox-subprocess`; see {@link ConfinementMode}. */
@@ -144,6 +162,12 @@ export interface ParserHostOptions {
    * limits, so a call does not wait for the interpreter to start. Default `true`.
    */
   warmSpare?: boolean | undefined;
+  /**
+   * How a call gets its process: `spawn` (a child and a sandbox per call) or, for a Python
+   * module, `fork-server` (`spares` sandboxed zygotes fork a fresh child per call, which meets
+   * issue 25's throughput targets); see {@link ProcessModel}. Default `spawn`.
+   */
+  processModel?: ProcessModel | undefined;
   /** Further paths the child may read (the parser module's directory is always readable). */
   allowRead?: string[] | undefined;
   /** OS confinement through `@coda/sandbox-subprocess`; see {@link ConfinementMode}. Default `auto`. */
@@ -206,8 +230,10 @@ export interface ResolvedHostSettings {
   maxStderrBytes: number;
   /** Whether a warm spare child is kept. */
   warmSpare: boolean;
-  /** Warm children kept waiting (0 when `warmSpare` is false). */
+  /** Warm children kept waiting (0 when `warmSpare` is false); fork-server slots. */
   spares: number;
+  /** How a call gets its process. */
+  processModel: ProcessModel;
   /** The module's language. */
   runtime: ParserRuntime;
   /** The real path of the Python interpreter children run (`python` runtime only). */
@@ -226,6 +252,7 @@ export const hostDefaults = Object.freeze({
   maxStderrBytes: 64 * 1024,
   warmSpare: true,
   spares: 1,
+  processModel: 'spawn' as ProcessModel,
   confinement: 'auto' as ConfinementMode,
   logger: silentLogger,
 });

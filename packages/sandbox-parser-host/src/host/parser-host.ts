@@ -19,6 +19,8 @@ import type { ConfinementReport } from '../spawn/child.ts';
 import type { RunnerPlan } from '../spawn/node-command.ts';
 import { type ChildSpawner, createChildSpawner } from '../spawn/spawn-child.ts';
 import { CallQueue } from './call-queue.ts';
+import { ForkServerSlot } from './fork-server.ts';
+import { ForkServerPool } from './fork-server-pool.ts';
 import {
   hostDefaults,
   type ParserHostOptions,
@@ -29,9 +31,9 @@ import {
 } from './options.ts';
 import { resolveReadablePaths } from './read-paths.ts';
 import { type ParserResult, refusedResult } from './result.ts';
-import { RunnerProcess } from './runner-process.ts';
+import { type CallRequest, RunnerProcess } from './runner-process.ts';
 import { chooseRuntime } from './runtime-choice.ts';
-import { SparePool } from './spare-pool.ts';
+import { type RunnerPool, SparePool } from './spare-pool.ts';
 
 /** A host that runs parser functions of one module in short-lived, confined children. */
 export interface ParserHost {
@@ -69,6 +71,19 @@ export interface ParserHost {
 /** Longer names are refused: the name comes back in `Unknown parser: NAME`. */
 const maxParserNameLength = 1024;
 
+/** What serves one call: a child of its own, or a fork-server slot. */
+interface CallRunner {
+  /** The process started for it (bwrap's when confined). */
+  readonly child: { readonly pid: number | undefined };
+  run(request: CallRequest, startedAt: number): Promise<ParserResult>;
+}
+
+function refuseOption(path: string, received: unknown, message: string): never {
+  throw new SandboxValidationError(`Invalid parser host options: ${path}: ${message}`, {
+    issues: [{ path, message, received: JSON.stringify(received) }],
+  });
+}
+
 function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
@@ -81,7 +96,7 @@ class Host implements ParserHost {
   readonly #plan: Omit<RunnerPlan, 'limits'>;
   readonly #closing = new AbortController();
   readonly #active = new Set<Promise<unknown>>();
-  readonly #spares: SparePool;
+  readonly #spares: RunnerPool<CallRunner>;
 
   constructor(options: ParserHostOptions) {
     const parsed = validate(ParserHostOptionsSchema, options, 'parser host options');
@@ -90,6 +105,13 @@ class Host implements ParserHost {
     const { modulePath, readPaths } = resolveReadablePaths(parsed.module, allowRead);
     const { runtime, python } = chooseRuntime(modulePath, rest);
     const warmSpare = rest.warmSpare ?? hostDefaults.warmSpare;
+    const processModel = rest.processModel ?? hostDefaults.processModel;
+    if (processModel === 'fork-server' && runtime !== 'python') {
+      refuseOption('processModel', processModel, 'a fork server needs runtime python');
+    }
+    if (processModel === 'fork-server' && (!warmSpare || rest.spares === 0)) {
+      refuseOption('processModel', processModel, 'a fork server needs spares (at least 1)');
+    }
     const settings: ResolvedHostSettings = {
       limits: resolveParserLimits(limits as Partial<ParserLimits> | undefined),
       maxConcurrent: rest.maxConcurrent ?? availableParallelism(),
@@ -99,6 +121,7 @@ class Host implements ParserHost {
       maxStderrBytes: rest.maxStderrBytes ?? hostDefaults.maxStderrBytes,
       warmSpare,
       spares: warmSpare ? (rest.spares ?? hostDefaults.spares) : 0,
+      processModel,
       runtime,
       ...(python === undefined ? {} : { python: python.executable }),
       confinement: rest.confinement ?? hostDefaults.confinement,
@@ -111,7 +134,10 @@ class Host implements ParserHost {
       network: parsed.network,
       lookup: parsed.lookup,
     });
-    this.#spares = new SparePool(settings.spares);
+    this.#spares =
+      processModel === 'fork-server'
+        ? new ForkServerPool(settings.spares, () => this.#startForkServer())
+        : new SparePool(settings.spares, () => this.#startSpare());
     this.#queue = new CallQueue(settings.maxConcurrent, settings.maxQueued);
     this.#plan = {
       moduleUrl: pathToFileURL(modulePath).href,
@@ -165,7 +191,7 @@ class Host implements ParserHost {
     if (refusal === 'closed') return refusedResult('UNAVAILABLE', 'parser host is closed');
     const startedAt = performance.now();
     try {
-      let runner: RunnerProcess;
+      let runner: CallRunner;
       try {
         runner = this.#takeChild(limits);
       } catch (error) {
@@ -178,7 +204,7 @@ class Host implements ParserHost {
       );
       // A new spare starts once this call has its result: spawning costs the host several
       // milliseconds of synchronous work (and a core), which would otherwise delay this call.
-      if (this.#spares.waiting.length < this.#spares.size) setImmediate(() => this.#replenish());
+      if (this.#spares.needsFill) setImmediate(() => this.#replenish());
       this.#logger.debug(
         { parser: parserName, ok: result.ok, code: result.code, durationMs: result.durationMs },
         'parser call finished',
@@ -247,10 +273,11 @@ class Host implements ParserHost {
     return { body, limits, signal };
   }
 
-  #takeChild(limits: ParserLimits): RunnerProcess {
+  #takeChild(limits: ParserLimits): CallRunner {
     const spare = this.#spares.take(limits);
     if (spare === undefined) return this.#spawn(limits);
-    this.#logger.debug({ pid: spare.child.pid }, 'parser call takes the warm spare');
+    const taken = spare instanceof ForkServerSlot ? 'a fork-server slot' : 'the warm spare';
+    this.#logger.debug({ pid: spare.child.pid }, `parser call takes ${taken}`);
     return spare;
   }
 
@@ -260,19 +287,28 @@ class Host implements ParserHost {
     return new RunnerProcess(child, limits, this.settings);
   }
 
+  #startSpare(): RunnerProcess {
+    const spare = this.#spawn(this.settings.limits);
+    void spare.child.exited.then(() => {
+      // Exited without a call: it died waiting (the pool drops it, a call replaces it).
+      if (!spare.served) {
+        this.#logger.warn({ pid: spare.child.pid }, 'warm spare exited while waiting');
+      }
+    });
+    return spare;
+  }
+
+  #startForkServer(): ForkServerSlot {
+    const { limits } = this.settings;
+    const child = this.#spawner.spawn({ ...this.#plan, limits, forkServer: true });
+    this.#logger.debug({ pid: child.pid }, 'parser fork server started');
+    return new ForkServerSlot(child, limits, this.settings);
+  }
+
   #replenish(): void {
     if (this.#closing.signal.aborted) return;
     try {
-      this.#spares.fill(() => {
-        const spare = this.#spawn(this.settings.limits);
-        void spare.child.exited.then(() => {
-          // Exited without a call: it died waiting (the pool drops it, a call replaces it).
-          if (!spare.served) {
-            this.#logger.warn({ pid: spare.child.pid }, 'warm spare exited while waiting');
-          }
-        });
-        return spare;
-      });
+      this.#spares.fill();
     } catch (error) {
       this.#logger.warn({ error: describeError(error) }, 'cannot start a warm spare');
     }

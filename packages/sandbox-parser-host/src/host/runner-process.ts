@@ -2,18 +2,16 @@
 // drained (and its ready byte seen) while it waits; `run` sends the request and watches the
 // limits the host enforces itself: wall clock, cancellation, resident memory, output size.
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
 import type { ParserLimits } from '@coda/sandbox-core';
 import { lengthBytes } from '../protocol/wire.ts';
 import type { ParserChild } from '../spawn/child.ts';
+import { type WatchedCall, watchCall } from './call-watch.ts';
 import { type CallOutcome, classify, type KillReason } from './classify.ts';
-import { watchMemory } from './memory-watch.ts';
 import { OutputCapture } from './output-capture.ts';
 import { ResponseReader } from './response-reader.ts';
 import type { ParserResult } from './result.ts';
+import { streamsClosed } from './stream-drain.ts';
 
-/** How long to wait for the response channel to drain after the child exited. */
-const drainGraceMs = 1_000;
 const heapExhaustedMarkers = ['JavaScript heap out of memory', 'Reached heap limit'];
 
 /** The host's output caps, shared by all its children. */
@@ -23,13 +21,9 @@ export interface OutputCaps {
 }
 
 /** What one call hands to its child. */
-export interface CallRequest {
+export interface CallRequest extends WatchedCall {
   /** The request body (UTF-8 JSON). */
   body: Buffer;
-  limits: ParserLimits;
-  signal: AbortSignal | undefined;
-  /** Aborted when the host closes. */
-  closing: AbortSignal;
 }
 
 /** A spawned runner child serving exactly one call. */
@@ -103,26 +97,10 @@ export class RunnerProcess {
     header.writeUInt32BE(request.body.length);
     child.stdin.end(Buffer.concat([header, request.body]));
 
-    const timer = setTimeout(() => this.#kill({ kind: 'timeout' }), request.limits.timeout);
-    const onAbort = (): void => this.#kill({ kind: 'cancelled', message: 'parser call cancelled' });
-    const onClose = (): void => this.#kill({ kind: 'cancelled', message: 'parser host closed' });
-    request.signal?.addEventListener('abort', onAbort, { once: true });
-    request.closing.addEventListener('abort', onClose, { once: true });
-    if (request.signal?.aborted) onAbort();
-    if (request.closing.aborted) onClose();
-    const stopWatch =
-      child.confinement.memory === 'rss-watchdog' && child.pid !== undefined
-        ? watchMemory(child.pid, request.limits.memoryBytes, (residentBytes) =>
-            this.#kill({ kind: 'memory', residentBytes }),
-          )
-        : () => {};
-
+    const stopWatching = watchCall(request, child, (reason) => this.#kill(reason));
     const exit = await child.exited;
-    clearTimeout(timer);
-    stopWatch();
-    request.signal?.removeEventListener('abort', onAbort);
-    request.closing.removeEventListener('abort', onClose);
-    await this.#drained();
+    stopWatching();
+    await streamsClosed([child.response, child.stdout, child.stderr]);
 
     const outcome: CallOutcome = {
       exit,
@@ -140,17 +118,5 @@ export class RunnerProcess {
   #kill(reason: KillReason): void {
     this.#killed ??= reason;
     this.child.kill();
-  }
-
-  /** Waits (briefly) for the channels to deliver what the child wrote before it exited. */
-  async #drained(): Promise<void> {
-    const streams = [this.child.response, this.child.stdout, this.child.stderr].filter(
-      (stream) => !stream.readableEnded && !stream.destroyed,
-    );
-    if (streams.length === 0) return;
-    const grace = AbortSignal.timeout(drainGraceMs);
-    await Promise.all(
-      streams.map((stream) => once(stream, 'close', { signal: grace }).catch(() => {})),
-    );
   }
 }

@@ -4,6 +4,12 @@
 # reads one request, calls one public function of the module and writes one framed response on
 # fd 3, then exits without running any exit handler.
 #
+# With `"forkServer": true` in CONFIG it is a fork server (a zygote, `processModel: 'fork-server'`):
+# it sets the same limits (RLIMIT_CPU aside), restrictions and hook, imports the module, and then
+# never reads stdin: it forks one child per call, which reads that call's nonce and request,
+# applies the call's limits and answers as above. The zygote waits for that child, says how it
+# ended on fd 4 (its control channel, which the child closes first thing), and forks the next.
+#
 # It runs as `python3 -I -B -S runner.py CONFIG`: isolated mode (no environment variables, no
 # user site, not even the script's directory on sys.path), no bytecode written, no site import.
 # CONFIG is one JSON argument: the module's real path, the readable paths and the limits.
@@ -17,6 +23,7 @@
 # in the frame of `main`, and every way to reach a frame is refused (sys._getframe, tb_frame,
 # gi_frame, sys.settrace, gc.get_referrers, ...), as is every way to build code objects
 # (code.__new__, marshal.loads) that could read memory.
+import gc
 import importlib.util
 import json
 import os
@@ -27,7 +34,8 @@ import sys
 
 def main():
     # Everything used after the parser module loads is taken now, as locals of this frame.
-    read_fd, write_fd, exit_now = os.read, os.write, os._exit
+    read_fd, write_fd, exit_now, set_blocking = os.read, os.write, os._exit, os.set_blocking
+    make_pipe, replace_fd, close_fd = os.pipe, os.dup2, os.close
     loads = json.loads
     # The C encoder itself: json.dumps goes through Python code that looks builtins up at run time.
     make_encoder, encode_string = json.encoder.c_make_encoder, json.encoder.c_encode_basestring
@@ -40,8 +48,9 @@ def main():
     str_type, bytes_type, int_type, type_of, length, view_of = str, bytes, int, type, len, memoryview
     type_error, plain_exits = TypeError, (SystemExit, KeyboardInterrupt, RecursionError)
     console = (sys.stdout, sys.stderr)
+    collect_garbage, freeze_garbage = gc.collect, gc.freeze
 
-    response_fd, nonce_bytes, length_bytes = 3, 32, 4
+    response_fd, control_fd, nonce_bytes, length_bytes = 3, 4, 32, 4
     exit_ok, exit_error, exit_bad_request = 0, 1, 2
     error_message_limit = 16_384
 
@@ -51,11 +60,16 @@ def main():
 
     config = loads(sys.argv[1])
     memory_bytes, cpu_secs = config["memoryBytes"], config["cpuSecs"]
+    fork_server_mode = config.get("forkServer") is True
+    set_limit, limit_as, limit_cpu = resource.setrlimit, resource.RLIMIT_AS, resource.RLIMIT_CPU
 
     # The seed's limits, set before any parser code runs. The soft CPU limit is one second under
     # the hard one, so the CPU limit shows as SIGXCPU (a parser that ignores it gets SIGKILL).
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_secs, cpu_secs + 1))
+    # A zygote has no CPU limit of its own (every fork costs it a little); each call's child sets
+    # one, and a forked child's CPU time starts at zero.
+    set_limit(limit_as, (memory_bytes, memory_bytes))
+    if not fork_server_mode:
+        set_limit(limit_cpu, (cpu_secs, cpu_secs + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
     def read_exactly(length):
@@ -67,16 +81,21 @@ def main():
             buffer += chunk
         return buffer
 
-    # The nonce first: once parser code runs, whatever is still in the stdin pipe is readable.
-    nonce = read_exactly(nonce_bytes)
-    if nonce is None:
-        fail("stdin closed before the nonce arrived")
-    nonce = bytes_type(nonce)
+    def read_nonce():
+        received = read_exactly(nonce_bytes)
+        if received is None:
+            fail("stdin closed before the nonce arrived")
+        return bytes_type(received)
 
-    # Descriptors inherited without close-on-exec (stdio and the response channel aside).
+    # The nonce first: once parser code runs, whatever is still in the stdin pipe is readable.
+    # (A zygote's children each read their own, before any code of the module runs in them.)
+    nonce = None if fork_server_mode else read_nonce()
+
+    # Descriptors inherited without close-on-exec (stdio, the response and control channels aside).
+    kept_fd = control_fd if fork_server_mode else response_fd
     for name in os.listdir("/proc/self/fd"):
         fd = int_type(name)
-        if fd > response_fd:
+        if fd > kept_fd:
             try:
                 if os.get_inheritable(fd):
                     os.close(fd)
@@ -95,10 +114,18 @@ def main():
     # code object, so the hook refuses marshal; the module and what it imports compile from source.
     sys.pycache_prefix = cwd + "/.no-bytecode"
 
-    restrict_with_landlock(readable)
-    install_audit_hook(readable, cwd)
+    restrict_with_landlock(readable, fork_server_mode)
+    as_runner = install_audit_hook(readable, cwd)
+    fork = os.fork
+    serve_forks = fork_server(lambda: as_runner(fork), console, write_fd, fail, exit_bad_request) if fork_server_mode else None
+    taken = [(signal, "pidfd_send_signal"), (os, "pidfd_open")]
+    if fork_server_mode:
+        # At-fork callbacks would run in every call's child before it reads its nonce. `random`
+        # registers its reseed first, so that no two calls' children share its state.
+        import random  # noqa: F401
+        taken.append((os, "register_at_fork"))
     # No audit event covers these: taken away (under bubblewrap a pid namespace hides the host).
-    for owner, attribute in ((signal, "pidfd_send_signal"), (os, "pidfd_open")):
+    for owner, attribute in taken:
         if hasattr(owner, attribute):
             delattr(owner, attribute)
             delattr(sys.modules["_signal" if owner is signal else "posix"], attribute)
@@ -152,7 +179,17 @@ def main():
             message = message[:error_message_limit] + "…"
         respond('{"ok":false,"kind":"' + kind + '","error":' + encode_string(message) + "}", exit_error)
 
-    write_all(frame(b""))
+    if fork_server_mode:
+        # Returns in each call's child only; what import left behind is frozen first, so that
+        # no finaliser of the module's runs in a child before it has its request.
+        collect_garbage()
+        freeze_garbage()
+        serve_forks()
+        set_blocking(0, True)
+        set_blocking(response_fd, True)
+        nonce = read_nonce()
+    else:
+        write_all(frame(b""))
     header = read_exactly(length_bytes)
     if header is None:
         fail("stdin closed before a request arrived")
@@ -162,6 +199,18 @@ def main():
     request = loads(body.decode("utf-8"))
     if type_of(request) is not dict or request.get("v") != 1 or type(request.get("parser")) is not str_type:
         fail("unsupported request (expected protocol version 1)")
+    if fork_server_mode:
+        # The zygote's stdin carries every call of this slot: the parser, and any process it
+        # manages to start, gets an empty one instead (reads see its end, as in a spawned child).
+        empty, writer = make_pipe()
+        close_fd(writer)
+        replace_fd(empty, 0)
+        close_fd(empty)
+        # This call's limits (the host sends a call here only with memoryBytes at most the
+        # zygote's, which the cgroup is sized for).
+        memory_bytes, cpu_secs = request["limits"]["memoryBytes"], request["limits"]["cpuSecs"]
+        as_runner(set_limit, limit_as, (memory_bytes, memory_bytes))
+        as_runner(set_limit, limit_cpu, (cpu_secs, cpu_secs + 1))
     if load_error is not None:
         respond_error("load-error", load_error)
 
@@ -211,6 +260,53 @@ def main():
 
 
 
+def fork_server(fork_once, console, write_fd, fail, exit_bad_request):
+    # The zygote's loop, bound before the module loads: fork the next call's child at once (so a
+    # call does not wait for the fork), wait for it, report on the control channel how it ended,
+    # and go on. The zygote is a child subreaper: whatever process a call's child left behind is
+    # reparented to it, and waitpid then shows it; the zygote reports it and exits, and the host
+    # kills the whole sandbox before another call's bytes reach this stdin. A child that found no
+    # request (stdin closed: the host is gone) ends the zygote too, rather than a loop of forks.
+    control_fd = 4
+    waitpid, no_hang, exit_now, close, str_type = os.waitpid, os.WNOHANG, os._exit, os.close, str
+    exited, exit_code, signalled, term_signal = os.WIFEXITED, os.WEXITSTATUS, os.WIFSIGNALED, os.WTERMSIG
+    base_exception, os_error, no_child = BaseException, OSError, ChildProcessError
+
+    def tell(line):
+        data = (line + "\n").encode()
+        while data:
+            data = data[write_fd(control_fd, data):]
+
+    def serve():
+        while True:
+            for stream in console:
+                try:
+                    stream.flush()
+                except base_exception:  # noqa: BLE001 — a broken console loses its tail
+                    pass
+            try:
+                pid = fork_once()
+            except os_error as error:
+                fail("cannot fork a call's child: " + str_type(error))
+            if pid == 0:
+                close(control_fd)
+                return
+            tell('{"ready":true}')
+            status = waitpid(pid, 0)[1]
+            try:
+                waitpid(-1, no_hang)
+                leftover = "true"
+            except no_child:
+                leftover = "false"
+            code = str_type(exit_code(status)) if exited(status) else "null"
+            signal_number = str_type(term_signal(status)) if signalled(status) else "null"
+            tell('{"exitCode":' + code + ',"signal":' + signal_number + ',"leftover":' + leftover + "}")
+            if leftover == "true" or code == str_type(exit_bad_request):
+                exit_now(3)
+
+    return serve
+
+
 # Landlock (Linux 5.13+), the kernel's own allowlist, under the audit hook: it holds even for code
 # the hook cannot see (modules rebuilt with _imp.create_builtin, whose fork_exec and
 # pidfd_send_signal raise no audit event) and for any process such code starts. Reads only
@@ -224,12 +320,19 @@ READ_ACCESS = 4 | 8  # READ_FILE, READ_DIR
 FS_ACCESS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
 
 
-def restrict_with_landlock(readable):
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def restrict_with_landlock(readable, subreaper=False):
     if sys.platform != "linux":
         return
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
+    if subreaper and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        # Without it a call's leftover process would go unseen: refuse to serve.
+        os.write(2, b"parser runner: cannot become a child subreaper\n")
+        os._exit(2)
     syscall = libc.syscall
     syscall.restype = ctypes.c_long
     abi = syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
@@ -297,6 +400,10 @@ ALLOWED_EVENTS = frozenset({
     "sys.unraisablehook",
 })
 
+# Audit events only the runner itself causes, through `as_runner`: a zygote's fork of a call's
+# child, and that child setting the call's limits.
+RUNNER_EVENTS = frozenset({"os.fork", "resource.setrlimit"})
+
 # Modules that cannot be imported: the ones whose only use here is a door out.
 REFUSED_MODULES = frozenset({
     "ctypes", "_ctypes", "socket", "_socket", "ssl", "_ssl", "mmap", "_posixsubprocess",
@@ -310,7 +417,11 @@ FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f
 
 def install_audit_hook(readable, cwd):
     # Bound here, never looked up at run time: a parser can replace builtins and module attributes.
+    # Returns `as_runner`, the one way past it for a zygote and its children: it calls a function
+    # with the gate open to RUNNER_EVENTS (fork, setrlimit) for that call only. Neither it nor its
+    # gate is reachable from parser code (no frames, no gc), and the gate never opens on its own.
     allowed, refused_modules, frame_attributes = ALLOWED_EVENTS, REFUSED_MODULES, FRAME_ATTRIBUTES
+    runner_events, gate = RUNNER_EVENTS, [False]
     str_type, bytes_type, int_type, tuple_type, type_of, length = str, bytes, int, tuple, type, len
     permission_error, value_error = PermissionError, ValueError
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -357,6 +468,8 @@ def install_audit_hook(readable, cwd):
     def hook(event, args):
         if event in allowed:
             return
+        if gate[0] and event in runner_events:
+            return
         if event == "open":
             path, _mode, flags = args
             if type_of(flags) is int_type and flags & write_flags:
@@ -382,7 +495,15 @@ def install_audit_hook(readable, cwd):
             raise StackHidden("audit hook: " + event + " is not available to parsers")
         refuse(event)
 
+    def as_runner(function, *args):
+        gate[0] = True
+        try:
+            return function(*args)
+        finally:
+            gate[0] = False
+
     sys.addaudithook(hook)
+    return as_runner
 
 
 if __name__ == "__main__":

@@ -52,6 +52,8 @@ export interface ParserChild {
   readonly stderr: Readable;
   /** The host end of the child's fd 3, the response channel. */
   readonly response: Readable;
+  /** The host end of a fork server's fd 4, where its zygote reports each call's end. */
+  readonly control?: Readable | undefined;
   /** Settles once the child has exited; never rejects. */
   readonly exited: Promise<ChildExit>;
   /** What confines this child. */
@@ -63,7 +65,7 @@ export interface ParserChild {
 /** Builds a {@link ParserChild} from a started process's standard streams and the rest. */
 export function toParserChild(
   process: Pick<ParserChild, 'stdin' | 'stdout' | 'stderr'> & { pid?: number | undefined },
-  rest: Pick<ParserChild, 'response' | 'exited' | 'confinement' | 'kill'>,
+  rest: Pick<ParserChild, 'response' | 'control' | 'exited' | 'confinement' | 'kill'>,
 ): ParserChild {
   const { pid, stdin, stdout, stderr } = process;
   return { pid, stdin, stdout, stderr, ...rest };

@@ -70,7 +70,7 @@ export class ConfinedSpawner {
     const { file, args } = runnerCommand(plan);
     const child = this.#sandbox.spawn(file, args, {
       // No host cwd: under bubblewrap the child starts in its private, empty, read-only home.
-      extraPipes: 1,
+      extraPipes: plan.forkServer === true ? 2 : 1,
       maxMemoryMb: Math.ceil(plan.limits.memoryBytes / mebibyte),
       // Without a writable memory cgroup the layer would fall back to RLIMIT_DATA at the limit,
       // which stops Node from starting; the host's RSS watchdog bounds memory instead.
@@ -132,6 +132,7 @@ function wrap(
   );
   return toParserChild(child, {
     response: child.pipes[0] as Readable,
+    control: child.pipes[1] as Readable | undefined,
     exited,
     confinement,
     kill: () => child.kill(),

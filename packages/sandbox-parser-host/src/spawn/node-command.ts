@@ -29,6 +29,11 @@ export interface RunnerPlan {
   python?: PythonInterpreter;
   /** The module's real path (the Python runner loads it by path, not by URL). */
   modulePath?: string;
+  /**
+   * Start a Python fork server (a zygote that forks one child per call) rather than a runner
+   * for one call; it reports each call's end on a second extra descriptor, fd 4.
+   */
+  forkServer?: boolean;
 }
 
 /**

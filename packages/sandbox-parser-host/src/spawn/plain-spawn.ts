@@ -18,7 +18,10 @@ export function spawnPlainChild(plan: RunnerPlan, confinement: ConfinementReport
   const child = spawn(file, args, {
     cwd: plan.cwd,
     env: {},
-    stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+    stdio:
+      plan.forkServer === true
+        ? ['pipe', 'pipe', 'pipe', 'pipe', 'pipe']
+        : ['pipe', 'pipe', 'pipe', 'pipe'],
     detached: true,
     windowsHide: true,
   });
@@ -29,6 +32,7 @@ export function spawnPlainChild(plan: RunnerPlan, confinement: ConfinementReport
   let killed = false;
   return toParserChild(child, {
     response: child.stdio[3] as Readable,
+    control: (child.stdio[4] ?? undefined) as Readable | undefined,
     exited,
     confinement,
     kill() {

@@ -22,6 +22,7 @@ export function pythonCommand(plan: RunnerPlan): { file: string; args: string[] 
     readPaths: plan.readPaths.slice(1),
     memoryBytes: plan.limits.memoryBytes,
     cpuSecs: plan.limits.cpuSecs,
+    ...(plan.forkServer === true ? { forkServer: true } : {}),
   };
   return {
     file: plan.python.executable,

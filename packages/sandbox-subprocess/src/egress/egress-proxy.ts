@@ -9,20 +9,30 @@ import {
   type IncomingMessage,
   type ServerResponse,
 } from 'node:http';
-import { connect, createServer, type Server, type Socket } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { NetworkAllowedEntry, NetworkPolicy } from '@coda/sandbox-core';
+import type { NetworkPolicy } from '@coda/sandbox-core';
 import { NetworkRules } from '@coda/sandbox-core';
-import { maxClientHelloBytes, readClientHello } from './client-hello.ts';
-import { type Admitted, EgressSession, type Refused } from './egress-session.ts';
+import { perlPath } from '../linux/detect.ts';
+import { EgressSession, type Refused } from './egress-session.ts';
+import { HostRelays } from './host-relay.ts';
 import { type EgressLookup, systemLookup } from './lookup.ts';
 import { handleSocks } from './socks5.ts';
+import { joinTunnel } from './tunnel.ts';
+import { connectUpstream } from './upstream.ts';
 
 /** Options of {@link EgressProxy}. */
 export interface EgressProxyOptions {
   /** Resolves names on the host; default the system resolver. Tests pass one they control. */
   lookup?: EgressLookup | undefined;
+  /**
+   * Who moves a tunnel's bytes once it passed its checks: `splice`, a host-side perl relay per
+   * tunnel moving them with splice(2) (Linux with perl; elsewhere `node`), or `node`, the
+   * proxy's own event loop. Default `splice`. Counting and the byte cap stay on the host either
+   * way.
+   */
+  tunnelRelay?: 'splice' | 'node' | undefined;
 }
 
 /** One run's listener. */
@@ -34,12 +44,6 @@ export interface EgressListener {
   /** Stops listening and cuts the run's connections; resolves once the listener is closed. */
   close(): Promise<void>;
 }
-
-const connectTimeoutMs = 10_000;
-/** How long a tunnel to a TLS port may wait for the client's first bytes. */
-const firstBytesTimeoutMs = 10_000;
-/** Ports whose tunnels must start with a TLS ClientHello. */
-const tlsPorts: ReadonlySet<number> = new Set([443]);
 
 /** The text a refused client reads (an HTTP body, or logged by the program). */
 export function denialText(host: string, port: number, refused: Refused): string {
@@ -53,6 +57,8 @@ export function denialText(host: string, port: number, refused: Refused): string
  */
 export class EgressProxy {
   readonly #lookup: EgressLookup;
+  /** The host-side splice relay of tunnels, or undefined to move tunnel bytes in Node. */
+  readonly #relays: HostRelays | undefined;
   #directory: string | undefined;
   #next = 0;
   readonly #listeners = new Set<EgressListener>();
@@ -60,6 +66,10 @@ export class EgressProxy {
 
   constructor(options: EgressProxyOptions = {}) {
     this.#lookup = options.lookup ?? systemLookup;
+    this.#relays =
+      options.tunnelRelay !== 'node' && process.platform === 'linux' && perlPath !== undefined
+        ? new HostRelays(perlPath)
+        : undefined;
   }
 
   /**
@@ -107,11 +117,14 @@ export class EgressProxy {
   ): EgressListener {
     const rules = policy instanceof NetworkRules ? policy : new NetworkRules(policy);
     const session = new EgressSession(rules, this.#lookup);
+    const relays = this.#relays;
+    // Started with the first listener, not the first tunnel: spawn() blocks the event loop.
+    relays?.start();
     const http = createHttpServer({ requestTimeout: 60_000, headersTimeout: 30_000 });
     http.on('request', (request, response) => void forwardHttp(session, request, response));
     http.on(
       'connect',
-      (request, socket, head) => void tunnelHttp(session, request, socket as Socket, head),
+      (request, socket, head) => void tunnelHttp(session, request, socket as Socket, head, relays),
     );
     http.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
@@ -124,7 +137,7 @@ export class EgressProxy {
         socket.pause();
         if (first[0] === 0x05) {
           void handleSocks(session, socket, first, (admitted, head, port) =>
-            splice(session, admitted, socket, head, port),
+            joinTunnel(session, admitted, socket, head, port, relays),
           );
           return;
         }
@@ -146,8 +159,9 @@ export class EgressProxy {
       close: async () => {
         this.#listeners.delete(listener);
         this.#servers.delete(listener);
-        session.close();
+        const cut = session.close();
         await new Promise<void>((resolve) => server.close(() => resolve()));
+        await cut;
         if ('path' in address) rmSync(address.path, { force: true });
         // The directory goes with the last listener; the next run makes a new one.
         if (this.#listeners.size === 0 && this.#directory !== undefined && 'path' in address) {
@@ -165,6 +179,7 @@ export class EgressProxy {
   async close(): Promise<void> {
     this.#closed = true;
     await Promise.all([...this.#listeners].map((listener) => listener.close()));
+    await this.#relays?.close();
     if (this.#directory !== undefined) rmSync(this.#directory, { recursive: true, force: true });
     this.#directory = undefined;
   }
@@ -178,44 +193,13 @@ function authority(text: string): { host: string; port: number } | undefined {
   return { host, port: Number(match[2]) };
 }
 
-/** An open upstream connection and the report entry its bytes go to. */
-interface Upstream {
-  readonly socket: Socket;
-  readonly entry: NetworkAllowedEntry;
-}
-
-/** Opens the upstream connection to an admitted destination (recorded as allowed once open). */
-function connectUpstream(session: EgressSession, admitted: Admitted): Promise<Upstream | Refused> {
-  const { host, port } = admitted;
-  return new Promise((resolve) => {
-    const upstream = connect({
-      host: admitted.address,
-      port,
-      family: admitted.family,
-      timeout: connectTimeoutMs,
-    });
-    const fail = (why: string): void => {
-      upstream.destroy();
-      resolve(session.deny(host, port, 'unreachable', `${admitted.address}:${port}: ${why}`));
-    };
-    upstream.once('connect', () => {
-      upstream.setTimeout(0);
-      upstream.removeAllListeners('error');
-      upstream.on('error', () => {});
-      session.track(upstream);
-      resolve({ socket: upstream, entry: session.opened(admitted) });
-    });
-    upstream.once('timeout', () => fail('connection timed out'));
-    upstream.once('error', (error) => fail(error.message));
-  });
-}
-
-/** CONNECT host:port: admit, answer 200, then {@link splice}. */
+/** CONNECT host:port: admit, answer 200, then {@link joinTunnel}. */
 async function tunnelHttp(
   session: EgressSession,
   request: IncomingMessage,
   client: Socket,
   head: Buffer,
+  relays: HostRelays | undefined,
 ): Promise<void> {
   client.on('error', () => {});
   const target = authority(request.url ?? '');
@@ -235,139 +219,7 @@ async function tunnelHttp(
     return;
   }
   client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-  await splice(session, admitted, client, head, target.port);
-}
-
-/**
- * Joins an admitted tunnel to its destination. The client's first bytes are read before any
- * reach the server: a TLS ClientHello must name the tunnel's host, and a TLS port (443) gets
- * nothing but TLS. On other ports the server may speak first.
- */
-export async function splice(
-  session: EgressSession,
-  admitted: Admitted,
-  client: Socket,
-  head: Buffer,
-  port: number,
-): Promise<void> {
-  const named = admitted.host;
-  const mustBeTls = tlsPorts.has(port);
-  let upstream: Socket | undefined;
-  let entry: NetworkAllowedEntry | undefined;
-  const open = async (): Promise<Socket | undefined> => {
-    const result = await connectUpstream(session, admitted);
-    if (!('socket' in result)) {
-      client.destroy();
-      return undefined;
-    }
-    const opened = result.socket;
-    const counted = result.entry;
-    entry = counted;
-    // Server to client flows at once (a server may speak first); bytes are counted as received.
-    opened.on('data', (chunk: Buffer) => {
-      if (!session.count(counted, 0, chunk.length)) return;
-      if (!client.write(chunk)) opened.pause();
-    });
-    client.on('drain', () => opened.resume());
-    opened.once('end', () => client.end());
-    opened.once('close', () => client.destroy());
-    client.once('close', () => opened.destroy());
-    return opened;
-  };
-  if (!mustBeTls) {
-    upstream = await open();
-    if (upstream === undefined) return;
-  }
-  const first = await firstBytes(client, head, mustBeTls);
-  if (first === undefined) {
-    if (mustBeTls)
-      session.deny(
-        named,
-        port,
-        'protocol',
-        'no TLS ClientHello before the tunnel timed out or closed',
-      );
-    client.destroy();
-    upstream?.destroy();
-    return;
-  }
-  const hello = readClientHello(first);
-  const refuse = (reason: 'sni-mismatch' | 'protocol', detail: string): void => {
-    session.deny(named, port, reason, detail);
-    client.destroy();
-    upstream?.destroy();
-  };
-  if (hello.kind === 'client-hello') {
-    const literal = named.includes(':') || /^\d+\.\d+\.\d+\.\d+$/.test(named);
-    if (hello.serverName === undefined && !literal) {
-      return refuse(
-        'sni-mismatch',
-        `the TLS ClientHello names no server; the tunnel is for ${named}`,
-      );
-    }
-    if (hello.serverName !== undefined && hello.serverName !== named) {
-      return refuse(
-        'sni-mismatch',
-        `the TLS ClientHello names ${hello.serverName}; the tunnel is for ${named}`,
-      );
-    }
-  } else if (hello.kind === 'malformed' || mustBeTls) {
-    return refuse(
-      'protocol',
-      mustBeTls ? `port ${port} carries TLS only` : 'a malformed TLS record',
-    );
-  }
-  upstream ??= await open();
-  if (upstream === undefined) return;
-  const up = upstream;
-  const counted = entry!;
-  const send = (chunk: Buffer): void => {
-    if (!session.count(counted, chunk.length, 0)) return;
-    if (!up.write(chunk)) client.pause();
-  };
-  up.on('drain', () => client.resume());
-  send(first);
-  client.on('data', send);
-  client.once('end', () => up.end());
-  client.resume();
-}
-
-/**
- * The client's first bytes: enough to classify (a whole first TLS record, or anything that is
- * not TLS), or undefined when the client closes or a TLS port waits too long.
- */
-function firstBytes(client: Socket, head: Buffer, mustBeTls: boolean): Promise<Buffer | undefined> {
-  return new Promise((resolve) => {
-    let data = head;
-    const done = (value: Buffer | undefined): void => {
-      clearTimeout(timer);
-      client.off('data', onData);
-      client.off('close', onClose);
-      client.pause();
-      resolve(value);
-    };
-    const decide = (): boolean => {
-      const verdict = readClientHello(data);
-      if (verdict.kind !== 'incomplete' || data.length >= maxClientHelloBytes) {
-        done(data);
-        return true;
-      }
-      return false;
-    };
-    const onData = (chunk: Buffer): void => {
-      data = data.length === 0 ? chunk : Buffer.concat([data, chunk]);
-      decide();
-    };
-    const onClose = (): void => done(undefined);
-    const timer = setTimeout(
-      () => done(undefined),
-      mustBeTls ? firstBytesTimeoutMs : 2_147_483_647,
-    );
-    if (data.length > 0 && decide()) return;
-    client.on('data', onData);
-    client.once('close', onClose);
-    client.resume();
-  });
+  await joinTunnel(session, admitted, client, head, target.port, relays);
 }
 
 /** Headers that belong to one hop (RFC 9110 §7.6.1) and never go on. */

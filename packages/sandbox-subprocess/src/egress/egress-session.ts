@@ -67,8 +67,9 @@ export class EgressSession {
   readonly #allowed = new Map<string, NetworkAllowedEntry>();
   readonly #denied: NetworkReport['denied'] = [];
   #bytes = 0;
-  /** Connections to cut when the byte cap is reached or the session closes. */
-  readonly #open = new Set<{ destroy(): void }>();
+  /** Connections (sockets, tunnel relays) to cut when the byte cap is reached or the session closes, each with the promise of its close. */
+  readonly #open = new Map<{ destroy(): void }, Promise<void>>();
+  #closed = false;
 
   constructor(rules: NetworkRules, lookup: EgressLookup) {
     this.rules = rules;
@@ -134,14 +135,44 @@ export class EgressSession {
     return entry;
   }
 
-  /** Keeps `connection` until it closes, so the cap and close() can cut it. */
+  /**
+   * Keeps `connection` until it closes, so the cap and close() can cut it (at once, when the
+   * session is closed already).
+   */
   track(connection: {
     destroy(): void;
     once(event: 'close', listener: () => void): unknown;
   }): void {
-    this.#open.add(connection);
-    connection.once('close', () => this.#open.delete(connection));
+    const closed = new Promise<void>((resolve) => {
+      connection.once('close', () => {
+        this.#open.delete(connection);
+        resolve();
+      });
+    });
+    this.#open.set(connection, closed);
+    if (this.#closed) connection.destroy();
   }
+
+  /**
+   * Sets aside up to `want` bytes of `maxEgressBytes` for a tunnel relay, which counts them as
+   * it passes them on; `final` when that was all the cap had left (the relay then stops at it).
+   * Undefined without a cap. What other connections move meanwhile is not held back by it.
+   */
+  reserve(want: number): { bytes: number; final: boolean } | undefined {
+    const cap = this.rules.policy.maxEgressBytes;
+    if (cap === undefined) return undefined;
+    const available = Math.max(0, cap - this.#bytes - this.#reserved);
+    const bytes = Math.min(want, available);
+    this.#reserved += bytes;
+    return { bytes, final: bytes === available };
+  }
+
+  /** Gives back reserved bytes: counted since, or left over when a relay ended. */
+  release(bytes: number): void {
+    this.#reserved = Math.max(0, this.#reserved - bytes);
+  }
+
+  #reserved = 0;
 
   /**
    * Counts bytes moved for `entry`. Returns false (and cuts every connection of the run) once
@@ -153,12 +184,20 @@ export class EgressSession {
     entry.bytes += sent + received;
     this.#bytes += sent + received;
     if (!this.#overCap()) return true;
+    this.reachedCap(entry);
+    return false;
+  }
+
+  /**
+   * The cap is reached (passed by `count`, or a relay's final budget ran out with more to
+   * move): reports it once and cuts every connection of the run.
+   */
+  reachedCap(entry: NetworkAllowedEntry): void {
     if (!this.#capReported) {
       this.#capReported = true;
       this.#capRefusal(entry.host, entry.port);
     }
-    for (const connection of this.#open) connection.destroy();
-    return false;
+    for (const connection of this.#open.keys()) connection.destroy();
   }
 
   #capReported = false;
@@ -177,9 +216,14 @@ export class EgressSession {
     );
   }
 
-  /** Cuts every open connection. */
-  close(): void {
-    for (const connection of this.#open) connection.destroy();
-    this.#open.clear();
+  /**
+   * Cuts every open connection; resolves once all of them are closed (a tunnel relay's process
+   * gone and its last counts read, so the report is final).
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const closing = [...this.#open.values()];
+    for (const connection of this.#open.keys()) connection.destroy();
+    await Promise.all(closing);
   }
 }

@@ -4,14 +4,17 @@
 // Unix socket bound into the sandbox; then the command runs. The pid namespace ends the forwarder
 // with the command.
 
+import { relaySub, relaySyscalls } from './splice-relay.ts';
+
 /** The port the proxy has inside every run (its own network namespace, so no clash). */
 export const proxyPortInside = 3128;
 
 // Forks the accept loop, then execs the command (which keeps the pid bwrap waits for). Each
-// connection gets its own child that copies both ways with select(), passing half-closes on.
+// connection gets its own child that moves both ways with splice(2) (splice-relay.ts), passing
+// half-closes on.
 const script = String.raw`
 use strict; use warnings; use Socket;
-my ($path, $port) = (shift @ARGV, shift @ARGV);
+my ($path, $port, $splice) = (shift @ARGV, shift @ARGV, shift @ARGV);
 my @listeners;
 for my $spec ([PF_INET, pack_sockaddr_in($port, inet_aton('127.0.0.1'))],
               [PF_INET6, eval { pack_sockaddr_in6($port, inet_pton(AF_INET6, '::1')) }]) {
@@ -36,7 +39,7 @@ if ($pid == 0) {
       next unless vec($ready, fileno($l), 1);
       accept(my $c, $l) or next;
       my $child = fork();
-      if (defined $child && $child == 0) { close $_ for @listeners; relay($c); exit 0; }
+      if (defined $child && $child == 0) { close $_ for @listeners; carry($c); exit 0; }
       close $c;
     }
   }
@@ -44,29 +47,13 @@ if ($pid == 0) {
 close $_ for @listeners;
 exec { $ARGV[0] } @ARGV or do { print STDERR "coda-sandbox: cannot run $ARGV[0]: $!\n"; exit 127 };
 
-sub relay {
+sub carry {
   my ($c) = @_;
   socket(my $u, PF_UNIX, SOCK_STREAM, 0) or return;
   connect($u, pack_sockaddr_un($path)) or return;
-  my %peer = (fileno($c) => $u, fileno($u) => $c);
-  my %open = (fileno($c) => $c, fileno($u) => $u);
-  while (%open) {
-    my $rin = ''; vec($rin, $_, 1) = 1 for keys %open;
-    my $n = select(my $ready = $rin, undef, undef, undef);
-    next if $n <= 0;
-    for my $fd (keys %open) {
-      next unless vec($ready, $fd, 1);
-      my $got = sysread($open{$fd}, my $buffer, 262144);
-      if (!$got) { shutdown($peer{$fd}, 1); delete $open{$fd}; next; }
-      my $off = 0;
-      while ($off < $got) {
-        my $w = syswrite($peer{$fd}, $buffer, $got - $off, $off);
-        return unless defined $w;
-        $off += $w;
-      }
-    }
-  }
+  relay($c, $u, undef, '', undef, $splice);
 }
+${relaySub}
 `;
 
 /**
@@ -74,7 +61,15 @@ sub relay {
  * sandbox at its host path), then `command` as it would have run.
  */
 export function withForwarder(perl: string, socket: string, command: readonly string[]): string[] {
-  return [perl, '-e', script, socket, String(proxyPortInside), ...command];
+  return [
+    perl,
+    '-e',
+    script,
+    socket,
+    String(proxyPortInside),
+    String(relaySyscalls.splice),
+    ...command,
+  ];
 }
 
 /**
