@@ -93,6 +93,12 @@ export interface JobHost {
    * it). Called once, before anything else of the job; the end of its queue wait in telemetry.
    */
   dispatched?(): void;
+  /**
+   * User code's time starts now: the isolate is built (and TypeScript stripped) and the executor
+   * starts the clock of `timeoutMs`. Called once, after {@link dispatched}; a watchdog of the
+   * job's time counts from here, so that preparation never shortens it.
+   */
+  started?(): void;
 }
 
 /**

@@ -126,22 +126,21 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
   const controller = new AbortController();
   running.set(job.id, controller);
   // This thread is free while the isolate runs on its own (a job on this thread is alone, and
-  // the host watches it itself): past its time, the job's isolate ignored termination.
-  // (A delay past a timer's range would fire at once: such a job gets the host's deadline.)
+  // the host watches it itself): past its time, the job's isolate ignored termination. Armed
+  // when user code's clock starts, so building the isolate or stripping TypeScript on a loaded
+  // machine never counts against the job. (A delay past a timer's range would fire at once:
+  // such a job gets the host's deadline.)
   const overdueMs = job.limits.timeoutMs + overdueAfterMs;
-  const overdue =
-    overdueMs > maxTimerMs
-      ? undefined
-      : setTimeout(() => send({ t: 'overdue', id: job.id }), overdueMs);
-  overdue?.unref();
+  let overdue: NodeJS.Timeout | undefined;
+  const host = hostFor(job.id, job.limits);
+  host.started = () => {
+    if (overdueMs > maxTimerMs) return;
+    overdue = setTimeout(() => send({ t: 'overdue', id: job.id }), overdueMs);
+    overdue.unref();
+  };
   try {
     const start = message.here === true ? startHere(job.id) : undefined;
-    const outcome = await runtimeNow.execute(
-      job,
-      hostFor(job.id, job.limits),
-      controller.signal,
-      start,
-    );
+    const outcome = await runtimeNow.execute(job, host, controller.signal, start);
     send({ t: 'done', id: job.id, outcome: checkedOutcome(outcome, job.limits) });
   } finally {
     clearTimeout(overdue);
