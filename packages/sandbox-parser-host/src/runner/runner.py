@@ -118,7 +118,10 @@ def main():
     as_runner = install_audit_hook(readable, cwd)
     fork = os.fork
     serve_forks = fork_server(lambda: as_runner(fork), console, write_fd, fail, exit_bad_request) if fork_server_mode else None
-    taken = [(signal, "pidfd_send_signal"), (os, "pidfd_open")]
+    # The scheduling calls act on any process of the user's the parser can name, the zygote
+    # (whose nice value, policy and CPUs every later child inherits) and, unconfined, the host.
+    taken = [(signal, "pidfd_send_signal"), (os, "pidfd_open"), (os, "setpriority")]
+    taken += [(os, "sched_setaffinity"), (os, "sched_setscheduler"), (os, "sched_setparam")]
     if fork_server_mode:
         # At-fork callbacks would run in every call's child before it reads its nonce. `random`
         # registers its reseed first, so that no two calls' children share its state.
@@ -185,8 +188,11 @@ def main():
         collect_garbage()
         freeze_garbage()
         serve_forks()
-        set_blocking(0, True)
-        set_blocking(response_fd, True)
+        # The zygote's descriptors are shared with every call's child down to the open file's
+        # flags: a call that made its console non-blocking would make the next call's writes
+        # fail with BlockingIOError (os.set_blocking raises no audit event).
+        for fd in (0, 1, 2, response_fd):
+            set_blocking(fd, True)
         nonce = read_nonce()
     else:
         write_all(frame(b""))
@@ -211,6 +217,9 @@ def main():
         memory_bytes, cpu_secs = request["limits"]["memoryBytes"], request["limits"]["cpuSecs"]
         as_runner(set_limit, limit_as, (memory_bytes, memory_bytes))
         as_runner(set_limit, limit_cpu, (cpu_secs, cpu_secs + 1))
+    # Out of this frame before parser code runs: a signal handler is handed the frame it
+    # interrupts, and once the parser returns that is this one (its locals, the gate among them).
+    as_runner = fork = serve_forks = None
     if load_error is not None:
         respond_error("load-error", load_error)
 
@@ -271,6 +280,15 @@ def fork_server(fork_once, console, write_fd, fail, exit_bad_request):
     waitpid, no_hang, exit_now, close, str_type = os.waitpid, os.WNOHANG, os._exit, os.close, str
     exited, exit_code, signalled, term_signal = os.WIFEXITED, os.WEXITSTATUS, os.WIFSIGNALED, os.WTERMSIG
     base_exception, os_error, no_child = BaseException, OSError, ChildProcessError
+    get_priority, of_process, get_policy = os.getpriority, os.PRIO_PROCESS, os.sched_getscheduler
+    get_param, get_cpus = os.sched_getparam, os.sched_getaffinity
+
+    def scheduling():
+        # What a call's child may have changed in the zygote from outside (a rebuilt posix still
+        # has setpriority and sched_set*), and every later child would inherit.
+        return (get_priority(of_process, 0), get_policy(0), get_param(0).sched_priority, get_cpus(0))
+
+    scheduled = scheduling()
 
     def tell(line):
         data = (line + "\n").encode()
@@ -298,6 +316,8 @@ def fork_server(fork_once, console, write_fd, fail, exit_bad_request):
                 leftover = "true"
             except no_child:
                 leftover = "false"
+            if scheduling() != scheduled:
+                leftover = "true"  # reported as a leftover: the host kills the slot all the same
             code = str_type(exit_code(status)) if exited(status) else "null"
             signal_number = str_type(term_signal(status)) if signalled(status) else "null"
             tell('{"exitCode":' + code + ',"signal":' + signal_number + ',"leftover":' + leftover + "}")
