@@ -89,7 +89,7 @@ describe.each([
     expect(result).toMatchObject({ ok: true, data: 'x', stderr: 'FRAME main nonce\n' });
   });
 
-  it("fifos and device nodes (no audit event) in the slot's /tmp, cwd and home: refused", async () => {
+  it("fifos, device nodes (no audit event) and shared memory in the slot's /tmp, cwd, home, /dev/shm: refused", async () => {
     const parsers = host();
     const made = await parsers.runParser('make_nodes', null);
     const denied = 'PermissionError: [Errno 13] Permission denied';
@@ -97,14 +97,29 @@ describe.each([
     const missing = 'FileNotFoundError: [Errno 2] No such file or directory';
     // Unconfined, Landlock refuses them (the cwd is a fresh directory under the host's /tmp, and
     // the home is unset); under bubblewrap /tmp and the home are read-only mounts as well.
+    // POSIX shared memory and semaphores as well: _posixshmem imports (it is not refused), and
+    // Landlock or the read-only /dev/shm stops it; _multiprocessing is refused by the hook.
+    const semaphore =
+      'RefusedToParsers: audit hook: import of _multiprocessing is not available to parsers';
     const expected: Record<string, string> =
       mode === 'none'
-        ? { '/tmp fifo': denied, '/tmp node': denied, '~ fifo': missing, '~ node': missing }
+        ? {
+            '/tmp fifo': denied,
+            '/tmp node': denied,
+            '~ fifo': missing,
+            '~ node': missing,
+            '/dev/shm fifo': denied,
+            shm_open: `${denied}: '/left-shm'`,
+            sem: semaphore,
+          }
         : {
             '/tmp fifo': readOnly,
             '/tmp node': readOnly,
             '/home/sandbox fifo': readOnly,
             '/home/sandbox node': readOnly,
+            '/dev/shm fifo': readOnly,
+            shm_open: `${readOnly}: '/left-shm'`,
+            sem: semaphore,
           };
     const data = dataOf(made);
     const cwdEntries = Object.entries(data).filter(([key]) => key.startsWith('/tmp/coda-parser-'));
@@ -173,6 +188,17 @@ describe.each([
 });
 
 describe('fork server, confinement: default (a pid namespace per slot)', () => {
+  it('not protected (docs/security.md): every call of a slot has the zygote’s address layout', async () => {
+    const parsers = makePythonHost({ module, processModel: 'fork-server', warmSpare: true, spares: 1 });
+    const first = await parsers.runParser('layout', null);
+    const second = await parsers.runParser('layout', null);
+    const spawned = await makePythonHost({ module }).runParser('layout', null);
+    expect(second.data).toEqual(first.data);
+    // A spawned child lays its heap out afresh (ASLR).
+    expect(spawned.data).not.toEqual(first.data);
+  });
+
+
   it('not protected (docs/security.md): threads move the next call’s pid, a channel between calls', async () => {
     const parsers = makePythonHost({ module, processModel: 'fork-server', warmSpare: true, spares: 1 });
     const pids: number[] = [];
