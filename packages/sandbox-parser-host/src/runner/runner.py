@@ -22,7 +22,9 @@
 # attributes cannot change what is checked or how the response is framed. The nonce lives only
 # in the frame of `main`, and every way to reach a frame is refused (sys._getframe, tb_frame,
 # gi_frame, sys.settrace, gc.get_referrers, ...), as is every way to build code objects
-# (code.__new__, marshal.loads) that could read memory.
+# (code.__new__, marshal.loads) that could read memory. One way is not: a signal handler is
+# handed the frame it interrupts, the runner's own once the parser has returned; so nothing but
+# the call's nonce stays in `main`'s locals while parser code can run (the fork gate is cleared).
 import gc
 import importlib.util
 import json
