@@ -4,7 +4,7 @@
 //
 // Arguments: $0 = status callback (sync ivm.Callback: source, level, message, dataJson?),
 // $1 = data Reference (async host function: paramsJson | null, units, refusal ('' | 'depth' |
-// 'size' | 'values') → '1' + json | '0' + message), $2 = WASM modules as [name, bytes, bindingSource | null][], $3 = deliver
+// 'size' | 'values') → ['1' + json | '0' + message], one string in an array, see context-builder.ts), $2 = WASM modules as [name, bytes, bindingSource | null][], $3 = deliver
 // callback (ivm.Callback, fire and forget: the run's outcome text), $4 = the nesting depth limit,
 // $5 = the same delivery as a synchronous ivm.Callback, $6 = the names of the configured tools
 // (each becomes `tools.NAME(input)`, a data request whose fourth argument is NAME; an input of
@@ -332,8 +332,10 @@ function reportStatus(message, data) {
   send('reportStatus', 'info', text, dataJson);
 }
 
-function answerOf(text) {
+// answer is [text]: an array the data Reference's copy made, whose index 0 is its own.
+function answerOf(answer) {
   if (breached !== null) throw new ErrorCtor('Execution has ended');
+  const text = answer[0];
   const body = ReflectApply(stringSlice, text, [1]);
   if (text[0] !== '1') throw new ErrorCtor(body);
   dataUnits += body.length;

@@ -8,7 +8,7 @@ import {
   type SandboxErrorJSON,
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
-import { answerTooBigForHeap, bridgeLimitError } from '../bridge/limit-errors.ts';
+import { bridgeLimitError } from '../bridge/limit-errors.ts';
 import { capText, maxJsonDepth, scrubHostPaths } from '../bridge/safe-json.ts';
 import { disposeQuietly, type PreparedIsolate } from './context-builder.ts';
 import { ExecutionTimers } from './execution-timers.ts';
@@ -83,12 +83,14 @@ export class CodeExecutor {
         if (ended === undefined) host.status(source, level, message, dataJson);
       },
       async data(paramsJson, units, refusal, tool) {
-        if (ended !== undefined) return { ok: false, message: 'Execution has ended' };
+        // Once user code delivered its outcome the execution is decided: a call a promise chain
+        // or a timer makes after that starts nothing on the host (in-process, handlers started
+        // for it; found by the issue 23 attack review).
+        if (ended !== undefined || prepared.delivered !== undefined) {
+          return { ok: false, message: 'Execution has ended' };
+        }
         const answer = await host.data(paramsJson, units, refusal, tool);
         if (!answer.ok && answer.fatal !== undefined) end(answer.fatal);
-        if (answer.ok && ended === undefined && !(await fitsInHeap(prepared, answer.json))) {
-          end(answerTooBigForHeap(limits.memoryMb, answer.json.length));
-        }
         return ended === undefined ? answer : { ok: false, message: 'Execution has ended' };
       },
     };
@@ -172,32 +174,6 @@ export class CodeExecutor {
     if (text?.startsWith('syntax\n') === true) return locateSyntaxError(prepared, text, job, stats);
     if (text !== undefined) return decode(text, job, stats);
     return { kind: 'error', error: mapFailure(failure, job, prepared, disposedByHost), stats };
-  }
-}
-
-/**
- * Answers shorter than this are copied in without asking for the heap's figures (a hand-off to
- * the isolate's thread): a small copy that does not fit ends at isolated-vm's memory limit like
- * any allocation, while a big one failed inside V8's copy and aborted the whole process.
- */
-const answerCheckUnits = 256 * 1024;
-/** Matches a string V8 cannot store one byte per unit. */
-const twoByte = /[\u0100-\uffff]/;
-
-/**
- * Whether an answer of `json` can be copied into the isolate: a string needs a byte per UTF-16
- * unit (two when any unit is past Latin-1), and it must fit in what the heap has left below its
- * limit. Read while user code waits for this answer, so the isolate's lock is free.
- */
-async function fitsInHeap(prepared: PreparedIsolate, json: string): Promise<boolean> {
-  if (json.length < answerCheckUnits) return true;
-  try {
-    const heap = await prepared.isolate.getHeapStatistics();
-    const room = heap.heap_size_limit - heap.used_heap_size - heap.externally_allocated_size;
-    return (twoByte.test(json) ? 2 : 1) * json.length <= room;
-  } catch {
-    // Disposed meanwhile: the execution is ending anyway; nothing is copied into it.
-    return false;
   }
 }
 

@@ -128,11 +128,17 @@ export class ContextBuilder {
           );
         },
       );
+      // The answer crosses as a string in an array: isolated-vm copies a lone string of 1 KiB or
+      // more in as an external string and, when that passes the isolate's memoryLimit, throws a
+      // fatal error nothing catches (SIGABRT: the worker and its co-tenants, or in-process the
+      // host). An array is copied by V8's serializer into an ordinary heap string, whose
+      // allocation ends at the memory limit like any other (OOM). Twenty 1 M answers in flight
+      // at once, each fitting on its own, aborted the process (issue 23 attack review).
       const data = new ivm.Reference(
         async (paramsJson: unknown, units: unknown, why: unknown, tool: unknown) => {
           try {
             const host = holder.host;
-            if (host === undefined) return '0dataProxy is not available';
+            if (host === undefined) return crossing('0dataProxy is not available');
             const refusal: ParamsRefusal =
               why === 'depth' || why === 'size' || why === 'values' ? why : '';
             const answer = await host.data(
@@ -141,9 +147,9 @@ export class ContextBuilder {
               refusal === '' && typeof paramsJson !== 'string' ? 'size' : refusal,
               typeof tool === 'string' ? tool : undefined,
             );
-            return answer.ok ? `1${answer.json}` : `0${answer.message}`;
+            return crossing(answer.ok ? `1${answer.json}` : `0${answer.message}`);
           } catch {
-            return '0Data request failed';
+            return crossing('0Data request failed');
           }
         },
       );
@@ -245,6 +251,16 @@ export class ContextBuilder {
       throw error;
     }
   }
+}
+
+/**
+ * A data answer as it crosses: `[text]` with an own `then` of undefined, so the resolution of the
+ * isolate's promise finds no `then` to call (user code may plant one on `Array.prototype`) and
+ * resolves with the array itself; V8's serializer keeps the own property.
+ */
+function crossing(text: string): string[] {
+  // biome-ignore lint/suspicious/noThenProperty: an own `then` of undefined is the point (above).
+  return Object.assign([text], { then: undefined });
 }
 
 /** The bootstrap as a function of its ten arguments (see bootstrap-source.ts). */
