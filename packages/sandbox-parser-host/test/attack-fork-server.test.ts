@@ -187,6 +187,20 @@ describe.each([
   });
 });
 
+describe('memory outside the address space', () => {
+  it('a memfd written past memoryBytes: os.memfd_create is taken away (unconfined nothing else saw it)', async () => {
+    const parsers = makePythonHost({ module, confinement: 'none' });
+    const result = await parsers.runParser('memfd_hoard', { mib: 300 }, { memoryBytes: 64 * 1024 * 1024 });
+    // Before: ok, 314 572 800 bytes held under a 64 MiB limit (RLIMIT_AS and the watchdog count
+    // address space and resident memory; an unmapped memfd is neither).
+    expect(result).toMatchObject({
+      ok: false,
+      code: 'RUNTIME',
+      error: "module 'os' has no attribute 'memfd_create'",
+    });
+  });
+});
+
 describe('fork server, confinement: default (a pid namespace per slot)', () => {
   it('not protected (docs/security.md): every call of a slot has the zygote’s address layout', async () => {
     const parsers = makePythonHost({ module, processModel: 'fork-server', warmSpare: true, spares: 1 });

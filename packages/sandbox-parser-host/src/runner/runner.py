@@ -124,6 +124,9 @@ def main():
     # (whose nice value, policy and CPUs every later child inherits) and, unconfined, the host.
     taken = [(signal, "pidfd_send_signal"), (os, "pidfd_open"), (os, "setpriority")]
     taken += [(os, "sched_setaffinity"), (os, "sched_setscheduler"), (os, "sched_setparam")]
+    # A memfd written to and never mapped holds memory in no address space: RLIMIT_AS and the
+    # resident-memory watchdog miss it (only a cgroup charges it).
+    taken.append((os, "memfd_create"))
     if fork_server_mode:
         # At-fork callbacks would run in every call's child before it reads its nonce. `random`
         # registers its reseed first, so that no two calls' children share its state.
