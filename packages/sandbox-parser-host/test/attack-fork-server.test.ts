@@ -47,7 +47,11 @@ describe.each([
     expect(unblocked).toMatchObject({ ok: true, data: ['ok: None', 'ok: None'] });
     // Without the reset the write failed: "BlockingIOError: [Errno 11] write could not complete".
     expect(next).toMatchObject({ ok: true, exitCode: 0 });
-    expect(dataOf(next)).toMatchObject({ ...untouched, printed: 'ok: None', token: dataOf(first).token });
+    expect(dataOf(next)).toMatchObject({
+      ...untouched,
+      printed: 'ok: None',
+      token: dataOf(first).token,
+    });
   });
 
   it("the zygote's nice value, CPUs and policy: taken away, and a rebuilt posix retires the slot", async () => {
@@ -127,7 +131,9 @@ describe.each([
       Object.entries(data).filter(([key]) => !key.startsWith('/tmp/coda-parser-')),
     );
     expect(others).toEqual(expected);
-    expect(cwdEntries.map(([, outcome]) => outcome)).toEqual(mode === 'none' ? [denied, denied] : []);
+    expect(cwdEntries.map(([, outcome]) => outcome)).toEqual(
+      mode === 'none' ? [denied, denied] : [],
+    );
   });
 
   it("the zygote's control channel, stdin and memory through /proc: refused by the hook", async () => {
@@ -135,11 +141,20 @@ describe.each([
     const result = await parsers.runParser('zygote_descriptors', null);
     const zygote = mode === 'none' ? '\\d+' : '2';
     const data = dataOf(result);
-    const pattern = (text: string) => new RegExp(`^RefusedToParsers: audit hook: ${text} is not available to parsers$`);
-    expect(data['control for writing']).toMatch(pattern(`opening a file for writing \\(/proc/${zygote}/fd/4\\)`));
-    expect(data.control).toMatch(pattern(`opening /proc/${zygote}/fd/4 \\(outside the readable paths\\)`));
-    expect(data.stdin).toMatch(pattern(`opening /proc/${zygote}/fd/0 \\(outside the readable paths\\)`));
-    expect(data.memory).toMatch(pattern(`opening /proc/${zygote}/mem \\(outside the readable paths\\)`));
+    const pattern = (text: string) =>
+      new RegExp(`^RefusedToParsers: audit hook: ${text} is not available to parsers$`);
+    expect(data['control for writing']).toMatch(
+      pattern(`opening a file for writing \\(/proc/${zygote}/fd/4\\)`),
+    );
+    expect(data.control).toMatch(
+      pattern(`opening /proc/${zygote}/fd/4 \\(outside the readable paths\\)`),
+    );
+    expect(data.stdin).toMatch(
+      pattern(`opening /proc/${zygote}/fd/0 \\(outside the readable paths\\)`),
+    );
+    expect(data.memory).toMatch(
+      pattern(`opening /proc/${zygote}/mem \\(outside the readable paths\\)`),
+    );
     // The child closed its copy of fd 4 before the request was read.
     expect(data['own control']).toBe('OSError: [Errno 9] Bad file descriptor');
   });
@@ -181,7 +196,10 @@ describe.each([
     const parsers = host();
     const moved = await parsers.runParser('move_table', { to: secondLineOffset });
     const next = await parsers.runParser('read_table_unseeked', null);
-    expect(moved).toMatchObject({ ok: true, data: { read: 'first line', seek: `ok: ${secondLineOffset}` } });
+    expect(moved).toMatchObject({
+      ok: true,
+      data: { read: 'first line', seek: `ok: ${secondLineOffset}` },
+    });
     // The next call's child inherits the same open file: it starts where the last call left it.
     expect(next).toMatchObject({ ok: true, data: `first line|${secondLineOffset}` });
   });
@@ -190,7 +208,11 @@ describe.each([
 describe('memory outside the address space', () => {
   it('a memfd written past memoryBytes: os.memfd_create is taken away (unconfined nothing else saw it)', async () => {
     const parsers = makePythonHost({ module, confinement: 'none' });
-    const result = await parsers.runParser('memfd_hoard', { mib: 300 }, { memoryBytes: 64 * 1024 * 1024 });
+    const result = await parsers.runParser(
+      'memfd_hoard',
+      { mib: 300 },
+      { memoryBytes: 64 * 1024 * 1024 },
+    );
     // Before: ok, 314 572 800 bytes held under a 64 MiB limit (RLIMIT_AS and the watchdog count
     // address space and resident memory; an unmapped memfd is neither).
     expect(result).toMatchObject({
@@ -203,7 +225,12 @@ describe('memory outside the address space', () => {
 
 describe('fork server, confinement: default (a pid namespace per slot)', () => {
   it('not protected (docs/security.md): every call of a slot has the zygote’s address layout', async () => {
-    const parsers = makePythonHost({ module, processModel: 'fork-server', warmSpare: true, spares: 1 });
+    const parsers = makePythonHost({
+      module,
+      processModel: 'fork-server',
+      warmSpare: true,
+      spares: 1,
+    });
     const first = await parsers.runParser('layout', null);
     const second = await parsers.runParser('layout', null);
     const spawned = await makePythonHost({ module }).runParser('layout', null);
@@ -212,9 +239,13 @@ describe('fork server, confinement: default (a pid namespace per slot)', () => {
     expect(spawned.data).not.toEqual(first.data);
   });
 
-
   it('not protected (docs/security.md): threads move the next call’s pid, a channel between calls', async () => {
-    const parsers = makePythonHost({ module, processModel: 'fork-server', warmSpare: true, spares: 1 });
+    const parsers = makePythonHost({
+      module,
+      processModel: 'fork-server',
+      warmSpare: true,
+      spares: 1,
+    });
     const pids: number[] = [];
     for (const threads of [0, 0, 50, 0]) {
       const result = await parsers.runParser('start_threads', { threads });

@@ -4,7 +4,15 @@
 // another's; bytes sent inside a tunnel after the handover (a second CONNECT among them) go to
 // the same upstream, counted; a cap met at the handover boundary holds; close() leaves nothing.
 import { describe, expect, it } from 'vitest';
-import { MiB, open, raw, relayProcesses, tunnel, until, useRawServer } from './support/relay-tunnels.ts';
+import {
+  MiB,
+  open,
+  raw,
+  relayProcesses,
+  tunnel,
+  until,
+  useRawServer,
+} from './support/relay-tunnels.ts';
 
 useRawServer();
 
@@ -54,7 +62,9 @@ describe('the egress relay under attack', () => {
       expect(capped.session.report().denied.map((entry) => entry.reason)).toEqual(['egress-limit']);
       // What the stalled run's clients got is what its report says it received.
       const stalledReceived = stalls.reduce((sum, stall) => sum + stall.received(), 0);
-      expect(stalled.session.report().allowed[0]?.bytesReceived).toBeGreaterThanOrEqual(stalledReceived);
+      expect(stalled.session.report().allowed[0]?.bytesReceived).toBeGreaterThanOrEqual(
+        stalledReceived,
+      );
       expect(relayProcesses().map((entry) => entry.name)).toEqual(['coda-egress-relay']);
     } finally {
       await proxy.close();
@@ -69,10 +79,11 @@ describe('the egress relay under attack', () => {
       const size = 4 * MiB;
       const download = await tunnel(port, size);
       await until(() => download.received() === size, 'the download');
-      expect(relayProcesses().map((entry) => entry.name).sort()).toEqual([
-        'coda-egress-relay',
-        'coda-egress-relay: tunnel',
-      ]);
+      expect(
+        relayProcesses()
+          .map((entry) => entry.name)
+          .sort(),
+      ).toEqual(['coda-egress-relay', 'coda-egress-relay: tunnel']);
       const server = raw.accepted.at(-1);
       let serverGot = 0;
       server?.on('data', (data: Buffer) => {
@@ -110,57 +121,64 @@ describe('the egress relay under attack', () => {
   it.each([
     ['at the handover', MiB],
     ['one byte past it', MiB + 1],
-  ])('a cap %s (%d bytes), met in Node: nothing past it reaches the client', async (_where, cap) => {
-    const { proxy, listener, port } = await open({ maxEgressBytes: cap });
-    try {
-      const download = await tunnel(port, 16 * MiB);
-      const received = await download.ended;
-      await listener.close();
-      const report = listener.session.report();
-      expect(report.denied.map((entry) => [entry.reason, entry.detail])).toEqual([
-        ['egress-limit', `maxEgressBytes (${cap}) reached`],
-      ]);
-      // Node counts a chunk before passing it on: the one that passed the cap is dropped whole.
-      expect(report.allowed[0]?.bytes).toBeGreaterThan(cap);
-      expect(received).toBeLessThanOrEqual(cap - download.request.length);
-    } finally {
-      await proxy.close();
-    }
-  });
+  ])(
+    'a cap %s (%d bytes), met in Node: nothing past it reaches the client',
+    async (_where, cap) => {
+      const { proxy, listener, port } = await open({ maxEgressBytes: cap });
+      try {
+        const download = await tunnel(port, 16 * MiB);
+        const received = await download.ended;
+        await listener.close();
+        const report = listener.session.report();
+        expect(report.denied.map((entry) => [entry.reason, entry.detail])).toEqual([
+          ['egress-limit', `maxEgressBytes (${cap}) reached`],
+        ]);
+        // Node counts a chunk before passing it on: the one that passed the cap is dropped whole.
+        expect(report.allowed[0]?.bytes).toBeGreaterThan(cap);
+        expect(received).toBeLessThanOrEqual(cap - download.request.length);
+      } finally {
+        await proxy.close();
+      }
+    },
+  );
 
   it.each([
     ['half a budget past the handover', MiB + MiB / 2],
     ['one budget past it', 2 * MiB],
     ['a budget and a byte past it', 2 * MiB + 1],
-  ])('a cap %s (%d bytes): the relay’s first budget is its last, met to the byte', async (_where, cap) => {
-    const { proxy, listener, port } = await open({ maxEgressBytes: cap });
-    try {
-      const download = await tunnel(port, 16 * MiB);
-      const received = await download.ended;
-      await listener.close();
-      const report = listener.session.report();
-      expect(report.denied.map((entry) => [entry.reason, entry.detail])).toEqual([
-        ['egress-limit', `maxEgressBytes (${cap}) reached`],
-      ]);
-      // Before the fix the helper read that final first budget as 0 (perl's $1 reset by the
-      // "final" match): the relay stopped after one byte and the run was cut near 1 MiB.
-      expect(report.allowed[0]?.bytes).toBe(cap + 1);
-      expect(received).toBe(cap - download.request.length);
-    } finally {
-      await proxy.close();
-    }
-  });
+  ])(
+    'a cap %s (%d bytes): the relay’s first budget is its last, met to the byte',
+    async (_where, cap) => {
+      const { proxy, listener, port } = await open({ maxEgressBytes: cap });
+      try {
+        const download = await tunnel(port, 16 * MiB);
+        const received = await download.ended;
+        await listener.close();
+        const report = listener.session.report();
+        expect(report.denied.map((entry) => [entry.reason, entry.detail])).toEqual([
+          ['egress-limit', `maxEgressBytes (${cap}) reached`],
+        ]);
+        // Before the fix the helper read that final first budget as 0 (perl's $1 reset by the
+        // "final" match): the relay stopped after one byte and the run was cut near 1 MiB.
+        expect(report.allowed[0]?.bytes).toBe(cap + 1);
+        expect(received).toBe(cap - download.request.length);
+      } finally {
+        await proxy.close();
+      }
+    },
+  );
 
-  it("close() while a relay is blocked on a client that stopped reading: no relay process is left", async () => {
+  it('close() while a relay is blocked on a client that stopped reading: no relay process is left', async () => {
     const { proxy, port } = await open();
     const download = await tunnel(port, 256 * MiB);
     await until(() => download.received() >= 2 * MiB, 'the download past the handover');
     download.socket.pause();
     await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(relayProcesses().map((entry) => entry.name).sort()).toEqual([
-      'coda-egress-relay',
-      'coda-egress-relay: tunnel',
-    ]);
+    expect(
+      relayProcesses()
+        .map((entry) => entry.name)
+        .sort(),
+    ).toEqual(['coda-egress-relay', 'coda-egress-relay: tunnel']);
     await proxy.close();
     expect(relayProcesses()).toEqual([]);
     download.socket.destroy();
