@@ -192,6 +192,16 @@ describe.each([
     expect(next).toMatchObject({ ok: true, stderr: '' });
   });
 
+  it('a thread writing on the response channel around the answer: nothing of it reaches the next call', async () => {
+    const parsers = host();
+    const answered = await parsers.runParser('answer_with_tail', null);
+    const next = await parsers.runParser('probe', {});
+    // Bytes before the nonce are dropped, and the call's child is gone before the next call.
+    expect(answered).toMatchObject({ ok: true, data: 'answered', stderr: '' });
+    expect(next).toMatchObject({ ok: true, stderr: '' });
+    expect(dataOf(next)).toMatchObject(untouched);
+  });
+
   it('not protected (docs/security.md): a file the module opened at import shares its offset', async () => {
     const parsers = host();
     const moved = await parsers.runParser('move_table', { to: secondLineOffset });
