@@ -3,7 +3,10 @@
 // proxy share the helper, so one run's stalled, capped or cut tunnels must not slow or miscount
 // another's; bytes sent inside a tunnel after the handover (a second CONNECT among them) go to
 // the same upstream, counted; a cap met at the handover boundary holds; close() leaves nothing.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { python } from './support/helpers.ts';
 import {
   MiB,
   open,
@@ -16,7 +19,65 @@ import {
 
 useRawServer();
 
+/**
+ * A CONNECT client (Node cannot send urgent data): downloads 4 MiB (past the handover), sends one
+ * byte with MSG_OOB, then `after`, waits, and prints what it downloaded.
+ */
+const urgentClient = String.raw`
+import socket, sys, time
+port, raw_port, after = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode()
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(("CONNECT raw.test:%d HTTP/1.1\r\nHost: raw.test:%d\r\n\r\n" % (raw_port, raw_port)).encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(4096)
+got = len(head.split(b"\r\n\r\n", 1)[1])
+s.sendall(b"%d\n" % (4 << 20))
+while got < 4 << 20:
+    got += len(s.recv(1 << 20))
+time.sleep(0.3)
+s.send(b"!", socket.MSG_OOB)
+time.sleep(0.3)
+s.sendall(after)
+time.sleep(0.5)
+print(got)
+`;
+
 describe('the egress relay under attack', () => {
+  it('an urgent byte (MSG_OOB) after the handover: skipped as Node skips it, the tunnel goes on', async () => {
+    const { proxy, listener, port } = await open();
+    try {
+      const before = raw.accepted.length;
+      const after = 'after the urgent byte';
+      let serverText = '';
+      const watching = setInterval(() => {
+        const server = raw.accepted[before];
+        if (server === undefined || serverText !== '') return;
+        serverText = ' ';
+        server.on('data', (data: Buffer) => {
+          serverText += data.toString('latin1');
+        });
+      }, 1);
+      const { stdout } = await promisify(execFile)(
+        python,
+        ['-c', urgentClient, String(port), String(raw.port), after],
+        { encoding: 'utf8', timeout: 30_000 },
+      );
+      clearInterval(watching);
+      expect(stdout).toBe(`${4 * MiB}\n`);
+      // Before the fix splice(2) stopped at the urgent mark and returned 0: the relay took it
+      // for the client's end of file, half-closed the upstream, and `after` never arrived.
+      expect(serverText.endsWith(after)).toBe(true);
+      expect(serverText.includes('!')).toBe(false);
+      await listener.close();
+      expect(listener.session.report().allowed[0]?.bytesSent).toBe(
+        `${4 * MiB}\n`.length + after.length,
+      );
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("one run's stalled and capped tunnels: another run's download on the same helper is whole and exact", async () => {
     const { proxy, listener: calm, port: calmPort } = await open();
     try {
