@@ -81,10 +81,12 @@ describe('pnpm demo <part>', () => {
       expect(runs[3]?.notRun).toMatch(
         /^Invalid spawn options: file: .* on its way is not searchable by the sandbox identity 65534:65534/,
       );
-      // The network allowlist needs a network namespace (bubblewrap): it does not run at all.
-      expect(runs.slice(4).map((run) => [run.degraded, run.sandboxApplied])).toEqual([
-        [true, false],
-        [true, false],
+      // The network allowlist runs under Landlock too (TCP connect to the proxy's port only).
+      expect(
+        runs.slice(4).map((run) => [run.degraded, run.sandboxApplied, run.confinement]),
+      ).toEqual([
+        [false, true, 'landlock'],
+        [false, true, 'landlock'],
       ]);
       expect(code).toBe(0);
       const text = await demo(['subprocess'], { PATH: path });

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { nodeIn } from '../../sandbox-subprocess/test/support/environments.ts';
 
 const fixture = new URL('./fixtures/environment-host.ts', import.meta.url).pathname;
+const networkFixture = new URL('./fixtures/landlock-network-host.ts', import.meta.url).pathname;
 
 describe('in a container whose seccomp profile refuses namespaces', () => {
   it.each(['auto', 'required'])('%s: parses under Landlock and reports it', async (mode) => {
@@ -27,5 +28,48 @@ describe('in a container whose seccomp profile refuses namespaces', () => {
         'no-file-writes',
       ]),
     );
+  });
+
+  it("a parser's fetch goes through the egress proxy under Landlock; the result reports it", async () => {
+    const { port, allowed, refused, served } = JSON.parse(
+      await nodeIn('moby-root', [networkFixture]),
+    );
+    expect(allowed).toMatchObject({ ok: true, data: { status: 200, text: 'feed body' } });
+    expect(allowed.confinement.backend).toBe('landlock');
+    expect(allowed.confinement.controls).toEqual(
+      expect.arrayContaining([
+        'landlock:tcp-proxy-port-only',
+        'egress-proxy',
+        'seccomp-tcp-client-only',
+      ]),
+    );
+    expect(allowed.confinement.controls).not.toContain('landlock:no-tcp');
+    // One connection reached the server, the allowed one: the report's bytes are what it saw.
+    expect(served).toHaveLength(1);
+    expect(allowed.network).toEqual({
+      allowed: [
+        {
+          host: 'feeds.test',
+          port,
+          bytes: served[0].read + served[0].written,
+          bytesSent: served[0].read,
+          bytesReceived: served[0].written,
+          connections: 1,
+        },
+      ],
+      denied: [],
+    });
+    expect(refused.data).toEqual({ failed: '0', message: 'Request was cancelled.' });
+    expect(refused.network).toEqual({
+      allowed: [],
+      denied: [
+        {
+          host: 'other.test',
+          port,
+          reason: 'not-allowed',
+          detail: `other.test:${port} matches no allow entry`,
+        },
+      ],
+    });
   });
 });

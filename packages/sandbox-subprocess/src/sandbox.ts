@@ -10,7 +10,7 @@ import {
 } from '@coda/sandbox-core';
 import { parseCommandString } from 'execa';
 import { z } from 'zod';
-import { type EgressListener, EgressProxy } from './egress/egress-proxy.ts';
+import { EgressProxy } from './egress/egress-proxy.ts';
 import type { EgressLookup } from './egress/lookup.ts';
 import { detectCapabilities, type SandboxCapabilities } from './platform/capabilities.ts';
 import { currentPlatform, type Platform } from './platform/platform.ts';
@@ -21,6 +21,7 @@ import {
 } from './policy/subprocess-policy.ts';
 import { collectOutput } from './process/collect-output.ts';
 import { SandboxControl } from './process/controls.ts';
+import { RunEgress } from './process/run-egress.ts';
 import {
   notStartedResult,
   type ResultBase,
@@ -74,7 +75,7 @@ export class SubprocessSandbox {
   /** The egress proxy, started by the first command whose policy has `network`. */
   #proxy: EgressProxy | undefined;
   /** The listener and report of each command started under a network allowlist. */
-  readonly #egress = new WeakMap<SandboxedProcess, EgressListener>();
+  readonly #egress = new WeakMap<SandboxedProcess, RunEgress>();
 
   constructor(policy?: SubprocessPolicyInput, options: SubprocessSandboxOptions = {}) {
     this.#logger = options.logger ?? silentLogger;
@@ -101,23 +102,18 @@ export class SubprocessSandbox {
     if (this.#closed) throw new SandboxUnavailableError(closedMessage);
     const network = this.#policy.network;
     // One listener per command, so every connection is the command's own in its report.
-    const listener = network === undefined ? undefined : this.#egressProxy().openUnix(network);
+    const egress = network === undefined ? undefined : new RunEgress(this.#egressProxy(), network);
     let child: SandboxedProcess;
     try {
-      child = spawnConfined(
-        this.#context(listener && 'path' in listener.address ? listener.address.path : undefined),
-        file,
-        args,
-        options,
-      );
+      child = spawnConfined(this.#context(egress), file, args, options);
     } catch (error) {
-      void listener?.close();
+      void egress?.close();
       throw error;
     }
-    if (listener !== undefined) {
-      child = { ...child, network: listener.session.activity };
-      this.#egress.set(child, listener);
-      void child.exited.then(() => listener.close());
+    if (egress !== undefined) {
+      child = { ...child, network: egress.activity };
+      this.#egress.set(child, egress);
+      void child.exited.then(() => egress.close());
     }
     this.#running.add(child);
     void child.exited.then(() => this.#running.delete(child));
@@ -158,8 +154,8 @@ export class SubprocessSandbox {
     }, 500);
     const [out, err] = await Promise.all([stdout.done, stderr.done]);
     clearTimeout(grace);
-    const listener = this.#egress.get(child);
-    await listener?.close();
+    const egress = this.#egress.get(child);
+    await egress?.close();
     const result = toResult(
       {
         sandboxApplied: child.sandboxApplied,
@@ -176,7 +172,7 @@ export class SubprocessSandbox {
       },
       this.#limits(spawnOptions),
     );
-    return listener === undefined ? result : { ...result, network: listener.session.report() };
+    return egress === undefined ? result : { ...result, network: egress.report() };
   }
 
   /**
@@ -222,7 +218,11 @@ export class SubprocessSandbox {
     // spawnSync cannot write to a child's pipes while it runs: inputs go in as unlinked files.
     const inputFds: number[] = [];
     try {
-      for (const data of plan.inputs ?? []) inputFds.push(unlinkedFile(data));
+      for (const data of plan.inputs ?? []) {
+        // Only a network allowlist's plan waits for a proxy port; execSync refused it above.
+        if (!(data instanceof Uint8Array)) throw new Error('execSync got a deferred input');
+        inputFds.push(unlinkedFile(data));
+      }
       result = spawnSync(plan.file, plan.args, {
         cwd: plan.cwd,
         env: plan.env,
@@ -353,10 +353,10 @@ export class SubprocessSandbox {
     return this.#proxy;
   }
 
-  #context(egressSocket?: string): SpawnContext {
+  #context(egress?: RunEgress): SpawnContext {
     return {
       policy: this.#policy,
-      egressSocket,
+      egress,
       platform: this.#platform,
       onDegraded: (reason) => {
         if (this.#warned) return;

@@ -1,37 +1,16 @@
 // Hosts where bubblewrap exists but the kernel or AppArmor refuses part of what it needs. The
 // real bwrap runs behind a small script that injects the refusal those hosts print.
-import { chmodSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createSandbox, SandboxControl } from '../src/index.ts';
+import { pathWithBwrap, removeFakeBwraps } from './support/fake-bwrap.ts';
 import { python } from './support/helpers.ts';
 
 const hostPath = process.env.PATH;
-const dirs: string[] = [];
-
-/** A PATH whose `bwrap` fails with `message` when `when` matches its arguments. */
-function pathWithBwrap(when: 'network' | 'always', message: string): string {
-  const bin = mkdtempSync(join(tmpdir(), 'coda-fake-bwrap-'));
-  dirs.push(bin);
-  const test = when === 'always' ? 'true' : '[ "$a" = --unshare-net ]';
-  writeFileSync(
-    join(bin, 'bwrap'),
-    `#!/bin/sh\nfor a in "$@"; do if ${test}; then echo '${message}' >&2; exit 1; fi; done\nexec /usr/bin/bwrap "$@"\n`,
-  );
-  chmodSync(join(bin, 'bwrap'), 0o755);
-  for (const tool of ['true', 'prlimit', 'setpriv'])
-    symlinkSync(`/usr/bin/${tool}`, join(bin, tool));
-  return bin;
-}
-
 afterEach(() => {
   process.env.PATH = hostPath;
 });
-afterAll(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+afterAll(removeFakeBwraps);
 
 describe('bubblewrap partly refused', () => {
   it('keeps the network off with seccomp alone when only the network namespace is refused', async () => {

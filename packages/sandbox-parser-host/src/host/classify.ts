@@ -2,7 +2,7 @@
 // success → ok, data, exit 0; throw → message, exit 1; wall clock → `sandbox timeout`;
 // crash or empty output → a message and the exit code; unknown → `Unknown parser: NAME`.
 import { constants } from 'node:os';
-import type { ParserLimits, SandboxErrorCode } from '@coda/sandbox-core';
+import type { NetworkReport, ParserLimits, SandboxErrorCode } from '@coda/sandbox-core';
 import type { ResponseErrorKind } from '../protocol/wire.ts';
 import type { ChildExit, ConfinementReport } from '../spawn/child.ts';
 import type { ReaderState } from './response-reader.ts';
@@ -25,6 +25,8 @@ export interface CallOutcome {
   stderr: string;
   durationMs: number;
   confinement: ConfinementReport;
+  /** The egress proxy's report for the child, with a network allowlist. */
+  network?: NetworkReport | undefined;
 }
 
 const kindCodes: Record<ResponseErrorKind, SandboxErrorCode> = {
@@ -66,6 +68,7 @@ export function classify(outcome: CallOutcome): ParserResult {
     confinement: outcome.confinement,
   };
   if (exit.signal !== null) base.signal = exit.signal;
+  if (outcome.network !== undefined) base.network = outcome.network;
   const fail = (code: SandboxErrorCode, error: string): ParserFailure => ({
     ...base,
     ok: false,

@@ -111,8 +111,10 @@ export const ParserHostOptionsSchema = z
       .optional(),
   })
   .refine((options) => options.network === undefined || options.confinement !== 'none', {
-    path: ['network'],
-    message: "a network allowlist needs confinement 'auto' or 'required' (a network namespace)",
+    // Named by the field that must change, so the error shows its value ("none").
+    path: ['confinement'],
+    message:
+      "a network allowlist needs confinement 'auto' or 'required' (the egress proxy is the only way out of a confined child; an unconfined one would ignore it)",
   });
 
 /** Resolves a host name to its addresses for the egress proxy (see `network`). */
@@ -175,8 +177,11 @@ export interface ParserHostOptions {
   /**
    * Egress allowlist: parsers reach the network only through the subprocess layer's proxy
    * (their `fetch` uses it: `NODE_USE_ENV_PROXY=1` is set), which allows these hosts and
-   * refuses the rest with a 403 naming the reason. Needs confinement `auto` or `required` (and
-   * bubblewrap: without it the call fails `UNAVAILABLE`). Default: no network at all.
+   * refuses the rest with a 403 naming the reason; each result's `network` reports what the
+   * call reached and what was refused. Needs confinement `auto` or `required`, and bubblewrap
+   * (the child's own network namespace) or Landlock ABI 4 or later (TCP connect to the proxy's
+   * port only): without either the call fails `UNAVAILABLE`. Python parsers have no network
+   * (the runner refuses the socket module). Default: no network at all.
    */
   network?: NetworkPolicy | undefined;
   /** How the egress proxy resolves names (with `network`); default the system resolver. */

@@ -1,5 +1,5 @@
 // The result of one `runParser` call: the outcome, a code and the confinement that applied.
-import type { JsonValue, SandboxErrorCode } from '@coda/sandbox-core';
+import type { JsonValue, NetworkReport, SandboxErrorCode } from '@coda/sandbox-core';
 import type { ConfinementReport } from '../spawn/child.ts';
 
 /** What every result says, whether the call succeeded or not. */
@@ -16,6 +16,14 @@ export interface ParserResultFields {
   stderr: string;
   /** What confined the child; absent when the call was refused before a child ran. */
   confinement?: ConfinementReport;
+  /**
+   * With a `network` allowlist: the hosts the call's child reached through the egress proxy
+   * (`allowed`: host, port, bytes) and the connections the proxy refused (`denied`: host, port,
+   * reason), on a success and on a failure alike. The child serves this one call, so this is
+   * the call's traffic (a warm spare's includes what the module did while it loaded). Absent
+   * without an allowlist, or when no child ran.
+   */
+  network?: NetworkReport;
 }
 
 /** The parser returned and its result arrived intact. */

@@ -111,6 +111,8 @@ export class RunnerProcess {
       stderr: this.#capture.text(),
       durationMs: Math.round((performance.now() - startedAt) * 1000) / 1000,
       confinement: child.confinement,
+      // After the exit: the subprocess layer has closed the child's proxy listener by then.
+      network: child.network?.report(),
     };
     return classify(outcome);
   }

@@ -1,5 +1,6 @@
 // What the host needs of a started runner child, whichever way it was spawned.
 import type { Readable, Writable } from 'node:stream';
+import type { NetworkReport } from '@coda/sandbox-core';
 import type { Confinement } from '@coda/sandbox-subprocess';
 
 /** How a child ended. */
@@ -60,12 +61,14 @@ export interface ParserChild {
   readonly confinement: ConfinementReport;
   /** Kills the child and everything it started; safe to call more than once. */
   kill(): void;
+  /** The egress proxy's report for this child (a confined child under a network allowlist). */
+  readonly network?: { report(): NetworkReport } | undefined;
 }
 
 /** Builds a {@link ParserChild} from a started process's standard streams and the rest. */
 export function toParserChild(
   process: Pick<ParserChild, 'stdin' | 'stdout' | 'stderr'> & { pid?: number | undefined },
-  rest: Pick<ParserChild, 'response' | 'control' | 'exited' | 'confinement' | 'kill'>,
+  rest: Pick<ParserChild, 'response' | 'control' | 'exited' | 'confinement' | 'kill' | 'network'>,
 ): ParserChild {
   const { pid, stdin, stdout, stderr } = process;
   return { pid, stdin, stdout, stderr, ...rest };

@@ -136,5 +136,6 @@ function wrap(
     exited,
     confinement,
     kill: () => child.kill(),
+    network: child.network,
   });
 }

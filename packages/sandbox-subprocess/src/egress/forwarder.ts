@@ -76,11 +76,12 @@ export function withForwarder(perl: string, socket: string, command: readonly st
  * The proxy variables a run sees, in both spellings. `NO_PROXY` names the run's own loopback:
  * that is the run's namespace, never the host's, so servers the command starts itself stay
  * reachable. `NODE_USE_ENV_PROXY=1` makes Node's `fetch`, `http` and `https` use them (Node 24;
- * without it Node ignores the variables).
+ * without it Node ignores the variables). `port`: where the proxy is on 127.0.0.1 (the Landlock
+ * backend's runs reach the host's proxy port directly).
  */
-export function proxyEnvironment(): Record<string, string> {
-  const http = `http://127.0.0.1:${proxyPortInside}`;
-  const socks = `socks5h://127.0.0.1:${proxyPortInside}`;
+export function proxyEnvironment(port = proxyPortInside): Record<string, string> {
+  const http = `http://127.0.0.1:${port}`;
+  const socks = `socks5h://127.0.0.1:${port}`;
   const local = 'localhost,127.0.0.1,::1';
   return {
     HTTP_PROXY: http,

@@ -58,7 +58,8 @@ export function runIdentity(policy: Pick<LaunchRequest['policy'], 'runAs'>): Ide
 }
 
 /** Builds the Linux launch plan. */
-export function linuxPlan(request: LaunchRequest): LaunchPlan {
+export function linuxPlan(planned: LaunchRequest): LaunchPlan {
+  let request = planned;
   const { policy, limits } = request;
   if (!policy.enabled) return unconfinedPlan(request);
   if (bashPath === undefined) {
@@ -73,7 +74,12 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
   const useBwrap = backend === 'bubblewrap' || backend === 'bubblewrap-as-caller';
   const landlockAbi = backend === 'landlock' ? choice.landlockAbi : undefined;
   const confined = useBwrap || landlockAbi !== undefined;
-  if (request.egressSocket !== undefined) requireEgressSupport(support, useBwrap, backend);
+  // A network allowlist: bubblewrap binds the proxy's Unix socket into the run's own network
+  // namespace; Landlock (ABI 4, checked with its rules) lets TCP reach the proxy's port only.
+  const egress = request.egress;
+  if (egress !== undefined && landlockAbi === undefined) {
+    requireEgressSupport(support, useBwrap, backend);
+  }
   if (confined && identity.kind === 'drop' && setprivPath === undefined) {
     throw new SandboxUnavailableError(
       'Dropping to an unprivileged identity needs util-linux setpriv (or runAs: "host")',
@@ -98,7 +104,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
 
   // Everything that can refuse the run comes before anything is taken (cgroups, launchers).
   const pins: CheckedPath[] = [];
-  let instructions: string;
+  let instructions: string | Promise<string>;
   try {
     const line = (exec: string): string => {
       const hasPidsCgroup = shape.pids;
@@ -113,6 +119,7 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
       return [...ulimits, exec].join(' && ');
     };
     if (useBwrap) {
+      if (egress !== undefined) request = { ...request, egressSocket: egress.unixSocket() };
       const bwrap = bwrapArguments(request, identity, controls, support.networkNamespace, pins);
       const fd = instructionsDescriptor(request);
       // bwrap takes its options from the pipe; the command must follow on its own argv.
@@ -120,8 +127,21 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
       const options = bwrap.options.map((arg) => `${arg}\0`).join('');
       instructions = `${line(`exec ${exec.map(shellQuote).join(' ')}`)}\0${options}`;
     } else if (landlockAbi !== undefined) {
-      const landlock = landlockArguments(request, identity, landlockAbi, controls, pins);
-      instructions = `${line(`exec ${landlock.exec.map(shellQuote).join(' ')}`)}\0${landlock.instructions}`;
+      const landlock = landlockArguments(
+        request,
+        identity,
+        landlockAbi,
+        controls,
+        pins,
+        hostPaths,
+        egress !== undefined,
+      );
+      const prefix = `${line(`exec ${landlock.exec.map(shellQuote).join(' ')}`)}\0`;
+      // The proxy's port is known once its listener is up; the wrapper waits on its pipe.
+      instructions =
+        egress === undefined
+          ? `${prefix}${landlock.encode()}`
+          : egress.loopbackPort().then((port) => `${prefix}${landlock.encode(port)}`);
     } else {
       // The wrapper closed what the host left open (wrapper-shell.ts), here as everywhere.
       controls.push(SandboxControl.inheritedDescriptorsClosed);
@@ -143,16 +163,18 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
   if (limits.timeoutMs > 0) controls.push(SandboxControl.wallClockTimeout);
   controls.push(useBwrap ? SandboxControl.killPidNamespace : SandboxControl.killProcessGroup);
 
-  // With an egress allowlist, inet sockets work inside (only loopback exists in the run's
-  // namespace) and the forwarder connects to the proxy's Unix socket.
-  const egress = request.egressSocket !== undefined;
+  // With an egress allowlist under bubblewrap, inet sockets work inside (only loopback exists
+  // in the run's namespace) and the forwarder connects to the proxy's Unix socket; under
+  // Landlock, TCP client sockets only.
+  const proxied = egress !== undefined;
   const seccomp = confined
     ? seccompProgram({
-        allowNetwork: policy.allowNetwork || egress,
+        allowNetwork: policy.allowNetwork || proxied,
         allowedSyscalls: policy.allowedSyscalls,
         extraSyscalls: policy.extraSyscalls,
-        allowUnixConnect: request.unixSockets.length > 0 || egress,
+        allowUnixConnect: request.unixSockets.length > 0 || (proxied && useBwrap),
         refuseTruncateByName: landlockAbi !== undefined && landlockAbi < truncateAbi,
+        tcpClientOnly: proxied && landlockAbi !== undefined,
       })
     : new Uint8Array(0);
   let released = false;
@@ -170,7 +192,12 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
     controls,
     sandboxApplied: confined,
     confinement: backend,
-    inputs: [seccomp, Buffer.from(instructions)],
+    inputs: [
+      seccomp,
+      typeof instructions === 'string'
+        ? Buffer.from(instructions)
+        : instructions.then((text) => Buffer.from(text)),
+    ],
     startMarker: true,
     writableDirs: [
       ...(request.writableDirectory === undefined ? [] : [request.writableDirectory]),
@@ -189,11 +216,9 @@ export function linuxPlan(request: LaunchRequest): LaunchPlan {
 }
 
 /**
- * A run with a network allowlist reaches the network only through the proxy, or not at all: it
- * needs bubblewrap with a network namespace and perl (the forwarder). On the Landlock backend
- * the equivalent rule would be "TCP connect refused except to the proxy's loopback port" (the
- * proxy listening through EgressProxy.openTcp, Landlock ABI 4 net rules); not implemented yet,
- * so such a run is refused there.
+ * A run with a network allowlist reaches the network only through the proxy, or not at all:
+ * outside the Landlock backend (which checks its own ABI, landlock-plan.ts) it needs bubblewrap
+ * with a network namespace and perl (the forwarder).
  */
 function requireEgressSupport(
   support: { readonly networkNamespace: boolean; readonly reason?: string | undefined },

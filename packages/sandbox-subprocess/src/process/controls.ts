@@ -14,7 +14,8 @@ export const SandboxControl = {
   networkNamespace: 'namespace:net',
   /**
    * A network allowlist applied: the run's own network namespace with only a forwarder to the
-   * host's egress proxy on loopback, which checks every connection against the policy.
+   * host's egress proxy on loopback (bubblewrap), or TCP to the proxy's port only (Landlock);
+   * the proxy checks every connection against the policy.
    */
   egressProxy: 'egress-proxy',
   /** The declared file-system view (an allowlist; see `defaultFilesystemView`). */
@@ -44,6 +45,18 @@ export const SandboxControl = {
   cleanHelpers: 'clean-helper-environment',
   /** Every descriptor beyond stdio, the extra pipes and the sandbox's own was closed first. */
   inheritedDescriptorsClosed: 'inherited-fds-closed',
+  /**
+   * A network allowlist under Landlock: `socket()` makes TCP streams only (no UDP, so no DNS
+   * from inside; no AF_UNIX socket, so no host socket file reachable), `listen()` refused and
+   * no TCP Fast Open send, the two ways past Landlock's TCP rules.
+   */
+  seccompTcpClientOnly: 'seccomp-tcp-client-only',
+  /**
+   * A network allowlist under Landlock: every `connect()` is decided by the run's supervisor
+   * (seccomp user notification), which refuses any address but the proxy's 127.0.0.1:PORT and
+   * connects the socket itself (Landlock's rule alone is per port, any address).
+   */
+  connectSupervised: 'seccomp-connect-supervised',
   /** `connect()` and addressed `sendto()` refused: no Unix socket reachable (network off). */
   seccompNoUnixConnect: 'seccomp-no-unix-connect',
   /** The command ran as a uid other than 0 on the host (dropped from root, or the host's own). */
@@ -90,6 +103,12 @@ export const SandboxControl = {
   landlockFilesystem: 'landlock:filesystem',
   /** Landlock refused every TCP bind and connect (ABI 4 or later, network off). */
   landlockNoTcp: 'landlock:no-tcp',
+  /**
+   * A network allowlist under Landlock (ABI 4 or later): every TCP bind refused, TCP connect
+   * allowed to the egress proxy's port only (on any address: Landlock's rules are per port;
+   * docs/security.md).
+   */
+  landlockTcpProxyOnly: 'landlock:tcp-proxy-port-only',
   /** Landlock kept abstract Unix sockets inside the run (ABI 6 or later). */
   landlockScopeAbstractUnix: 'landlock:scope-abstract-unix',
   /** Landlock refused signals to processes outside the run (ABI 6 or later). */

@@ -45,7 +45,12 @@ export interface LaunchRequest {
   /** Unix sockets the policy allows, as [field, real path]. */
   readonly unixSockets: readonly (readonly [string, string])[];
   /**
-   * The run's egress proxy socket (host path) when the policy has a `network` allowlist: the
+   * How the run reaches its egress proxy when the policy has a `network` allowlist: the plan
+   * opens the listener its backend needs.
+   */
+  readonly egress?: EgressEndpoints | undefined;
+  /**
+   * The run's egress proxy socket (host path), set by the Linux plan for bubblewrap: the
    * command gets its own network namespace, the socket bound in and a forwarder to it.
    */
   readonly egressSocket?: string | undefined;
@@ -58,6 +63,14 @@ export interface LaunchRequest {
   readonly env: Readonly<Record<string, string>>;
   /** Start cold, without a pooled launcher: spawnSync (`execSync`), or a line a launcher cannot read. */
   readonly synchronous?: boolean | undefined;
+}
+
+/** The two ways a run can reach its egress proxy; a plan opens one of them, once. */
+export interface EgressEndpoints {
+  /** Opens the run's listener on a Unix socket; returns its host path (bound into bubblewrap). */
+  unixSocket(): string;
+  /** Opens the run's listener on 127.0.0.1 (the Landlock backend); resolves with its port. */
+  loopbackPort(): Promise<number>;
 }
 
 /** The argv to spawn and what it enforces. */
@@ -74,9 +87,11 @@ export interface LaunchPlan {
   readonly env: Readonly<Record<string, string>>;
   /**
    * Bytes for the descriptors right after the extra pipes (Linux): bwrap's seccomp program,
-   * then the wrapper's instructions and bwrap's arguments. Written by the host after spawn.
+   * then the wrapper's instructions and bwrap's arguments. Written by the host after spawn; a
+   * promise is written once it resolves (the Landlock applier's instructions wait for the egress
+   * proxy's port), and a rejected one ends its pipe empty (the run fails its setup).
    */
-  readonly inputs?: readonly Uint8Array[] | undefined;
+  readonly inputs?: readonly (Uint8Array | Promise<Uint8Array>)[] | undefined;
   /**
    * Whether the descriptor after the inputs carries the start byte (Linux): a run that exits
    * without it never started, and is reported `UNAVAILABLE` with what its setup wrote.

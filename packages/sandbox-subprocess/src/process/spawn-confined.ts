@@ -11,7 +11,7 @@ import { currentPlatform, type Platform } from '../platform/platform.ts';
 import { platformPlan } from '../platform/platform-plan.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
 import { commandEnvironment } from './environment.ts';
-import type { LaunchPlan, LaunchRequest, RunLimits } from './launch-plan.ts';
+import type { EgressEndpoints, LaunchPlan, LaunchRequest, RunLimits } from './launch-plan.ts';
 import { resolveExecutable } from './resolve-executable.ts';
 import type { ProcessExit, SandboxedProcess } from './sandboxed-process.ts';
 import { type SpawnOptions, SpawnOptionsSchema } from './spawn-options.ts';
@@ -19,8 +19,8 @@ import { type SpawnOptions, SpawnOptionsSchema } from './spawn-options.ts';
 /** What the machinery needs from the sandbox that calls it. */
 export interface SpawnContext {
   readonly policy: SubprocessPolicy;
-  /** The run's egress proxy socket, opened by the sandbox when the policy has `network`. */
-  readonly egressSocket?: string | undefined;
+  /** How the run reaches the sandbox's egress proxy, when the policy has `network`. */
+  readonly egress?: EgressEndpoints | undefined;
   /** Called when a command runs without OS confinement (the sandbox logs a warning once). */
   readonly onDegraded: (reason: string | undefined) => void;
   readonly platform?: Platform;
@@ -68,14 +68,14 @@ export function prepareLaunch(
   if (policy.network !== undefined && (platform !== 'linux' || !policy.enabled)) {
     // Never a route around the proxy: without a network namespace the run does not start.
     throw new SandboxUnavailableError(
-      `A network allowlist needs Linux with bubblewrap and confinement enabled (platform ${platform}, enabled ${policy.enabled})`,
+      `A network allowlist needs Linux with bubblewrap or Landlock and confinement enabled (platform ${platform}, enabled ${policy.enabled})`,
       { details: { reason: 'network policy unsupported here' } },
     );
   }
   const request = {
     ...buildRequest(policy, file, args, options),
     synchronous,
-    egressSocket: context.egressSocket,
+    egress: context.egress,
   };
   const plan = platformPlan(platform, request);
   if (!plan.sandboxApplied && policy.enabled) {
@@ -229,7 +229,12 @@ function deliverInputs(child: ChildProcess, plan: LaunchPlan, extraPipes: number
   plan.inputs?.forEach((data, index) => {
     const stream = child.stdio[3 + extraPipes + index] as Writable | null;
     stream?.on('error', () => {}); // a wrapper that died early fails the run through its exit
-    stream?.end(data);
+    if (data instanceof Uint8Array) stream?.end(data);
+    else
+      data.then(
+        (bytes) => stream?.end(bytes),
+        () => stream?.end(),
+      );
   });
 }
 

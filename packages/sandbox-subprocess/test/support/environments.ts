@@ -114,7 +114,7 @@ waitpid($pid, 0); exit($? >> 8);
 
 let nodeCopy: string | undefined;
 /** A copy of the test's Node that any uid can run (the original may sit in root's home). */
-function publicNode(): string {
+export function publicNode(): string {
   if (nodeCopy !== undefined) return nodeCopy;
   const dir = join(tmpdir(), `coda-public-node-${process.pid}`);
   mkdirSync(dir, { recursive: true, mode: 0o755 });

@@ -9,31 +9,36 @@
 // execve. Nothing of the command runs
 // before all of it applied; any failure exits 126 with the step named on stderr.
 
+import { connectSupervisor } from './connect-supervisor.ts';
 import { fileRights } from './landlock-abi.ts';
 
 /**
  * The instructions, NUL-separated: handled fs rights, handled net rights, scopes (decimal), then
  * records `path ACCESS PATH PIN` (PIN `DEV:INO` of the file the host checked, or empty: then a
- * missing path is skipped), `port ACCESS PORT`, `env NAME=VALUE`, `cwd DIR`, and last
+ * missing path is skipped), `port ACCESS PORT`, `supervise PORT` (a network allowlist: the
+ * command's connects are decided by the supervisor of connect-supervisor.ts, which connects
+ * them to 127.0.0.1:PORT only), `env NAME=VALUE`, `cwd DIR`, and last
  * `exec FILE ARG...`. A pinned path that now names another file (a component swapped for a
  * symlink or renamed since the check) fails the run. Arguments: instructions fd, seccomp fd (-1 for none), first fd to close,
  * this architecture's numbers of prctl and close_range (landlock's are 444-446 everywhere), and
- * the start descriptor (above the first fd to close; -1 for none, as for the probe).
+ * the start descriptor (above the first fd to close; -1 for none, as for the probe), then the
+ * numbers of seccomp, ioctl, connect, pidfd_open, pidfd_getfd and close (the supervisor's).
  * Numbers from @ARGV get `+ 0`: `syscall()` passes a string as a pointer.
  */
 export const applierScript = String.raw`
-my ($ifd, $sfd, $first, $prctl, $closeRange, $started) = map { $_ + 0 } @ARGV;
+my ($ifd, $sfd, $first, $prctl, $closeRange, $started, $seccompNr, $ioctlNr, $connectNr, $pidfdOpen, $pidfdGetfd, $closeNr) = map { $_ + 0 } @ARGV;
 sub fail { my $e = $! + 0; print STDERR "coda-sandbox: landlock applier: $_[0] (errno $e)\n"; exit 126 }
 sub slurp { open(my $h, '<&=', $_[0]) or fail("read fd $_[0]"); binmode $h; local $/; my $d = <$h>; close $h; $d }
 my @f = split /\0/, slurp($ifd), -1;
 pop @f if @f && $f[-1] eq '';
 my $prog = $sfd >= 0 ? slurp($sfd) : '';
 my ($fs, $net, $scoped) = splice(@f, 0, 3);
-my (@rules, %env, $cwd, @argv);
+my (@rules, %env, $cwd, @argv, $supervise);
 while (@f) {
   my $k = shift @f;
   if ($k eq 'path') { push @rules, [$k, shift @f, shift @f, shift @f] }
   elsif ($k eq 'port') { push @rules, [$k, shift @f, shift @f, ''] }
+  elsif ($k eq 'supervise') { $supervise = shift(@f) + 0 }
   elsif ($k eq 'env') { my ($n, $v) = split /=/, shift(@f), 2; $env{$n} = $v }
   elsif ($k eq 'cwd') { $cwd = shift @f }
   elsif ($k eq 'exec') { @argv = @f; last }
@@ -64,7 +69,10 @@ if ($started >= $first) {
 } else {
   syscall($closeRange, $first, 0xFFFFFFFF, 0) == 0 or fail('close_range');
 }
-if (length $prog) {
+if (defined $supervise) {
+  length $prog or do { $! = 22; fail('supervise without a filter') };
+  supervise($supervise, $prog, $started);
+} elsif (length $prog) {
   my $fprog = pack('S x6 Q', length($prog) / 8, unpack('Q', pack('p', $prog)));
   syscall($prctl, 22, 2, $fprog, 0, 0) == 0 or fail('prctl(PR_SET_SECCOMP)');
 }
@@ -76,4 +84,4 @@ if ($started >= 0) {
 %ENV = %env;
 exec { $argv[0] } @argv;
 fail("execve($argv[0])");
-`;
+${connectSupervisor}`;

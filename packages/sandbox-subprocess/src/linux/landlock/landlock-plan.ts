@@ -5,6 +5,7 @@
 // them is on a host command line.
 import { fstatSync } from 'node:fs';
 import { SandboxUnavailableError } from '@coda/sandbox-core';
+import { proxyEnvironment } from '../../egress/forwarder.ts';
 import { SandboxControl } from '../../process/controls.ts';
 import type { LaunchRequest } from '../../process/launch-plan.ts';
 import { type CheckedPath, isInside } from '../checked-path.ts';
@@ -17,8 +18,14 @@ import { aarch64Syscalls } from '../seccomp/syscalls-aarch64.ts';
 import { x86_64Syscalls } from '../seccomp/syscalls-x86-64.ts';
 import { instructionsDescriptor, seccompDescriptor, startedDescriptor } from '../wrapper-shell.ts';
 import { applierScript } from './applier-script.ts';
-import { handledFsRights, Scope, scopeAbi } from './landlock-abi.ts';
-import { filesystemRules, networkRules, type PathRule, treeHost } from './landlock-rules.ts';
+import { handledFsRights, Scope, scopeAbi, tcpAbi } from './landlock-abi.ts';
+import {
+  filesystemRules,
+  type NetworkRules,
+  networkRules,
+  type PathRule,
+  treeHost,
+} from './landlock-rules.ts';
 
 /** This architecture's syscall table (the applier needs prctl and close_range). */
 const syscalls = process.arch === 'arm64' ? aarch64Syscalls : x86_64Syscalls;
@@ -43,6 +50,9 @@ export function applierArgv(
     String(syscalls.prctl),
     String(syscalls.close_range),
     String(withStartByte ? startedDescriptor(layout) : -1),
+    ...(['seccomp', 'ioctl', 'connect', 'pidfd_open', 'pidfd_getfd', 'close'] as const).map(
+      (name) => String(syscalls[name]),
+    ),
   ];
 }
 
@@ -58,6 +68,8 @@ export interface ApplierInstructions {
     readonly pin?: string | undefined;
   }[];
   readonly ports: readonly { readonly port: number; readonly access: number }[];
+  /** A network allowlist: the proxy's port, the only place the supervisor connects sockets to. */
+  readonly supervise?: number | undefined;
   readonly env: Readonly<Record<string, string>>;
   readonly cwd: string;
   readonly command: readonly string[];
@@ -94,6 +106,7 @@ export function encodeInstructions(instructions: ApplierInstructions): string {
       rule.pin ?? '',
     ]),
     ...instructions.ports.flatMap((rule) => ['port', String(rule.access), String(rule.port)]),
+    ...(instructions.supervise === undefined ? [] : ['supervise', String(instructions.supervise)]),
     ...Object.entries(instructions.env).flatMap(([name, value]) => ['env', `${name}=${value}`]),
     'cwd',
     instructions.cwd,
@@ -119,9 +132,46 @@ function refuseListedSockets(request: LaunchRequest, abi: number): void {
 }
 
 /**
+ * Refuses a network allowlist below ABI 4: without TCP rules the run would have the host's
+ * whole network, never only the proxy.
+ */
+function refuseEgressWithoutTcpRules(abi: number): void {
+  if (abi >= tcpAbi) return;
+  const reason = `Landlock ABI ${abi} has no TCP rules (ABI ${tcpAbi}, Linux 6.7): a command could connect anywhere, not only to the egress proxy`;
+  throw new SandboxUnavailableError(
+    `A network allowlist needs ${reason}; the command did not run`,
+    {
+      details: { reason, confinement: 'landlock', field: 'network' },
+    },
+  );
+}
+
+/**
+ * The proxy variables of a Landlock run, pointing at the proxy's port on the host's loopback.
+ * No NO_PROXY: the loopback here is the host's, which the run may not reach directly, so every
+ * request goes to the proxy (and a refused one is in the report).
+ */
+function landlockProxyEnvironment(port: number): Record<string, string> {
+  const { NO_PROXY: _upper, no_proxy: _lower, ...variables } = proxyEnvironment(port);
+  return variables;
+}
+
+/** What {@link landlockArguments} gives the plan. */
+export interface LandlockArguments {
+  /** The wrapper's last step, as argv. */
+  readonly exec: string[];
+  /**
+   * The applier's instructions, encoded; with a network allowlist, for the proxy's loopback
+   * `proxyPort` (known once its listener is up, after the plan is made).
+   */
+  encode(proxyPort?: number): string;
+}
+
+/**
  * The wrapper's last step (`exec`, as argv) and the applier's instructions for `request` under
  * Landlock ABI `abi`; pushes what applies onto `controls`. The additions are checked and pinned
- * (into `pins`) as bubblewrap's are.
+ * (into `pins`) as bubblewrap's are. With `egress` (a network allowlist) TCP connect is granted
+ * to the proxy's port alone and the seccomp filter is `tcpClientOnly`.
  */
 export function landlockArguments(
   request: LaunchRequest,
@@ -130,25 +180,39 @@ export function landlockArguments(
   controls: SandboxControl[],
   pins: CheckedPath[],
   host: HostPaths = hostPaths,
-): { exec: string[]; instructions: string } {
+  egress = false,
+): LandlockArguments {
   const { policy } = request;
   refuseListedSockets(request, abi);
+  if (egress) refuseEgressWithoutTcpRules(abi);
   const additions = runAdditions(request, identity, pins, false, true);
-  const network = networkRules(policy.allowNetwork, abi);
+  const network = (port: number): NetworkRules =>
+    networkRules(
+      egress ? { kind: 'proxy', port } : { kind: policy.allowNetwork ? 'on' : 'off' },
+      abi,
+    );
   const scoped = abi >= scopeAbi ? Scope.abstractUnixSocket | Scope.signal : 0;
   const cwd = request.cwd ?? '/';
-  const instructions: ApplierInstructions = {
-    handledFs: handledFsRights(abi),
-    handledNet: network.handled,
-    scoped,
-    paths: pinned(
-      filesystemRules(defaultFilesystemView, additions, abi, treeHost(host, host === hostPaths)),
-      pins,
-    ),
-    ports: network.ports,
-    env: { HOME: sandboxHome, ...request.env, PWD: cwd },
-    cwd,
-    command: [request.executable, ...request.args],
+  const paths = pinned(
+    filesystemRules(defaultFilesystemView, additions, abi, treeHost(host, host === hostPaths)),
+    pins,
+  );
+  const encode = (proxyPort = 0): string => {
+    const rules = network(proxyPort);
+    const proxy = egress ? landlockProxyEnvironment(proxyPort) : {};
+    const instructions: ApplierInstructions = {
+      handledFs: handledFsRights(abi),
+      handledNet: rules.handled,
+      scoped,
+      paths,
+      ports: rules.ports,
+      supervise: egress ? proxyPort : undefined,
+      // The proxy's variables last, so no caller's variable points a program elsewhere.
+      env: { HOME: sandboxHome, ...request.env, ...proxy, PWD: cwd },
+      cwd,
+      command: [request.executable, ...request.args],
+    };
+    return encodeInstructions(instructions);
   };
   controls.push(SandboxControl.landlock, SandboxControl.landlockFilesystem);
   // A hidden path inside /proc stays visible (landlock-rules.ts): then the control is not claimed.
@@ -159,7 +223,8 @@ export function landlockArguments(
   controls.push(
     additions.writable.length > 0 ? SandboxControl.writableDirectory : SandboxControl.noFileWrites,
   );
-  if (network.handled !== 0) controls.push(SandboxControl.landlockNoTcp);
+  if (egress) controls.push(SandboxControl.landlockTcpProxyOnly, SandboxControl.egressProxy);
+  else if (network(0).handled !== 0) controls.push(SandboxControl.landlockNoTcp);
   if (scoped !== 0) {
     controls.push(SandboxControl.landlockScopeAbstractUnix, SandboxControl.landlockScopeSignal);
   }
@@ -189,12 +254,10 @@ export function landlockArguments(
     SandboxControl.inheritedDescriptorsClosed,
   );
   if (policy.allowedSyscalls !== undefined) controls.push(SandboxControl.seccompAllowlist);
-  if (!policy.allowNetwork) {
+  if (egress) controls.push(SandboxControl.seccompTcpClientOnly, SandboxControl.connectSupervised);
+  else if (!policy.allowNetwork) {
     controls.push(SandboxControl.seccompNoInet);
     if (request.unixSockets.length === 0) controls.push(SandboxControl.seccompNoUnixConnect);
   }
-  return {
-    exec: [...drop, ...applierArgv(request, true, true)],
-    instructions: encodeInstructions(instructions),
-  };
+  return { exec: [...drop, ...applierArgv(request, true, true)], encode };
 }

@@ -92,9 +92,21 @@ describe('Landlock rules from the view', () => {
   });
 
   it('refuses TCP bind and connect only with the network off and an ABI that has them', () => {
-    expect(networkRules(false, 7)).toEqual({ handled: 3, ports: [] });
-    expect(networkRules(false, 4)).toEqual({ handled: 3, ports: [] });
-    expect(networkRules(false, 3)).toEqual({ handled: 0, ports: [] });
-    expect(networkRules(true, 7)).toEqual({ handled: 0, ports: [] });
+    const off = { kind: 'off' } as const;
+    expect(networkRules(off, 7)).toEqual({ handled: 3, ports: [] });
+    expect(networkRules(off, 4)).toEqual({ handled: 3, ports: [] });
+    expect(networkRules(off, 3)).toEqual({ handled: 0, ports: [] });
+    expect(networkRules({ kind: 'on' }, 7)).toEqual({ handled: 0, ports: [] });
+  });
+
+  it("grants a network allowlist's run TCP connect to the proxy's port alone, never bind", () => {
+    // LANDLOCK_ACCESS_NET_BIND_TCP = 1, CONNECT_TCP = 2 (include/uapi/linux/landlock.h).
+    expect(networkRules({ kind: 'proxy', port: 40_123 }, 4)).toEqual({
+      handled: 3,
+      ports: [{ port: 40_123, access: 2 }],
+    });
+    expect(() => networkRules({ kind: 'proxy', port: 40_123 }, 3)).toThrow(
+      'TCP rules need Landlock ABI 4',
+    );
   });
 });

@@ -156,13 +156,29 @@ export interface NetworkRules {
   readonly ports: readonly PortRule[];
 }
 
+/** A run's network, as the Landlock rules see it. */
+export type LandlockNetwork =
+  /** No network: every TCP bind and connect refused (seccomp refuses inet sockets too). */
+  | { readonly kind: 'off' }
+  /** The host's network, unconfined. */
+  | { readonly kind: 'on' }
+  /** A network allowlist: TCP connect to the egress proxy's loopback port only. */
+  | { readonly kind: 'proxy'; readonly port: number };
+
 /**
- * The one place that decides TCP for a Landlock run. Network off (and ABI 4 or later): bind and
- * connect are both handled and no port is granted, so every TCP bind and connect fails with
- * EACCES. Network on: TCP is not handled. (An egress proxy would handle `connectTcp` here and
- * grant its own loopback port.)
+ * The one place that decides TCP for a Landlock run (ABI 4 or later; before it TCP cannot be
+ * handled). Off: bind and connect are both handled and no port is granted, so every TCP bind
+ * and connect fails with EACCES. On: TCP is not handled. Proxy: both handled, connect granted
+ * for the proxy's port alone. Landlock's rules are per port, not per address: a connect to
+ * another address on that port is let through (docs/security.md), and so are the bypasses the
+ * seccomp filter's `tcpClientOnly` closes (listen's implicit bind, TCP Fast Open).
  */
-export function networkRules(allowNetwork: boolean, abi: number): NetworkRules {
-  if (allowNetwork || abi < tcpAbi) return { handled: 0, ports: [] };
-  return { handled: NetAccess.bindTcp | NetAccess.connectTcp, ports: [] };
+export function networkRules(network: LandlockNetwork, abi: number): NetworkRules {
+  if (network.kind === 'on' || abi < tcpAbi) {
+    if (network.kind === 'proxy') throw new RangeError(`TCP rules need Landlock ABI ${tcpAbi}`);
+    return { handled: 0, ports: [] };
+  }
+  const handled = NetAccess.bindTcp | NetAccess.connectTcp;
+  if (network.kind === 'off') return { handled, ports: [] };
+  return { handled, ports: [{ port: network.port, access: NetAccess.connectTcp }] };
 }

@@ -32,6 +32,8 @@ export const Op = {
 export const SeccompRet = {
   KILL_PROCESS: 0x80000000,
   ALLOW: 0x7fff0000,
+  /** Ask the filter's listener (a supervisor) to decide the call. */
+  USER_NOTIF: 0x7fc00000,
   /** ERRNO with the errno in the low 16 bits. */
   errno: (errno: number): number => (0x00050000 | (errno & 0xffff)) >>> 0,
 } as const;

@@ -228,6 +228,53 @@ describe('generated seccomp filter (BPF emulator)', () => {
   });
 
   it.each(arches)(
+    "tcpClientOnly (Landlock's network allowlist): TCP client sockets, connect to the supervisor",
+    ({ arch, table }) => {
+      const tcp = buildSeccompProgram({ allowNetwork: true, tcpClientOnly: true });
+      // SECCOMP_RET_USER_NOTIF (include/uapi/linux/seccomp.h).
+      const USER_NOTIF = 0x7fc00000;
+      // [family, type, protocol] and the decision, from socket(2) and the issue: TCP or nothing.
+      const sockets: [string, number[], number][] = [
+        ['AF_INET SOCK_STREAM', [2, 1, 0], ALLOW],
+        ['AF_INET SOCK_STREAM|NONBLOCK|CLOEXEC IPPROTO_TCP', [2, 1 | 0x80800, 6], ALLOW],
+        ['AF_INET6 SOCK_STREAM', [10, 1, 0], ALLOW],
+        ['AF_INET SOCK_DGRAM (UDP, DNS)', [2, 2, 0], EPERM],
+        ['AF_INET6 SOCK_DGRAM|CLOEXEC', [10, 2 | 0x80000, 0], EPERM],
+        ['AF_INET SOCK_RAW', [2, 3, 1], EPERM],
+        ['AF_INET SOCK_STREAM IPPROTO_SCTP', [2, 1, 132], EPERM],
+        ['AF_INET SOCK_STREAM IPPROTO_MPTCP', [2, 1, 262], EPERM],
+        ['AF_INET SOCK_SEQPACKET', [2, 5, 0], EPERM],
+        ['AF_UNIX SOCK_STREAM', [1, 1, 0], EPERM],
+        ['AF_NETLINK', [16, 3, 0], EPERM],
+        ['AF_PACKET', [17, 3, 0], EPERM],
+      ];
+      for (const [name, args, decision] of sockets) {
+        expect(runFilter(tcp, { arch, nr: table.socket!, args }), name).toBe(decision);
+      }
+      expect(runFilter(tcp, { arch, nr: table.socketpair!, args: [1, 1] })).toBe(ALLOW);
+      expect(runFilter(tcp, { arch, nr: table.socketpair!, args: [1, 2] })).toBe(EPERM);
+      expect(runFilter(tcp, { arch, nr: table.listen! })).toBe(EPERM);
+      expect(runFilter(tcp, { arch, nr: table.connect! })).toBe(USER_NOTIF);
+      const MSG_FASTOPEN = 0x20000000;
+      const MSG_NOSIGNAL = 0x4000;
+      const sends: [string, number][] = [
+        ['sendto', 3],
+        ['sendmsg', 2],
+        ['sendmmsg', 3],
+      ];
+      for (const [call, flags] of sends) {
+        const at = (value: number) => {
+          const args = [3, 0, 0, 0, 0, 0];
+          args[flags] = value;
+          return runFilter(tcp, { arch, nr: table[call]!, args });
+        };
+        expect(at(MSG_NOSIGNAL), call).toBe(ALLOW);
+        expect(at(MSG_FASTOPEN | MSG_NOSIGNAL), `${call} MSG_FASTOPEN`).toBe(EPERM);
+      }
+    },
+  );
+
+  it.each(arches)(
     'refuses truncate(2) by name only when asked (Landlock ABI 1-2)',
     ({ arch, table }) => {
       const refusing = buildSeccompProgram({ allowNetwork: false, refuseTruncateByName: true });

@@ -42,6 +42,19 @@ export interface SeccompFilterOptions {
    * writing, which every ABI checks).
    */
   readonly refuseTruncateByName?: boolean | undefined;
+  /**
+   * With the network on, for the Landlock backend's egress mode (TCP connect granted to the
+   * proxy's port only): inet sockets are TCP streams only (SOCK_STREAM, protocol 0 or
+   * IPPROTO_TCP: Landlock's TCP rules see no UDP, SCTP or MPTCP), no AF_UNIX socket() (connect's
+   * address is in memory seccomp cannot read, so a host socket file would be reachable),
+   * no datagram socketpair, `listen(2)` refused (on an unbound socket it binds a port without
+   * Landlock's bind check) and `MSG_FASTOPEN` refused on sendto, sendmsg and sendmmsg (a TCP
+   * Fast Open send connects without Landlock's connect check). Both bypasses were seen on this
+   * project's kernel (6.18). `connect(2)` returns SECCOMP_RET_USER_NOTIF: the Landlock applier's
+   * supervisor (connect-supervisor.ts) refuses any address but the proxy's and connects the
+   * socket itself; installed without a listener, every connect fails with ENOSYS.
+   */
+  readonly tcpClientOnly?: boolean | undefined;
 }
 
 /** One architecture the filter knows: its audit id and syscall table. */
@@ -67,6 +80,14 @@ const SOCK_TYPE_MASK = 0xf;
 const SOCK_DGRAM = 2;
 /** An AF_UNIX SOCK_RAW socket is made a datagram socket by the kernel. */
 const SOCK_RAW = 3;
+const SOCK_STREAM = 1;
+const AF_INET = 2;
+const AF_INET6 = 10;
+const IPPROTO_TCP = 6;
+/** A send flag: connect and send in one call (TCP Fast Open), past Landlock's connect check. */
+const MSG_FASTOPEN = 0x20000000;
+/** The flags argument of each send call that can carry MSG_FASTOPEN. */
+const sendFlagsArgument = { sendto: 3, sendmsg: 2, sendmmsg: 3 } as const;
 
 /** The calls the filter decides by argument (never plainly allowed, never widened). */
 export const argumentRuledSyscalls: readonly string[] = Object.freeze([
@@ -151,6 +172,18 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
     block.push(bpf.jeq(number, 0, body.length), ...body);
   };
   for (const { syscall, arg, test } of argumentRules) rule(syscall, argumentBody(arg, test));
+  if (options.refuseTruncateByName === true) rule('truncate', [bpf.ret(deny)]);
+  if (options.allowNetwork && options.tcpClientOnly === true) {
+    rule('socket', tcpSocketBody());
+    rule('socketpair', noDatagramBody());
+    rule('listen', [bpf.ret(deny)]);
+    for (const [name, arg] of Object.entries(sendFlagsArgument)) {
+      rule(name, argumentBody(arg, { kind: 'no-bit', mask: MSG_FASTOPEN }));
+    }
+    // seccomp cannot read connect's address: the applier's supervisor does, and connects.
+    rule('connect', [bpf.ret(SeccompRet.USER_NOTIF)]);
+    return finish(block, options, wanted, nr);
+  }
   const families = options.allowNetwork ? socketFamilies.on : socketFamilies.off;
   const unixConnect = options.allowNetwork || options.allowUnixConnect === true;
   rule(
@@ -159,7 +192,6 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
       ? argumentBody(0, { kind: 'one-of', values: families })
       : [bpf.load(SeccompData.argLow(0)), bpf.jeq(families[0], 0, 5), ...noDatagramBody()],
   );
-  if (options.refuseTruncateByName === true) rule('truncate', [bpf.ret(deny)]);
   // Without the network only AF_UNIX sockets exist, and seccomp cannot read the path a call
   // names: every connect is refused, and sendto with a destination address (arg 4 not NULL).
   if (unixConnect) {
@@ -173,7 +205,16 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
     // socket is made; stream and seqpacket ones cannot send without connecting.
     rule('socketpair', noDatagramBody());
   }
+  return finish(block, options, wanted, nr);
+}
 
+/** Appends the plainly allowed calls and the final refusal to `block`. */
+function finish(
+  block: BpfInstruction[],
+  options: SeccompFilterOptions,
+  wanted: (name: string) => boolean,
+  nr: (name: string) => number | undefined,
+): BpfInstruction[] {
   const plain = [...plainAllowedSyscalls.filter(wanted), ...(options.extraSyscalls ?? [])];
   for (const name of new Set(plain)) {
     const number = nr(name);
@@ -181,6 +222,26 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
   }
   block.push(bpf.ret(deny));
   return block;
+}
+
+/**
+ * socket(): AF_INET or AF_INET6 only, of type SOCK_STREAM (whatever its flags) and protocol 0
+ * or IPPROTO_TCP; everything else refused.
+ */
+function tcpSocketBody(): BpfInstruction[] {
+  return [
+    bpf.load(SeccompData.argLow(0)),
+    bpf.jeq(AF_INET, 1, 0),
+    bpf.jeq(AF_INET6, 0, 6), // to the deny
+    bpf.load(SeccompData.argLow(1)),
+    bpf.and(SOCK_TYPE_MASK),
+    bpf.jeq(SOCK_STREAM, 0, 3), // to the deny
+    bpf.load(SeccompData.argLow(2)),
+    bpf.jeq(0, 2, 0),
+    bpf.jeq(IPPROTO_TCP, 1, 0),
+    bpf.ret(deny),
+    bpf.ret(allow),
+  ];
 }
 
 /** Instructions that load argument `arg`'s low word and return allow or deny by `test`. */

@@ -12,6 +12,7 @@ export function seccompProgram(options: SeccompFilterOptions): Buffer {
     options.allowedSyscalls ?? null,
     options.extraSyscalls ?? null,
     options.refuseTruncateByName === true,
+    options.tcpClientOnly === true,
   ]);
   let program = programs.get(key);
   if (program === undefined) {
