@@ -192,12 +192,14 @@ def main():
         # no finaliser of the module's runs in a child before it has its request.
         collect_garbage()
         freeze_garbage()
+        left_open = files_left_open(control_fd)
         serve_forks()
         # The zygote's descriptors are shared with every call's child down to the open file's
         # flags: a call that made its console non-blocking would make the next call's writes
         # fail with BlockingIOError (os.set_blocking raises no audit event).
         for fd in (0, 1, 2, response_fd):
             set_blocking(fd, True)
+        reopen_files(left_open, fail)
         nonce = read_nonce()
     else:
         write_all(frame(b""))
@@ -330,6 +332,39 @@ def fork_server(fork_once, console, write_fd, fail, exit_bad_request):
                 exit_now(3)
 
     return serve
+
+
+# The highest descriptor looked at for files the module's import left open (fstat each: the
+# zygote cannot list /proc/self/fd under Landlock); import-time code that opens more is unusual.
+LEFT_OPEN_SCAN_LIMIT = 1 << 16
+
+
+def files_left_open(last_runner_fd):
+    # The regular files the module's import left open, with where it left their offsets. A
+    # forked child shares each one's open file (and so its offset) with the zygote and every
+    # other child: a call that read or sought one would move where the next call starts.
+    scan_to = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], LEFT_OPEN_SCAN_LIMIT)
+    files = []
+    for fd in range(last_runner_fd + 1, scan_to):
+        try:
+            if os.fstat(fd).st_mode & 0o170000 == 0o100000:
+                files.append((fd, os.readlink("/proc/self/fd/" + str(fd)), os.lseek(fd, 0, os.SEEK_CUR)))
+        except OSError:
+            continue
+    return tuple(files)
+
+
+def reopen_files(files, fail):
+    # In a call's child, before its request: each such file opened afresh (an open file of its
+    # own) at the offset the import left, so every call starts from the same state.
+    for fd, path, offset in files:
+        try:
+            fresh = os.open(path, os.O_RDONLY)
+            os.lseek(fresh, offset, os.SEEK_SET)
+            os.dup2(fresh, fd, os.get_inheritable(fd))
+            os.close(fresh)
+        except OSError as error:
+            fail("cannot reopen " + path + " (fd " + str(fd) + ", left open by the module): " + str(error))
 
 
 # Landlock (Linux 5.13+), the kernel's own allowlist, under the audit hook: it holds even for code
