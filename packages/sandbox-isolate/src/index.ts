@@ -22,7 +22,6 @@ export {
   ContextBuilder,
   type ContextBuilderOptions,
   type IsolateRunFunction,
-  type IsolateSettledFunction,
   type PreparedIsolate,
 } from './isolate/context-builder.ts';
 export { ExecutionTimers, type TimerAnswer } from './isolate/execution-timers.ts';

@@ -217,7 +217,8 @@ describe('tools', () => {
 
   it('gives a species constructor planted on Promise nothing of a tool’s answer', async () => {
     // isolated-vm resolves the promise of a call with a promise of its own, whose then looks up
-    // Promise[Symbol.species]: user code runs there, but sees only undefined go by.
+    // Promise[Symbol.species]: user code runs there, but sees only undefined go by. (Once more
+    // before issue 23, when the run's own promise went through isolated-vm's promise transfer.)
     const code = `const seen = [];
       class Spy extends Promise {
         constructor(executor) {
@@ -230,7 +231,7 @@ describe('tools', () => {
       return [answer, seen]`;
     expect(expectResult(await engine.run({ code })).payload).toEqual([
       { secret: 'host-answer' },
-      ['species', 'construct', 'species', 'construct', 'resolve undefined'],
+      ['species', 'construct', 'resolve undefined'],
     ]);
   });
 

@@ -106,6 +106,8 @@ describe('data requests', () => {
     // The stall: 48 MB of params, under maxDataBytes, parsed on the host's event loop.
     const many = await engine.run({
       code: 'await dataProxy.request(new Array(16e6).fill({})); return 1',
+      // Filling 16e6 elements alone took over the suite's 1 s on a loaded 2-core machine.
+      limits: { timeoutMs: 10_000 },
     });
     expect(expectError(many, 'LIMIT_EXCEEDED').details).toMatchObject({
       field: 'maxRequestValues',

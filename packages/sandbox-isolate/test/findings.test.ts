@@ -27,30 +27,26 @@ describe('a promise rejection user code never handles', () => {
     await expectHealthy(engine);
   });
 
-  it('ends an execution still running with RUNTIME naming the rejection', async () => {
-    const event = await engine.run({
-      code: "Promise.reject(new TypeError('late')); await dataProxy.request(1); return 1",
-    });
-    const error = expectError(event, 'RUNTIME');
-    expect(error.message).toBe('TypeError: late');
-    expect(error.details).toMatchObject({ name: 'TypeError', unhandledRejection: true });
-    await expectHealthy(engine);
+  // Not read at all: isolated-vm would copy the reason outside the time limit (its getters,
+  // proxy traps and Error.prepareStackTrace with it), so nothing ends the run on its account
+  // (see docs/isolate.md, "Unhandled promise rejections"; encoder-only-egress.test.ts).
+  it.each([
+    ["Promise.reject(new TypeError('late')); await dataProxy.request(1); return 1", 1],
+    ["Promise.reject('plain'); await dataProxy.request(1); return 2", 2],
+    [
+      "Promise.reject(new Error('Isolate was disposed during execution')); await dataProxy.request(1); return 3",
+      3,
+    ],
+  ])('does not end an execution still running either: %s', async (code, payload) => {
+    expect(expectResult(await engine.run({ code })).payload).toBe(payload);
   });
 
-  it('is RUNTIME for a rejection with a non-error value', async () => {
+  it('leaves code that then waits forever to its time limit', async () => {
     const event = await engine.run({
-      code: "Promise.reject('plain'); await dataProxy.request(1); return 1",
+      code: "Promise.reject(new Error('stray')); await new Promise(() => {})",
+      limits: { timeoutMs: 500 },
     });
-    expect(expectError(event, 'RUNTIME').message).toBe('Thrown: plain');
-  });
-
-  it('is RUNTIME even when its message mimics an isolated-vm failure', async () => {
-    const event = await engine.run({
-      code: "Promise.reject(new Error('Isolate was disposed during execution')); await dataProxy.request(1)",
-    });
-    expect(expectError(event, 'RUNTIME').message).toBe(
-      'Error: Isolate was disposed during execution',
-    );
+    expect(expectError(event, 'TIMEOUT').details).toEqual({ timeoutMs: 500 });
   });
 });
 
@@ -113,13 +109,13 @@ describe('in-process mode', () => {
   });
   afterAll(() => inProcess.dispose());
 
-  it('keeps the returned value over a stray rejection, and is RUNTIME while running', async () => {
+  it('keeps the returned value over a stray rejection, before and after a data request', async () => {
     const returned = await inProcess.run({ code: "Promise.reject(new Error('x')); return 1" });
     expect(expectResult(returned).payload).toBe(1);
     const running = await inProcess.run({
-      code: "Promise.reject(new Error('x')); await dataProxy.request(1); return 1",
+      code: "Promise.reject(new Error('x')); await dataProxy.request(1); return 2",
     });
-    expect(expectError(running, 'RUNTIME').message).toBe('Error: x');
+    expect(expectResult(running).payload).toBe(2);
     await expectHealthy(inProcess);
   });
 

@@ -4,22 +4,34 @@
 //
 // Arguments: $0 = status callback (sync ivm.Callback: source, level, message, dataJson?),
 // $1 = data Reference (async host function: paramsJson | null, units, refusal ('' | 'depth' |
-// 'size' | 'values') → ['1' + json | '0' + message], one string in an array, see context-builder.ts), $2 = WASM modules as [name, bytes, bindingSource | null][], $3 = deliver
+// 'size' | 'values') → ['1' + json | '0' + message | '2' + token of a big answer], one string in an array, see context-builder.ts), $2 = WASM modules as [name, bytes, bindingSource | null][], $3 = deliver
 // callback (ivm.Callback, fire and forget: the run's outcome text), $4 = the nesting depth limit,
 // $5 = the same delivery as a synchronous ivm.Callback, $6 = the names of the configured tools
 // (each becomes `tools.NAME(input)`, a data request whose fourth argument is NAME; an input of
 // undefined crosses as ''), $7 = timer Reference (async host function: id, delayMs → '1' when
 // the timer is due, '0' when it will never fire), $8 = clear-timer callback (ivm.Callback, fire and
 // forget: id), $9 = breach callback (sync ivm.Callback: field, size, label; the host ends the execution
-// with LIMIT_EXCEEDED, or VALIDATION for the depth, and disposes the isolate before it returns).
+// with LIMIT_EXCEEDED, or VALIDATION for the depth, and disposes the isolate before it returns),
+// $10 = this isolate's own ivm.Isolate (only its heap figures are read, through isolated-vm's
+// same-isolate path), $11 = big-answer callback (sync ivm.Callback: token, heap room in bytes →
+// '1' + json | '0' + message).
 // It captures them in this closure (they are never reachable from the global object) and
-// returns `[run, settled]`, two functions whose References only the host holds.
+// returns `[run]`, a function whose Reference only the host holds.
 //
 // `run(code, limitsJson, synchronous)` starts user code and delivers its outcome as a string,
 // never an object: resolving a promise with an object looks up its `then`, which user code could
-// have planted on a prototype. The string is `kind\ndropped\nbody`, where kind is ok | too-big |
-// too-deep | unsupported | unserializable | throw | syntax (the code does not compile; the host
-// finds where, see user-code-location.ts).
+// have planted on a prototype. The string is `kind\ndropped\nheap\nbody`, where kind is ok |
+// too-big | too-deep | unsupported | unserializable | throw | syntax (the code does not compile;
+// the host finds where, see user-code-location.ts) and heap the bytes of heap in use as it ends.
+//
+// No user value ever leaves through isolated-vm itself: isolated-vm copies an unhandled
+// rejection's reason at the end of every task it runs in the isolate (reading its message, stack
+// and name, so getters, proxy traps and Error.prepareStackTrace run there, outside any timeout,
+// and a dispose stops only the first of those reads). So `run` never returns: it ends by throwing
+// `runEnded`, a string, which makes isolated-vm skip that end-of-task copy (user code's microtasks
+// still run first, in the same timed call), and the host starts no other task in this isolate after
+// it (heap figures are read here; a big answer's room is checked here). A rejection nobody handles
+// is thus never read by anyone, and changes no outcome.
 //
 // User code can redefine every prototype, so after it starts the bootstrap never awaits, never
 // runs an async function and never calls anything it did not capture first: `await p` reads
@@ -29,10 +41,10 @@
 // the species lookup falls back to the intrinsic Promise). Values are encoded by `encode`, an
 // iterative JSON encoder that refuses what JSON would change or drop (naming its path), stops as
 // soon as a size, depth or value budget is passed, and uses no array method and no prototype. Called with `synchronous` (through applySync, on the host's thread), it
-// returns nothing and delivers through $5, a callback that blocks until the host has the outcome:
+// delivers through $5, a callback that blocks until the host has the outcome:
 // an outcome reached before the call returns is with the host when it returns, and one reached
-// later arrives from the isolate's thread; `settled()` returns the promise of the rest. Otherwise
-// `run` returns that promise itself and delivers through $3.
+// later arrives from the isolate's thread. Otherwise
+// `run` delivers through $3.
 
 /** Source of the isolate bootstrap; see the file comment for its contract. */
 export const bootstrapSource = String.raw`'use strict';
@@ -46,6 +58,10 @@ const toolNames = $6;
 const timerRef = $7;
 const clearTimer = $8;
 const reportBreach = $9;
+const self = $10;
+const takeAnswer = $11;
+const readHeap = self.getHeapStatisticsSync;
+const runEnded = 'sandbox:run-ended';
 const timerApply = timerRef.apply;
 const dataApply = dataRef.apply;
 const global = globalThis;
@@ -125,6 +141,31 @@ function breach(field, size, message, label) {
 }
 
 function noop() {}
+
+// A figure of this isolate's heap, read through isolated-vm's same-isolate path (no task, so no
+// end-of-task copy; see the file comment). Its object is made here: a setter user code planted on
+// Object.prototype for one of its keys runs in user code's time and leaves that figure unread.
+function heapFigures() {
+  let stats = null;
+  try {
+    stats = ReflectApply(readHeap, self, []);
+  } catch {}
+  return stats;
+}
+
+function figure(stats, key) {
+  const descriptor = stats === null ? undefined : ObjectGetOwnPropertyDescriptor(stats, key);
+  const value = descriptor === undefined ? undefined : descriptor.value;
+  return typeof value === 'number' && NumberIsFinite(value) && value > 0 ? value : 0;
+}
+
+// Bytes the heap can still take below its limit (0 when unknown).
+function heapRoom() {
+  const stats = heapFigures();
+  const room =
+    figure(stats, 'heap_size_limit') - figure(stats, 'used_heap_size') - figure(stats, 'externally_allocated_size');
+  return room > 0 ? room : 0;
+}
 
 function cap(text, max) {
   return text.length > max ? ReflectApply(stringSlice, text, [0, max]) : text;
@@ -332,10 +373,19 @@ function reportStatus(message, data) {
   send('reportStatus', 'info', text, dataJson);
 }
 
-// answer is [text]: an array the data Reference's copy made, whose index 0 is its own.
+// answer is [text], an array the data Reference's copy made, whose index 0 is its own. The text:
+// '1' + json, '0' + message, or '2' + token for an answer big enough that
+// the heap may have no room for it: the host checks the room read here against its size and hands
+// the text over in the same synchronous call, so nothing runs between the check and the copy (it
+// ends the execution with OOM instead when the answer cannot fit).
 function answerOf(answer) {
   if (breached !== null) throw new ErrorCtor('Execution has ended');
-  const text = answer[0];
+  const crossed = answer[0];
+  const text =
+    typeof crossed === 'string' && crossed[0] === '2'
+      ? takeAnswer(ReflectApply(stringSlice, crossed, [1]), heapRoom())
+      : crossed;
+  if (typeof text !== 'string' || breached !== null) throw new ErrorCtor('Execution has ended');
   const body = ReflectApply(stringSlice, text, [1]);
   if (text[0] !== '1') throw new ErrorCtor(body);
   dataUnits += body.length;
@@ -559,32 +609,38 @@ global.console = ObjectFreeze({
   error: consoleMethod('error'),
 });
 
+// The outcome text of kind with body, as the file comment says; read last, so dropped and the heap
+// count what encoding the body did.
+function outcome(kind, body) {
+  return kind + '\n' + dropped + '\n' + figure(heapFigures(), 'used_heap_size') + '\n' + body;
+}
+
 // The outcome text of a value user code returned. Never throws. Primitives, the common case of
 // a trivial execution, skip the encoder (whose first call in an isolate compiles it).
 function valueOutcome(value) {
   const type = typeof value;
-  if (value === undefined || value === null) return 'ok\n' + dropped + '\nnull';
-  if (type === 'boolean') return 'ok\n' + dropped + '\n' + (value ? 'true' : 'false');
-  if (type === 'number' && NumberIsFinite(value)) return 'ok\n' + dropped + '\n' + value;
+  if (value === undefined || value === null) return outcome('ok', 'null');
+  if (type === 'boolean') return outcome('ok', value ? 'true' : 'false');
+  if (type === 'number' && NumberIsFinite(value)) return outcome('ok', '' + value);
   if (type === 'string' && value.length <= limits.maxResultBytes) {
     const json = stringify(value);
-    if (json.length > limits.maxResultBytes) return 'too-big\n' + dropped + '\n' + json.length;
-    return 'ok\n' + dropped + '\n' + json;
+    if (json.length > limits.maxResultBytes) return outcome('too-big', '' + json.length);
+    return outcome('ok', json);
   }
   let encoded;
   try {
     encoded = encode(value, 'result', limits.maxResultBytes, limits.maxResultBytes + 1);
   } catch (error) {
-    return 'unserializable\n' + dropped + '\n' + describe(error);
+    return outcome('unserializable', describe(error));
   }
-  if (typeof encoded === 'string') return 'ok\n' + dropped + '\n' + encoded;
-  if (encoded.reason === 'size') return 'too-big\n' + dropped + '\n' + encoded.units;
-  if (encoded.reason === 'depth') return 'too-deep\n' + dropped + '\n';
-  return 'unsupported\n' + dropped + '\n' + stringify({ __proto__: null, path: encoded.path, what: encoded.what });
+  if (typeof encoded === 'string') return outcome('ok', encoded);
+  if (encoded.reason === 'size') return outcome('too-big', '' + encoded.units);
+  if (encoded.reason === 'depth') return outcome('too-deep', '');
+  return outcome('unsupported', stringify({ __proto__: null, path: encoded.path, what: encoded.what }));
 }
 
 function errorOutcome(error) {
-  return 'throw\n' + dropped + '\n' + describe(error);
+  return outcome('throw', describe(error));
 }
 
 let pending = null;
@@ -602,9 +658,9 @@ return [
     try {
       fn = new AsyncFunction(code);
     } catch (error) {
-      report('syntax\n' + dropped + '\n' + describe(error));
+      report(outcome('syntax', describe(error)));
       pending = null;
-      return undefined;
+      throw runEnded;
     }
     // The run's promise settles with the first outcome: user code's own, or a timer callback's
     // throw while user code still waits. It is made here, with the captured constructor, and
@@ -627,10 +683,9 @@ return [
       (value) => finish(valueOutcome(value)),
       (error) => finish(errorOutcome(error)),
     );
-    return synchronous ? undefined : pending;
-  },
-  function settled() {
-    return pending;
+    // Never a return: see the file comment. User code's microtasks still run after this, in the
+    // same timed call.
+    throw runEnded;
   },
 ];
 `;

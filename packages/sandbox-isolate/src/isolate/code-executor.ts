@@ -8,9 +8,10 @@ import {
   type SandboxErrorJSON,
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
-import { bridgeLimitError } from '../bridge/limit-errors.ts';
+import { answerTooBigForHeap, bridgeLimitError } from '../bridge/limit-errors.ts';
 import { capText, maxJsonDepth, scrubHostPaths } from '../bridge/safe-json.ts';
-import { disposeQuietly, type PreparedIsolate } from './context-builder.ts';
+import { answerFits } from './answer-room.ts';
+import { disposeQuietly, type PreparedIsolate, runEnded } from './context-builder.ts';
 import { ExecutionTimers } from './execution-timers.ts';
 import type { ExecutionJob, IsolateStats, JobHost, JobOutcome, SynchronousStart } from './job.ts';
 import {
@@ -22,17 +23,16 @@ import {
   userStack,
 } from './user-code-location.ts';
 
-const runOptions = {
-  arguments: { copy: true },
-  result: { promise: true },
-} as const;
-const startOptions = { arguments: { copy: true } } as const;
-const settledOptions = { result: { promise: true } } as const;
+/** Arguments are the code, the limits' JSON and a flag; `run` returns nothing (it throws). */
+const runOptions = { arguments: { copy: true } } as const;
 
 /**
  * Runs user code in a {@link PreparedIsolate}. The result is serialised to JSON inside the
  * isolate, under the timeout, so getters, `toJSON` and proxies on it cannot run unbounded; the
- * same holds for `dataProxy.request` params and console arguments.
+ * same holds for `dataProxy.request` params, console arguments and status data, and nothing else
+ * of user code ever leaves: after `run` starts user code, no isolated-vm task enters the isolate
+ * again (each would end by copying an unhandled rejection's reason outside the timeout, see
+ * bootstrap-source.ts), so the outcome is waited for rather than asked for.
  */
 export class CodeExecutor {
   /**
@@ -60,24 +60,35 @@ export class CodeExecutor {
     const cpuBefore = readCpuMs(prepared);
     let ended: SandboxErrorJSON | undefined;
     let cpuAtEnd = 0;
-    // Whether the host disposed the isolate: one the host did not dispose was disposed by
-    // isolated-vm itself, which does so only when the heap passed its memoryLimit.
-    let disposedByHost = false;
     const timers = new ExecutionTimers(limits.timeoutMs, limits.maxTimers, started);
     prepared.timers = timers;
+    // Settles when the run may be over: an outcome delivered, the isolate gone (isolated-vm
+    // disposes it at its memory limit), or an end decided here.
+    let wake = () => {};
+    const over = new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    prepared.onSettled = wake;
     const end = (error: SandboxErrorJSON) => {
       if (ended !== undefined) return;
       ended = error;
       timers.close();
-      // Only the CPU counter: heap statistics need the isolate's lock, which a running script
-      // holds until it stops, and this must not block the caller's thread.
+      // Only the CPU counter: it needs no lock, and this must not block the caller's thread.
       cpuAtEnd = readCpuMs(prepared);
-      disposedByHost = true;
       disposeQuietly(prepared.isolate);
+      wake();
     };
     // A passed bridge limit is final: the execution ends here, inside the isolate's call, and
     // the isolate is disposed before user code can catch, ignore or outlive it.
     prepared.onBreach = (limit, size, label) => end(bridgeLimitError(limit, limits, size, label));
+    // A big answer is copied in only when the room the isolate reports takes it; otherwise the
+    // execution ends with OOM, inside the isolate's call, before anything is copied.
+    prepared.admitAnswer = (json, room) => {
+      if (ended !== undefined) return false;
+      if (answerFits(json, room)) return true;
+      end(answerTooBigForHeap(limits.memoryMb, json.length));
+      return false;
+    };
     prepared.host = {
       status(source, level, message, dataJson) {
         if (ended === undefined) host.status(source, level, message, dataJson);
@@ -101,45 +112,46 @@ export class CodeExecutor {
     else signal?.addEventListener('abort', onAbort, { once: true });
 
     let failure: unknown;
-    let settled = false;
-    // Whether user code finished within a synchronous start: then nothing of it is left to run
-    // (applySync ran its microtasks under V8's timeout) and the isolate's lock is free.
-    let finishedHere = false;
-    // What user code delivered by the time the call settled: isolated-vm queues the delivery
-    // ahead of the settlement, so a rejection reported after user code returned finds it here.
     let text: string | undefined;
     try {
       const here = ended === undefined && start?.allowed() === true;
       if (!here) start?.yielded();
       if (ended === undefined) {
         const args = [job.code, JSON.stringify(limits), here] as const;
-        if (here) {
-          try {
-            prepared.run.applySync(undefined, [...args], {
-              ...startOptions,
-              timeout: limits.timeoutMs,
-            });
-          } finally {
-            // The wall-clock timer cannot fire while user code holds this thread, and nothing
-            // else ran on it meanwhile: code that held it up to the limit ends with TIMEOUT.
-            if (performance.now() - started >= limits.timeoutMs)
-              end(timeoutError(limits.timeoutMs));
+        const options = { ...runOptions, timeout: limits.timeoutMs };
+        try {
+          if (here) {
+            try {
+              prepared.run.applySync(undefined, [...args], options);
+            } finally {
+              // The wall-clock timer cannot fire while user code holds this thread, and nothing
+              // else ran on it meanwhile: code that held it up to the limit ends with TIMEOUT.
+              if (performance.now() - started >= limits.timeoutMs)
+                end(timeoutError(limits.timeoutMs));
+            }
+          } else {
+            await prepared.run.apply(undefined, [...args], options);
           }
-          finishedHere = prepared.delivered !== undefined && ended === undefined;
-          if (prepared.delivered === undefined && ended === undefined) {
-            start?.yielded();
-            // The rest runs on the isolate's thread, bounded by the wall-clock timer (V8's
-            // timeout covers only a call's synchronous part); this call just waits for it and
-            // reports a rejection nobody handled, as `run.apply` does.
-            await prepared.settled.apply(undefined, [], settledOptions);
-          }
-        } else {
-          await prepared.run.apply(undefined, [...args], {
-            ...runOptions,
-            timeout: limits.timeoutMs,
-          });
+        } catch (error) {
+          // runEnded is how every run ends (see bootstrap-source.ts); anything else is
+          // isolated-vm's own: V8's timeout, a dispose, the memory limit.
+          if (error !== runEnded) throw error;
         }
-        settled = true;
+        if (prepared.delivered === undefined && ended === undefined) {
+          if (here) start?.yielded();
+          // The rest runs on the isolate's thread, bounded by the wall-clock timer (V8's
+          // timeout covers only a call's synchronous part). isolated-vm tells of an isolate it
+          // disposed only through a call in flight, and none is: its state is polled.
+          const poll = setInterval(() => {
+            if (prepared.isolate.isDisposed) wake();
+          }, disposalPollMs);
+          try {
+            await over;
+          } finally {
+            clearInterval(poll);
+          }
+        }
+        if (prepared.delivered === undefined && ended === undefined) failure = isolateGone;
       }
     } catch (error) {
       failure = error;
@@ -154,42 +166,73 @@ export class CodeExecutor {
       signal?.removeEventListener('abort', onAbort);
       prepared.host = undefined;
       prepared.onBreach = undefined;
+      prepared.onSettled = undefined;
+      prepared.admitAnswer = undefined;
       // No timer outlives its execution, whichever way it ended.
       timers.close();
       prepared.timers = undefined;
     }
-    const stats = await measure(prepared, started, cpuBefore, finishedHere);
+    const outcome = text === undefined ? undefined : splitOutcome(text);
+    const stats = measure(prepared, started, cpuBefore, outcome);
     if (ended !== undefined) {
       stats.cpuMs = Math.max(stats.cpuMs, cpuAtEnd - cpuBefore);
       return { kind: 'error', error: ended, stats };
     }
-    // User code finished and delivered its outcome: it stands, even when isolated-vm rejected the
-    // call afterwards with a promise rejection nobody handled (see docs/isolate.md). A rejection
-    // reported while user code still ran ends it; what it delivers later does not count.
-    if (text === undefined && settled) {
-      // Resolved without a delivery: not expected (see above); one more turn guards a reordering.
-      await new Promise((resolve) => setImmediate(resolve));
-      text = prepared.delivered;
+    if (outcome?.kind === 'syntax') {
+      return locateSyntaxError(prepared, outcome.body, job, stats);
     }
-    if (text?.startsWith('syntax\n') === true) return locateSyntaxError(prepared, text, job, stats);
-    if (text !== undefined) return decode(text, job, stats);
-    return { kind: 'error', error: mapFailure(failure, job, prepared, disposedByHost), stats };
+    if (outcome !== undefined) return decode(outcome, job, stats);
+    return { kind: 'error', error: mapFailure(failure, job, prepared), stats };
   }
+}
+
+/** The failure of a run whose isolate isolated-vm disposed while user code waited on the host. */
+const isolateGone = new Error('The isolate was disposed while user code waited on the host');
+
+/**
+ * How often a run waiting on the host checks whether isolated-vm disposed its isolate (at the
+ * memory limit): the delay of an `OOM` noticed there.
+ */
+const disposalPollMs = 20;
+
+/** An outcome text's parts (see bootstrap-source.ts). */
+interface Outcome {
+  kind: string;
+  dropped: number;
+  heapUsedBytes: number;
+  body: string;
+}
+
+function splitOutcome(text: string): Outcome {
+  const first = text.indexOf('\n');
+  const second = text.indexOf('\n', first + 1);
+  const third = text.indexOf('\n', second + 1);
+  const count = (from: number, to: number) => {
+    const value = Number(text.slice(from, to));
+    return Number.isSafeInteger(value) && value > 0 ? value : 0;
+  };
+  return {
+    kind: text.slice(0, first),
+    dropped: count(first + 1, second),
+    heapUsedBytes: count(second + 1, third),
+    body: text.slice(third + 1),
+  };
 }
 
 /**
  * The error of code that did not compile, with its position: V8's AsyncFunction constructor gives
  * none, so the code is compiled once more, as a script that wraps it the same way, only to read
  * where it fails (never run). The constructor already parsed the body on its own, so nothing in it
- * can close the wrapper early.
+ * can close the wrapper early. No user code ran in this isolate (it did not compile), so this task
+ * of isolated-vm's has no user value to copy at its end.
  */
 async function locateSyntaxError(
   prepared: PreparedIsolate,
-  text: string,
+  body: string,
   job: ExecutionJob,
   stats: IsolateStats,
 ): Promise<JobOutcome> {
-  const thrown = parseThrown(text.slice(text.indexOf('\n', text.indexOf('\n') + 1) + 1));
+  const thrown = parseThrown(body);
   let found: { message: string; location: CodeLocation } | undefined;
   try {
     if (!prepared.isolate.isDisposed) {
@@ -218,44 +261,23 @@ function readCpuMs(prepared: PreparedIsolate): number {
 }
 
 /**
- * How long the heap figure may take. It needs the isolate's lock, which code user code left
- * running after it delivered (a promise chain that ends in a loop, resumed in a task V8's timeout
- * does not cover) can hold forever: the synchronous read blocked this thread for good (found by
- * our own attack review; in-process mode, the host's). Such an isolate is disposed right after.
+ * The run's figures: wall and CPU time from here (the CPU counter needs no lock), the heap from
+ * what the isolate delivered (read there, see bootstrap-source.ts; 0 when it delivered nothing).
  */
-const heapReadMs = 5;
-
-async function measure(
+function measure(
   prepared: PreparedIsolate,
   started: number,
   cpuBefore: number,
-  idle: boolean,
-): Promise<IsolateStats> {
+  outcome: Outcome | undefined,
+): IsolateStats {
   const wallMs = performance.now() - started;
-  let cpuMs = 0;
-  let heapUsedBytes = 0;
-  try {
-    if (!prepared.isolate.isDisposed) {
-      // The CPU counter needs no lock.
-      cpuMs = Math.max(0, Number(prepared.isolate.cpuTime) / 1e6 - cpuBefore);
-      if (idle) {
-        // Finished within a synchronous start: nothing holds the lock, and the read is cheaper
-        // than a hand-off to the isolate's thread (about 0.14 ms of a trivial execution).
-        heapUsedBytes = prepared.isolate.getHeapStatisticsSync().used_heap_size;
-        return { wallMs, cpuMs, heapUsedBytes, statusDropped: 0 };
-      }
-      let timer: NodeJS.Timeout | undefined;
-      heapUsedBytes = await Promise.race([
-        prepared.isolate.getHeapStatistics().then((heap) => heap.used_heap_size),
-        new Promise<number>((resolve) => {
-          timer = setTimeout(() => resolve(0), heapReadMs);
-        }),
-      ]).finally(() => clearTimeout(timer));
-    }
-  } catch {
-    // Disposed while measuring: the figures stay 0, stats are approximate by contract.
-  }
-  return { wallMs, cpuMs, heapUsedBytes, statusDropped: 0 };
+  const cpuMs = Math.max(0, readCpuMs(prepared) - cpuBefore);
+  return {
+    wallMs,
+    cpuMs,
+    heapUsedBytes: outcome?.heapUsedBytes ?? 0,
+    statusDropped: outcome?.dropped ?? 0,
+  };
 }
 
 /** Whether `failure` is V8's own timeout (user code can throw the same message, but not late). */
@@ -285,52 +307,31 @@ function oomError(memoryMb: number): SandboxErrorJSON {
   };
 }
 
-// Why the run's promise rejected before user code delivered an outcome (V8's timeout is handled
-// where it is caught), from facts rather than from the path that noticed: an isolate disposed
-// while the host did not dispose it was disposed by isolated-vm at its memory limit, whatever
-// the rejection says ("Promise was abandoned" when user code resumed after a data request, a
-// tool call or in a timer). Everything else is the first promise rejection user code left
-// unhandled (its message is never trusted to mean isolated-vm).
+// Why the run ended without an outcome (V8's timeout is handled where it is caught), from facts
+// rather than from the path that noticed: an isolate disposed while the host did not dispose it
+// was disposed by isolated-vm at its memory limit, whatever the run's call said, or whether user
+// code was waiting on the host then (resumed after a data request, a tool call or in a timer).
+// Nothing else can end a run: user code's values never leave through isolated-vm (see
+// bootstrap-source.ts), so anything else is isolated-vm failing. Called only when the host did
+// not end the execution itself (it disposed nothing).
 function mapFailure(
   failure: unknown,
   job: ExecutionJob,
   prepared: PreparedIsolate,
-  disposedByHost: boolean,
 ): SandboxErrorJSON {
-  const message = failure instanceof Error ? failure.message : undefined;
-  if (prepared.isolate.isDisposed) {
-    if (!disposedByHost) return oomError(job.limits.memoryMb);
-    return {
-      name: 'SandboxCrashError',
-      code: SandboxErrorCode.CRASH,
-      message: `The isolate failed: ${capText(scrubHostPaths(message ?? String(failure)), 1_000)}`,
-    };
-  }
-  return runtimeError(describeRejection(failure), true);
+  if (prepared.isolate.isDisposed) return oomError(job.limits.memoryMb);
+  const message = failure instanceof Error ? failure.message : String(failure);
+  return {
+    name: 'SandboxCrashError',
+    code: SandboxErrorCode.CRASH,
+    message: `The isolate failed: ${capText(scrubHostPaths(message), 1_000)}`,
+  };
 }
 
-function describeRejection(failure: unknown): Thrown {
-  if (failure instanceof Error) {
-    return {
-      name: capText(typeof failure.name === 'string' ? failure.name : 'Error', 200),
-      message: capText(scrubHostPaths(String(failure.message)), 4_096),
-      stack: typeof failure.stack === 'string' ? capText(scrubHostPaths(failure.stack), 8_192) : '',
-    };
-  }
-  let text: string;
-  try {
-    text = typeof failure === 'string' ? failure : (JSON.stringify(failure) ?? String(failure));
-  } catch {
-    text = '[unprintable]';
-  }
-  return { name: 'Thrown', message: capText(scrubHostPaths(text), 4_096), stack: '' };
-}
-
-function runtimeError(thrown: Thrown, unhandledRejection: boolean): SandboxErrorJSON {
+function runtimeError(thrown: Thrown): SandboxErrorJSON {
   const { stack, location } = userStack(thrown.stack);
   const details: JsonObject = { name: thrown.name, stack };
   if (location !== undefined) details.location = { ...location };
-  if (unhandledRejection) details.unhandledRejection = true;
   return {
     name: 'SandboxRuntimeError',
     code: SandboxErrorCode.RUNTIME,
@@ -345,12 +346,7 @@ interface Thrown {
   stack: string;
 }
 
-function decode(text: string, job: ExecutionJob, stats: IsolateStats): JobOutcome {
-  const first = text.indexOf('\n');
-  const second = text.indexOf('\n', first + 1);
-  const kind = text.slice(0, first);
-  stats.statusDropped = Number(text.slice(first + 1, second)) || 0;
-  const body = text.slice(second + 1);
+function decode({ kind, body }: Outcome, job: ExecutionJob, stats: IsolateStats): JobOutcome {
   const { maxResultBytes } = job.limits;
   switch (kind) {
     case 'ok':
@@ -393,7 +389,7 @@ function decode(text: string, job: ExecutionJob, stats: IsolateStats): JobOutcom
       if (thrown.message === 'Array buffer allocation failed') {
         return { kind: 'error', error: oomError(job.limits.memoryMb), stats };
       }
-      return { kind: 'error', error: runtimeError(thrown, false), stats };
+      return { kind: 'error', error: runtimeError(thrown), stats };
     }
   }
 }

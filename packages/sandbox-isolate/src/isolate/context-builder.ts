@@ -5,20 +5,20 @@ import { defaultExecutionLimits } from '@coda/sandbox-core';
 import ivm from 'isolated-vm';
 import { type BridgeLimit, bridgeLimits } from '../bridge/limit-errors.ts';
 import { maxJsonDepth } from '../bridge/safe-json.ts';
+import { answerCheckUnits } from './answer-room.ts';
 import { bootstrapSource } from './bootstrap-source.ts';
 import type { ExecutionTimers } from './execution-timers.ts';
 import type { JobHost, ParamsRefusal } from './job.ts';
 import type { LoadedWasmModule } from './wasm-modules.ts';
 
-/** Starts user code (see bootstrap-source.ts); only the host holds a Reference to it. */
-export type IsolateRunFunction = (
-  code: string,
-  limitsJson: string,
-  synchronous: boolean,
-) => Promise<void> | undefined;
+/**
+ * Starts user code (see bootstrap-source.ts); only the host holds a Reference to it. It never
+ * returns: it throws {@link runEnded} once user code has started (or failed to compile).
+ */
+export type IsolateRunFunction = (code: string, limitsJson: string, synchronous: boolean) => never;
 
-/** The promise of the run started last, for a run started synchronously. */
-export type IsolateSettledFunction = () => Promise<void>;
+/** What the bootstrap's `run` throws when it ends as it should (see bootstrap-source.ts). */
+export const runEnded = 'sandbox:run-ended';
 
 /** An isolate with its context built, waiting for one execution. */
 export interface PreparedIsolate {
@@ -30,14 +30,20 @@ export interface PreparedIsolate {
   readonly memoryMb: number;
   /** Runs user code once; its outcome arrives in `delivered`. */
   readonly run: ivm.Reference<IsolateRunFunction>;
-  /** Awaits the rest of a run started with `synchronous`. */
-  readonly settled: ivm.Reference<IsolateSettledFunction>;
   /** Receives the bridge calls of the execution this isolate is bound to; unset until then. */
   host: JobHost | undefined;
   /** The timers of the execution this isolate is bound to: `setTimeout` is refused without. */
   timers: ExecutionTimers | undefined;
   /** The run's outcome text (see bootstrap-source.ts), once user code has finished. */
   readonly delivered: string | undefined;
+  /** Called when `delivered` is set. */
+  onSettled: (() => void) | undefined;
+  /**
+   * Called, inside the isolate's synchronous call, with a big data answer (see
+   * {@link answerCheckUnits}) and the room the isolate's heap has left, in bytes: whether the
+   * answer may be copied in. When it may not, it must end the execution and dispose the isolate.
+   */
+  admitAnswer: ((json: string, room: number) => boolean) | undefined;
   /**
    * Called, inside the isolate's synchronous call, when the bootstrap reports a passed bridge
    * limit (`label` is `dataProxy.request` or `tools.NAME` of a configured tool): it must end the
@@ -63,8 +69,8 @@ const warmUpOptions = {
   result: { promise: true },
   timeout: 1_000,
 } as const;
-/** What the warm-up delivers (see bootstrap-source.ts): `ok`, nothing dropped, `null`. */
-const warmUpOutcome = 'ok\n0\nnull';
+/** What the warm-up delivers (see bootstrap-source.ts): `ok`, nothing dropped, a heap, `null`. */
+const warmUpOutcome = /^ok\n0\n\d+\nnull$/;
 const levels = new Set(['info', 'warn', 'error']);
 const sources = new Set(['console', 'reportStatus']);
 
@@ -99,15 +105,21 @@ export class ContextBuilder {
         host: JobHost | undefined;
         timers: ExecutionTimers | undefined;
         delivered: string | undefined;
+        onSettled: PreparedIsolate['onSettled'];
         onBreach: PreparedIsolate['onBreach'];
+        admitAnswer: PreparedIsolate['admitAnswer'];
       } = {
         host: undefined,
         timers: undefined,
         delivered: undefined,
+        onSettled: undefined,
         onBreach: undefined,
+        admitAnswer: undefined,
       };
       const receive = (text: unknown) => {
-        if (typeof text === 'string' && holder.delivered === undefined) holder.delivered = text;
+        if (typeof text !== 'string' || holder.delivered !== undefined) return;
+        holder.delivered = text;
+        holder.onSettled?.();
       };
       // Fire and forget: the isolate does not wait for the host thread, and isolated-vm queues
       // this call ahead of the settlement of the run's promise, so it is seen first.
@@ -147,12 +159,26 @@ export class ContextBuilder {
               refusal === '' && typeof paramsJson !== 'string' ? 'size' : refusal,
               typeof tool === 'string' ? tool : undefined,
             );
-            return crossing(answer.ok ? `1${answer.json}` : `0${answer.message}`);
+            if (!answer.ok) return crossing(`0${answer.message}`);
+            if (answer.json.length < answerCheckUnits) return crossing(`1${answer.json}`);
+            // Copied in only once the isolate says it has room (see bootstrap-source.ts).
+            const token = String(nextBigAnswer++);
+            bigAnswers.set(token, answer.json);
+            return crossing(`2${token}`);
           } catch {
             return crossing('0Data request failed');
           }
         },
       );
+      const bigAnswers = new Map<string, string>();
+      let nextBigAnswer = 0;
+      const takeAnswer = new ivm.Callback((token: unknown, room: unknown) => {
+        const json = typeof token === 'string' ? bigAnswers.get(token) : undefined;
+        if (json === undefined) return '0Execution has ended';
+        bigAnswers.delete(token as string);
+        const admitted = holder.admitAnswer?.(json, typeof room === 'number' ? room : 0) === true;
+        return admitted ? `1${json}` : '0Execution has ended';
+      });
       // setTimeout: the promise resolves when the timer is due; the isolate runs the callback.
       const timer = new ivm.Reference(
         async (id: unknown, delayMs: unknown) => holder.timers?.start(id, delayMs) ?? '0',
@@ -194,14 +220,13 @@ export class ContextBuilder {
           timer,
           clearTimer,
           breach,
+          isolate,
+          takeAnswer,
         ],
         { result: { reference: true } },
-      )) as ivm.Reference<[IsolateRunFunction, IsolateSettledFunction]>;
+      )) as ivm.Reference<[IsolateRunFunction]>;
       bootstrap.release();
       const run = functions.getSync(0, { reference: true }) as ivm.Reference<IsolateRunFunction>;
-      const settled = functions.getSync(1, {
-        reference: true,
-      }) as ivm.Reference<IsolateSettledFunction>;
       functions.release();
       // The first run in a fresh context compiles the bootstrap's run path and sets up
       // isolated-vm's side of the call, about 0.1 ms of a user's first execution here: run it
@@ -212,9 +237,15 @@ export class ContextBuilder {
       // warm-up outcome can reach a user's run. The next run replaces everything it
       // set (the limits, the pending outcome), and it made no status event.
       if (warm) {
-        await run.apply(undefined, [warmUpCode, warmUpLimitsJson, false], warmUpOptions);
+        try {
+          await run.apply(undefined, [warmUpCode, warmUpLimitsJson, false], warmUpOptions);
+        } catch (error) {
+          if (error !== runEnded) throw error;
+        }
         if (holder.delivered === undefined) await new Promise((resolve) => setImmediate(resolve));
-        if (holder.delivered !== warmUpOutcome) throw new Error('The isolate warm-up did not run');
+        if (!warmUpOutcome.test(holder.delivered ?? '')) {
+          throw new Error('The isolate warm-up did not run');
+        }
         holder.delivered = undefined;
       }
       const prepared: PreparedIsolate = {
@@ -222,7 +253,6 @@ export class ContextBuilder {
         context,
         memoryMb,
         run,
-        settled,
         get host() {
           return holder.host;
         },
@@ -237,6 +267,18 @@ export class ContextBuilder {
         },
         get delivered() {
           return holder.delivered;
+        },
+        get onSettled() {
+          return holder.onSettled;
+        },
+        set onSettled(value) {
+          holder.onSettled = value;
+        },
+        get admitAnswer() {
+          return holder.admitAnswer;
+        },
+        set admitAnswer(value) {
+          holder.admitAnswer = value;
         },
         get onBreach() {
           return holder.onBreach;
@@ -263,8 +305,8 @@ function crossing(text: string): string[] {
   return Object.assign([text], { then: undefined });
 }
 
-/** The bootstrap as a function of its ten arguments (see bootstrap-source.ts). */
-const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8, $9) {\n${bootstrapSource}\n})`;
+/** The bootstrap as a function of its twelve arguments (see bootstrap-source.ts). */
+const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) {\n${bootstrapSource}\n})`;
 /** V8's code cache of the bootstrap, made by the first isolate of this process. */
 let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
 

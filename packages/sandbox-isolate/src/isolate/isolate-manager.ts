@@ -185,7 +185,6 @@ const releaseDelayMs = 1;
 function discard(prepared: PreparedIsolate): void {
   try {
     prepared.run.release();
-    prepared.settled.release();
   } catch {
     // The isolate is gone already; its handles went with it.
   }
