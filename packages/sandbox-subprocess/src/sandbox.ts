@@ -12,6 +12,7 @@ import { parseCommandString } from 'execa';
 import { z } from 'zod';
 import { EgressProxy } from './egress/egress-proxy.ts';
 import type { EgressLookup } from './egress/lookup.ts';
+import { prestartPoolOf } from './linux/prestart-pool.ts';
 import { detectCapabilities, type SandboxCapabilities } from './platform/capabilities.ts';
 import { currentPlatform, type Platform } from './platform/platform.ts';
 import {
@@ -76,6 +77,11 @@ export class SubprocessSandbox {
   #proxy: EgressProxy | undefined;
   /** The listener and report of each command started under a network allowlist. */
   readonly #egress = new WeakMap<SandboxedProcess, RunEgress>();
+  /**
+   * Sandboxes pre-started for this sandbox's policy (Linux, bubblewrap): each serves one run
+   * whose confinement matches it exactly; ended by {@link close} and by a policy change.
+   */
+  readonly #prestart = prestartPoolOf(this);
 
   constructor(policy?: SubprocessPolicyInput, options: SubprocessSandboxOptions = {}) {
     this.#logger = options.logger ?? silentLogger;
@@ -302,11 +308,13 @@ export class SubprocessSandbox {
    */
   updatePolicy(policy: SubprocessPolicyInput): void {
     this.#policy = this.#take(resolveSubprocessPolicy(policy, this.#policy));
+    this.#prestart.clear();
   }
 
   /** Replaces the whole policy: fields not given take their defaults (used by the config watcher). */
   replacePolicy(policy: SubprocessPolicyInput): void {
     this.#policy = this.#take(resolveSubprocessPolicy(policy));
+    this.#prestart.clear();
   }
 
   /** A copy of the current policy. */
@@ -338,7 +346,7 @@ export class SubprocessSandbox {
     this.#closed = true;
     const running = [...this.#running];
     for (const child of running) child.kill();
-    await Promise.all(running.map((child) => child.exited));
+    await Promise.all([...running.map((child) => child.exited), this.#prestart.close()]);
     await this.#proxy?.close();
   }
 
@@ -357,6 +365,7 @@ export class SubprocessSandbox {
     return {
       policy: this.#policy,
       egress,
+      prestart: this.#prestart,
       platform: this.#platform,
       onDegraded: (reason) => {
         if (this.#warned) return;

@@ -57,9 +57,14 @@ describe('timeouts kill everything the command started', () => {
   it('contains a fork bomb', async () => {
     const tag = token();
     const bomb = createSandbox({ timeoutMs: 2_000, rlimits: { processes: 64 } });
-    // `exec` needs no new process, so the shell still waits out the timeout when the bomb has
-    // already used up the process limit (a forked `sleep` could fail with EAGAIN and end early).
-    const result = await bomb.run('/bin/sh', ['-c', `f() { f | f & }; f; exec sleep 100 # ${tag}`]);
+    // The bomb runs in a background subshell, forked before it starts, and `exec` needs no new
+    // process: so the outer shell still waits out the timeout when the bomb has used up the
+    // process limit (run in the outer shell itself, a fork of its own failed with EAGAIN now and
+    // then and the shell exited after 71 ms).
+    const result = await bomb.run('/bin/sh', [
+      '-c',
+      `( f() { f | f & }; f ) 2>/dev/null & exec sleep 100 # ${tag}`,
+    ]);
     expect(result.success).toBe(false);
     expect(result.timedOut).toBe(true);
     expect(result.controls).toEqual(expect.arrayContaining([SandboxControl.pidsCgroupV1]));

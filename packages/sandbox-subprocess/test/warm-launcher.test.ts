@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { createSandbox, SandboxControl } from '../src/index.ts';
 import { detectCgroups } from '../src/linux/cgroup.ts';
 import { pooledLauncherPids, refillsSettled, takeLauncher } from '../src/linux/launcher-pool.ts';
+import { prestartPoolOf } from '../src/linux/prestart-pool.ts';
 import { node } from './support/helpers.ts';
 
 /** Prints the limits of the command's own memory and pids groups, and the group names. */
@@ -74,6 +75,8 @@ describe('warm launchers', () => {
 
   it('start a run from the pool once it is warm', async () => {
     const sandbox = createSandbox({ timeoutMs: 10_000 });
+    // Without pre-started sandboxes (prestarted.test.ts), which would serve this run first.
+    await prestartPoolOf(sandbox).close();
     await sandbox.run('/bin/true');
     await immediate();
     const pooled = pooledLauncherPids();

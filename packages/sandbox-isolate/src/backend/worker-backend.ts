@@ -1,19 +1,21 @@
 // The supervisor of `isolation: 'process'`: a fixed number of worker processes, jobs sent to
 // the least busy one whose main thread is free (held on the host while none is), and a dead
 // worker replaced at once (after a short back-off when workers keep dying before they start).
-// A job lost with a worker it shared, before it reached the host, runs again alone on a worker
-// reserved for it (see "Co-tenant survival" in docs/isolate.md).
+// A job lost with a worker it shared runs again alone on a worker reserved for it, replaying
+// from its journal what the host already gave it (see "Co-tenant survival" in docs/isolate.md).
 import {
   type ExecutionLimits,
   type Logger,
   SandboxErrorCode,
   type SandboxErrorJSON,
+  sandboxErrorFromJSON,
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
 import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import type { WasmModuleConfig } from '../isolate/wasm-modules.ts';
 import { type LostJob, WorkerProcess } from '../worker/worker-process.ts';
 import type { ExecutionBackend } from './execution-backend.ts';
+import { ReplayJournal } from './replay-journal.ts';
 
 /** Options of a {@link WorkerBackend}. */
 export interface WorkerBackendOptions {
@@ -88,9 +90,10 @@ export class WorkerBackend implements ExecutionBackend {
   execute(job: ExecutionJob, host: JobHost, signal: AbortSignal): Promise<JobOutcome> {
     // Behind the jobs already held, if any: first come, first served.
     const worker = this.#held.length > 0 ? undefined : this.#pick();
-    if (worker === undefined) return this.#hold(job, host, signal);
+    const journal = new ReplayJournal(host, job.limits);
+    if (worker === undefined) return this.#hold(job, journal, signal);
     host.dispatched?.();
-    return worker.execute(job, host, signal, this.#mayStartOnMainThread(worker));
+    return worker.execute(job, journal, signal, this.#mayStartOnMainThread(worker));
   }
 
   async dispose(): Promise<void> {
@@ -182,22 +185,40 @@ export class WorkerBackend implements ExecutionBackend {
     held.waitBound.unref();
   }
 
-  // A job lost with a worker it shared, not known to be the cause. One that never reached the
-  // host runs again, once, alone on a worker reserved for it: if it was the cause it now kills
-  // only itself (and ends with its own error, the worker's death being its own), and if it was
-  // not it finishes as if nothing happened. It gets its full time limit again: the first run's
-  // time went to someone else's failure. One that reached the host, or already ran alone, ends
-  // with the collateral error the worker gave it.
-  #onLost(lost: LostJob): boolean {
-    if (this.#disposed || lost.solo || lost.reachedHost || lost.signal.aborted) return false;
+  // A job lost with a worker it shared, not known to be the cause, runs again, once, alone on a
+  // worker reserved for it: if it was the cause it now kills only itself (and ends with its own
+  // error, the worker's death being its own), and if it was not it finishes as if nothing
+  // happened, its journal answering what the host had already answered. It gets its full time
+  // limit again: the first run's time went to someone else's failure. One whose journal outgrew
+  // its bounds ends with the collateral error the worker gave it.
+  #onLost(lost: LostJob): void {
+    const journal = lost.host;
+    if (
+      this.#disposed ||
+      lost.solo ||
+      lost.signal.aborted ||
+      !(journal instanceof ReplayJournal) ||
+      !journal.replayable
+    ) {
+      lost.resolve(lost.outcome);
+      return;
+    }
     this.#options.logger.info(
       { jobId: lost.job.id },
       'sandbox execution lost with a shared worker process; running it again alone',
     );
-    this.#enqueue(this.#solo, lost.job, lost.host, lost.signal, lost.resolve);
+    // A second run that does what the first did not ends with the journal's error.
+    const replay = new AbortController();
+    const { signal } = lost;
+    const onAbort = () => replay.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    journal.replay((error) => replay.abort(sandboxErrorFromJSON(error)));
+    this.#enqueue(this.#solo, lost.job, journal, replay.signal, (outcome) => {
+      signal.removeEventListener('abort', onAbort);
+      lost.resolve(outcome);
+    });
     // After the dead worker has answered every job and been replaced.
     queueMicrotask(() => this.#release());
-    return true;
   }
 
   // Jobs of `#solo` first, each to a live worker that holds no job (a fresh one still starting
@@ -313,12 +334,9 @@ const disposedError: SandboxErrorJSON = {
   message: 'SandboxEngine disposed',
 };
 
-/**
- * Lower is better: prefer a worker where no job overran its time (the host's deadline is about to
- * kill it), then ready workers, then the least loaded.
- */
+/** Lower is better: ready workers first, then the least loaded. */
 function score(worker: WorkerProcess): number {
-  return worker.load + (worker.isReady ? 0 : 1_000) + (worker.overrunning ? 100_000 : 0);
+  return worker.load + (worker.isReady ? 0 : 1_000);
 }
 
 /** Detaches a job leaving the queue from its cancellation and its wait bound. */

@@ -56,7 +56,23 @@ export type WorkerMessage =
   | { t: 'done'; id: string; outcome: JobOutcome }
   /** A job sent with `here` no longer runs on the worker's main thread (it waits on the host). */
   | { t: 'yielded'; id: string }
+  /** A job still running {@link overdueAfterMs} past its time limit: its isolate ignores termination. */
+  | { t: 'overdue'; id: string }
   | { t: 'rss'; rss: number };
+
+/**
+ * How long past a job's time limit, counted from when the worker took the job, the worker waits
+ * before it tells the host the job is still running (the isolate's own timeout ends it at the
+ * limit; one still running is code V8 cannot interrupt). The host then kills the worker at once.
+ */
+export const overdueAfterMs = 200;
 
 /** Prefix of the stderr line a worker writes before it kills itself on a catastrophic error. */
 export const catastrophicMarker = 'coda-sandbox-isolate catastrophic error: ';
+
+/** A worker's refusal code as the host accepts it (anything unknown: treated as over the size). */
+export function paramsRefusal(value: unknown): ParamsRefusal {
+  return value === '' || value === 'depth' || value === 'size' || value === 'values'
+    ? value
+    : 'size';
+}

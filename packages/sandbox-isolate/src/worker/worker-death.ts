@@ -82,23 +82,37 @@ export function deathError(job: ExecutionJob, how: string, facts: DeathFacts): S
 }
 
 /**
- * The error of a job lost with a worker that other jobs shared, when it cannot run again: it had
- * already reached the host (a status event delivered, a data request answered), so a second run
- * could repeat what the caller or the data handler saw. Its own code did not cause the death as
- * far as the host can tell; `details.collateral` says so.
+ * Whether a worker's death is the job's own doing, or at least not known to be someone else's:
+ * the worker never started, the engine is disposed, the job was being cancelled, the host killed
+ * the worker for that job's time, or the job was alone in the worker (nobody else could have
+ * caused it). Otherwise a co-tenant may have caused it.
  */
-export function collateralOutcome(
-  pending: { reachedHost: boolean; started: number },
-  how: string,
+export function isOwnDeath(
+  death: { reason: KillReason | undefined; started: boolean },
+  jobId: string,
+  aborted: boolean,
   others: number,
-): JobOutcome {
+): boolean {
+  const { reason } = death;
+  if (!death.started || reason?.kind === 'dispose' || aborted) return true;
+  if (reason?.kind === 'deadline') return reason.id === jobId;
+  return others === 0;
+}
+
+/**
+ * The error of a job lost with a worker that other jobs shared, when it cannot run again: what it
+ * exchanged with the host outgrew the replay journal's bounds, so a second run could repeat what
+ * the caller or a handler saw. Its own code did not cause the death as far as the host can tell;
+ * `details.collateral` says so.
+ */
+export function collateralOutcome(started: number, how: string, others: number): JobOutcome {
   const error: SandboxErrorJSON = {
     name: 'SandboxCrashError',
     code: SandboxErrorCode.CRASH,
-    message: `The execution was lost with its worker process, which ran ${others} other execution${others === 1 ? '' : 's'} too (${how}); ${pending.reachedHost ? 'it had already reached the host, so it was not run again' : 'it was not run again'}`,
+    message: `The execution was lost with its worker process, which ran ${others} other execution${others === 1 ? '' : 's'} too (${how}); it was not run again`,
     details: { collateral: true, coTenants: others },
   };
-  return { kind: 'error', error, stats: idleStats(pending.started) };
+  return { kind: 'error', error, stats: idleStats(started) };
 }
 
 /**

@@ -18,7 +18,15 @@ import type {
   SynchronousStart,
 } from '../isolate/job.ts';
 import { loadWasmModules } from '../isolate/wasm-modules.ts';
-import { catastrophicMarker, type HostMessage, type WorkerMessage } from './protocol.ts';
+import {
+  catastrophicMarker,
+  type HostMessage,
+  overdueAfterMs,
+  type WorkerMessage,
+} from './protocol.ts';
+
+/** The longest delay `setTimeout` keeps (2³¹ − 1 ms). */
+const maxTimerMs = 2_147_483_647;
 
 const send = (message: WorkerMessage) => {
   if (process.connected) process.send?.(message);
@@ -117,6 +125,15 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
   if (message.language === 'typescript') job.language = 'typescript';
   const controller = new AbortController();
   running.set(job.id, controller);
+  // This thread is free while the isolate runs on its own (a job on this thread is alone, and
+  // the host watches it itself): past its time, the job's isolate ignored termination.
+  // (A delay past a timer's range would fire at once: such a job gets the host's deadline.)
+  const overdueMs = job.limits.timeoutMs + overdueAfterMs;
+  const overdue =
+    overdueMs > maxTimerMs
+      ? undefined
+      : setTimeout(() => send({ t: 'overdue', id: job.id }), overdueMs);
+  overdue?.unref();
   try {
     const start = message.here === true ? startHere(job.id) : undefined;
     const outcome = await runtimeNow.execute(
@@ -127,6 +144,7 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
     );
     send({ t: 'done', id: job.id, outcome: checkedOutcome(outcome, job.limits) });
   } finally {
+    clearTimeout(overdue);
     running.delete(job.id);
   }
 }

@@ -1,25 +1,31 @@
-// The host side of one worker process: forks it, relays jobs and bridge calls, and supervises
-// it — a per-job deadline past the isolate's own timers and a resident-memory bound. How its
-// death is told to the jobs it held is worker-death.ts; reading its memory, process-memory.ts.
-import { type ChildProcess, fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+// The host side of one worker process: starts it (worker-spawn.ts) and relays jobs and bridge
+// calls. What the host watches while it runs (deadlines, memory, stderr) is
+// worker-supervision.ts; how its death is told to the jobs it held, worker-death.ts.
+import type { ChildProcess } from 'node:child_process';
 import { type Logger, toSandboxErrorJSON } from '@coda/sandbox-core';
+import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import {
-  type ExecutionJob,
-  idleStats,
-  type JobHost,
-  type JobOutcome,
-  type ParamsRefusal,
-} from '../isolate/job.ts';
-import { readRss } from './process-memory.ts';
-import type { HostMessage, WorkerInit, WorkerMessage } from './protocol.ts';
+  type HostMessage,
+  paramsRefusal,
+  type WorkerInit,
+  type WorkerMessage,
+} from './protocol.ts';
 import {
   collateralOutcome,
   deathError,
   describeDeath,
+  isOwnDeath,
   type KillReason,
-  v8OutOfMemoryBanner,
 } from './worker-death.ts';
+import { forkWorker } from './worker-spawn.ts';
+import {
+  abortGraceMs,
+  deadlineGraceMs,
+  mainThreadAbortGraceMs,
+  mainThreadDeadlineGraceMs,
+  type SupervisedJob,
+  WorkerSupervision,
+} from './worker-supervision.ts';
 
 /** Options of a {@link WorkerProcess}. */
 export interface WorkerProcessOptions {
@@ -35,10 +41,9 @@ export interface WorkerProcessOptions {
   onIdle?: () => void;
   /**
    * Called for each job lost with the worker when the death is not known to be that job's own
-   * (see {@link LostJob}). Returning true takes the job over: the worker does not answer it, and
-   * the taker must call `lost.resolve` itself.
+   * (see {@link LostJob}): the callee answers it, with `lost.outcome` or by running it again.
    */
-  onLost?: (lost: LostJob) => boolean;
+  onLost: (lost: LostJob) => void;
 }
 
 /** A job that was in a worker when the worker died, not known to be the cause. */
@@ -47,16 +52,13 @@ export interface LostJob {
   host: JobHost;
   signal: AbortSignal;
   resolve: (outcome: JobOutcome) => void;
-  /** The error the job ends with if nobody takes it over (a collateral `CRASH`). */
+  /** The error the job ends with if it is not run again (a collateral `CRASH`). */
   outcome: JobOutcome;
-  /** Whether the host had relayed a status event or a data request of the job. */
-  reachedHost: boolean;
-  /** Whether the job was run alone on a worker reserved for it. */
+  /** Whether the job was run alone on a worker reserved for it (a second run already). */
   solo: boolean;
 }
 
-interface PendingJob {
-  job: ExecutionJob;
+interface PendingJob extends SupervisedJob {
   host: JobHost;
   resolve: (outcome: JobOutcome) => void;
   signal: AbortSignal;
@@ -65,40 +67,12 @@ interface PendingJob {
   here: boolean;
   /** Whether the job went to the worker. */
   sent: boolean;
-  /** Whether the job was sent alone to a worker reserved for it (a retry after a death). */
+  /** Whether the job was sent alone to a worker reserved for it (a second run after a death). */
   solo: boolean;
-  /** Whether a status event or a data request of the job reached the host (it was relayed). */
-  reachedHost: boolean;
-  /** performance.now() past which the worker is killed (the job's timeout plus a grace). */
-  deadline: number;
-  /** performance.now() past which an unconfirmed abort kills the worker. */
-  abortDeadline?: number;
   started: number;
 }
 
 const abortListenerOptions = { once: true } as const;
-
-/** Grace after a job's timeout before the host stops trusting the worker's own timers. */
-const deadlineGraceMs = 2_000;
-/** How long past its timeout a job may run before its worker counts as `overrunning`. */
-const overrunGraceMs = 250;
-/** How long a worker may take to confirm an abort before it is killed. */
-const abortGraceMs = 2_000;
-/** The same for a job alone in its worker and running on the worker's main thread. */
-const mainThreadAbortGraceMs = 250;
-const sampleEveryMs = 50;
-const stderrKeepChars = 4_096;
-
-const moduleUrl = import.meta.url;
-const fromSource = moduleUrl.endsWith('.ts');
-const workerScript = fileURLToPath(new URL(`./worker-main.${fromSource ? 'ts' : 'js'}`, moduleUrl));
-// isolated-vm needs --no-node-snapshot on Node ≥ 20. Running from sources, Node strips the
-// types itself and the source condition resolves workspace packages to their sources too.
-const workerExecArgv = [
-  '--no-node-snapshot',
-  '--disable-warning=ExperimentalWarning',
-  ...(fromSource ? ['--conditions=@coda/source'] : []),
-];
 
 /** One supervised worker process hosting isolates. */
 export class WorkerProcess {
@@ -107,35 +81,32 @@ export class WorkerProcess {
   readonly #jobs = new Map<string, PendingJob>();
   readonly #ready: Promise<boolean>;
   readonly #exited: Promise<void>;
+  readonly #supervision: WorkerSupervision;
   #isReady = false;
   #alive = true;
   #killReason: KillReason | undefined;
-  #stderr = '';
   #reportedRss = 0;
   /** The job that may be running on the worker's main thread (sent with `here`, not yielded). */
   #onMainThread: string | undefined;
-  #sampler: NodeJS.Timeout | undefined;
-  #overrunning = false;
   #initError: string | undefined;
   /** The worker died of memory exhaustion while running exactly one job: that job's fault. */
   #outOfMemory = false;
 
   constructor(options: WorkerProcessOptions) {
     this.#options = options;
-    // The worker needs nothing from the host's environment, so it gets none of its secrets.
-    this.#child = fork(workerScript, [], {
-      execArgv: workerExecArgv,
-      env: {},
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      serialization: 'json',
-    });
+    this.#child = forkWorker();
+    const jobs = this.#jobs;
+    this.#supervision = new WorkerSupervision(
+      {
+        pid: this.#child.pid,
+        jobs: () => jobs.values(),
+        reportedRss: () => this.#reportedRss,
+        kill: (reason) => this.kill(reason),
+      },
+      options.baseMemoryMb,
+    );
     this.#child.stderr?.setEncoding('utf8');
-    this.#child.stderr?.on('data', (chunk: string) => {
-      this.#stderr = (this.#stderr + chunk).slice(-stderrKeepChars);
-      // V8 ran out of heap: the worker either reports it and kills itself, or, when the isolate
-      // ran on its main thread, waits forever for that thread to report it. Either way it is done.
-      if (this.#stderr.includes(v8OutOfMemoryBanner)) this.kill({ kind: 'out-of-memory' });
-    });
+    this.#child.stderr?.on('data', (chunk: string) => this.#supervision.stderrChunk(chunk));
     let markReady: (ready: boolean) => void = () => {};
     this.#ready = new Promise((resolve) => {
       markReady = resolve;
@@ -188,15 +159,6 @@ export class WorkerProcess {
     return this.#onMainThread !== undefined;
   }
 
-  /**
-   * Whether a job here is past its time limit (by more than a short grace) and still running: code
-   * V8 cannot interrupt, which the host's deadline will end by killing the worker. New jobs are
-   * better sent elsewhere, so they do not share that death.
-   */
-  get overrunning(): boolean {
-    return this.#overrunning;
-  }
-
   /** Whether the worker started and has its pool warm. */
   get isReady(): boolean {
     return this.#isReady;
@@ -235,7 +197,6 @@ export class WorkerProcess {
         here,
         sent: false,
         solo,
-        reachedHost: false,
         deadline: Number.POSITIVE_INFINITY,
         started: performance.now(),
       };
@@ -270,11 +231,13 @@ export class WorkerProcess {
     if (pending.here && this.#jobs.size === 1) {
       message.here = true;
       this.#onMainThread = job.id;
+      pending.mainThreadDeadline =
+        performance.now() + job.limits.timeoutMs + mainThreadDeadlineGraceMs;
     }
     this.#send(message);
     pending.sent = true;
     if (pending.signal.aborted) this.#abort(pending);
-    this.#startSampling();
+    this.#supervision.start();
   }
 
   #abort(pending: PendingJob): void {
@@ -317,14 +280,12 @@ export class WorkerProcess {
       case 'status': {
         const pending = this.#jobs.get(message.id);
         if (pending === undefined) return;
-        pending.reachedHost = true;
         pending.host.status(message.source, message.level, message.message, message.dataJson);
         return;
       }
       case 'data': {
         const pending = this.#jobs.get(message.id);
         if (pending === undefined) return;
-        pending.reachedHost = true;
         void pending.host
           .data(
             typeof message.paramsJson === 'string' ? message.paramsJson : null,
@@ -344,13 +305,18 @@ export class WorkerProcess {
       case 'yielded':
         if (this.#onMainThread === message.id) this.#freeMainThread();
         return;
+      case 'overdue':
+        // Its isolate ignored termination: the worker is replaced now, and its co-tenants run
+        // again. (A `done` sent before this message was read first: the job is gone then.)
+        if (this.#jobs.has(message.id)) this.kill({ kind: 'deadline', id: message.id });
+        return;
       case 'rss':
         this.#reportedRss = message.rss;
         return;
     }
   }
 
-  #finish(id: string, outcome: JobOutcome, lost?: (pending: PendingJob) => boolean): void {
+  #finish(id: string, outcome: JobOutcome, lost?: (pending: PendingJob) => void): void {
     const pending = this.#jobs.get(id);
     if (pending === undefined) return;
     this.#jobs.delete(id);
@@ -359,19 +325,24 @@ export class WorkerProcess {
       pending.signal.removeEventListener('abort', pending.onAbort);
     }
     this.#updateRef();
-    if (lost === undefined || !lost(pending)) pending.resolve(outcome);
+    if (lost === undefined) pending.resolve(outcome);
+    else lost(pending);
     if (this.#jobs.size === 0) this.#options.onIdle?.();
   }
 
   #freeMainThread(): void {
+    const pending =
+      this.#onMainThread === undefined ? undefined : this.#jobs.get(this.#onMainThread);
+    if (pending !== undefined) pending.mainThreadDeadline = undefined;
     this.#onMainThread = undefined;
     this.#options.onMainThreadFree();
   }
 
   #onExit(code: number | null, signal: NodeJS.Signals | null): void {
     this.#alive = false;
-    this.#stopSampling();
-    const { how, outOfMemory } = describeDeath(this.#stderr, code, signal);
+    this.#supervision.stop();
+    const stderr = this.#supervision.stderr;
+    const { how, outOfMemory } = describeDeath(stderr, code, signal);
     this.#outOfMemory = outOfMemory && this.#jobs.size === 1;
     if (this.#killReason?.kind !== 'dispose' || this.#jobs.size > 0) {
       this.#options.logger.warn(
@@ -381,50 +352,38 @@ export class WorkerProcess {
           signal,
           reason: this.#killReason?.kind,
           jobs: this.#jobs.size,
-          stderr: this.#stderr.slice(-1_000),
+          stderr: stderr.slice(-1_000),
         },
         'sandbox worker process ended',
       );
     }
     const held = [...this.#jobs.values()];
-    const onLost = this.#options.onLost;
+    const { onLost } = this.#options;
+    const facts = {
+      reason: this.#killReason,
+      started: this.#isReady && this.#initError === undefined,
+    };
     for (const pending of held) {
       const others = held.length - 1;
-      const own = this.#ownDeath(pending, others);
-      const outcome = own
-        ? this.#deathOutcome(pending, how)
-        : collateralOutcome(pending, how, others);
-      // Answered, or handed to the backend to run again elsewhere.
-      const lost =
-        own || onLost === undefined
-          ? undefined
-          : (each: PendingJob) =>
-              onLost({
-                job: each.job,
-                host: each.host,
-                signal: each.signal,
-                resolve: each.resolve,
-                outcome,
-                reachedHost: each.reachedHost,
-                solo: each.solo,
-              });
-      this.#finish(pending.job.id, outcome, lost);
+      const own = isOwnDeath(facts, pending.job.id, pending.signal.aborted, others);
+      if (own) {
+        this.#finish(pending.job.id, this.#deathOutcome(pending, how));
+        continue;
+      }
+      // Handed to the backend, which runs it again or answers it with this collateral error.
+      const outcome = collateralOutcome(pending.started, how, others);
+      this.#finish(pending.job.id, outcome, (each) =>
+        onLost({
+          job: each.job,
+          host: each.host,
+          signal: each.signal,
+          resolve: each.resolve,
+          outcome,
+          solo: each.solo,
+        }),
+      );
     }
     this.#options.onExit(this);
-  }
-
-  /**
-   * Whether the worker's death is `pending`'s own doing, or at least not known to be someone
-   * else's: it was alone in the worker (nobody else could have caused it), the host killed the
-   * worker for its time, it was being cancelled, the engine is disposed, or the worker never
-   * started. Otherwise (a co-tenant may have caused it) the job is collateral.
-   */
-  #ownDeath(pending: PendingJob, others: number): boolean {
-    const reason = this.#killReason;
-    if (this.#initError !== undefined || !this.#isReady) return true;
-    if (reason?.kind === 'dispose' || pending.signal.aborted) return true;
-    if (reason?.kind === 'deadline') return reason.id === pending.job.id;
-    return others === 0;
   }
 
   #deathOutcome(pending: PendingJob, how: string): JobOutcome {
@@ -435,52 +394,6 @@ export class WorkerProcess {
       outOfMemory: this.#outOfMemory,
     });
     return { kind: 'error', error, stats: idleStats(pending.started) };
-  }
-
-  #boundMb(): number {
-    let bound = this.#options.baseMemoryMb;
-    for (const pending of this.#jobs.values()) bound += 3 * pending.job.limits.memoryMb;
-    return bound;
-  }
-
-  #startSampling(): void {
-    if (this.#sampler !== undefined) return;
-    this.#sampler = setInterval(() => {
-      if (this.#jobs.size === 0) {
-        this.#stopSampling();
-        return;
-      }
-      const now = performance.now();
-      let overrunning = false;
-      for (const pending of this.#jobs.values()) {
-        const overrun = now > pending.deadline - deadlineGraceMs + overrunGraceMs;
-        if (overrun) overrunning = true;
-        // Alone on the worker's main thread past its time limit: that thread is stuck (code V8's
-        // timeout does not reach, such as isolated-vm copying a rejection reason whose getters
-        // loop) and no co-tenant can be on the worker, so it is replaced now, not 2 s later.
-        const stuckAlone = this.#onMainThread === pending.job.id && this.#jobs.size === 1;
-        if (now > pending.deadline || (overrun && stuckAlone)) {
-          this.kill({ kind: 'deadline', id: pending.job.id });
-          return;
-        }
-        if (pending.abortDeadline !== undefined && now > pending.abortDeadline) {
-          this.kill({ kind: 'abort-unanswered' });
-          return;
-        }
-      }
-      this.#overrunning = overrunning;
-      const rss = readRss(this.#child.pid) ?? this.#reportedRss;
-      const rssMb = Math.round(rss / 1_048_576);
-      const boundMb = this.#boundMb();
-      if (rssMb > boundMb) this.kill({ kind: 'memory', rssMb, boundMb });
-    }, sampleEveryMs);
-    this.#sampler.unref();
-  }
-
-  #stopSampling(): void {
-    this.#overrunning = false;
-    clearInterval(this.#sampler);
-    this.#sampler = undefined;
   }
 
   // An idle worker must not keep the host's event loop alive; a busy one must.
@@ -494,11 +407,4 @@ export class WorkerProcess {
       channel?.unref();
     }
   }
-}
-
-/** A worker's refusal code as the host accepts it (anything unknown: treated as over the size). */
-function paramsRefusal(value: unknown): ParamsRefusal {
-  return value === '' || value === 'depth' || value === 'size' || value === 'values'
-    ? value
-    : 'size';
 }

@@ -13,6 +13,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { mkdir, rmdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SandboxControl } from '../process/controls.ts';
 
@@ -269,16 +270,31 @@ export interface RunCgroups {
 export async function createRunCgroupsInBackground(
   support: CgroupSupport,
   limits: RunCgroupLimits,
+  planned: PlannedRunGroups = planRunGroups(support, limits),
 ): Promise<RunCgroups | undefined> {
+  // A failure is handled by the synchronous path below (it re-creates a removed base).
+  await Promise.allSettled(planned.procsFiles.map((file) => mkdir(dirname(file))));
+  return createRunCgroups(support, limits, planned.name);
+}
+
+/** The name and `cgroup.procs` files a run's groups will have, before they exist. */
+export interface PlannedRunGroups {
+  readonly name: string;
+  readonly procsFiles: readonly string[];
+}
+
+/**
+ * Names a run's groups without creating them (as createRunCgroups would lay them out), so that
+ * a process that must remove them can be told their paths first.
+ */
+export function planRunGroups(support: CgroupSupport, limits: RunCgroupLimits): PlannedRunGroups {
   const name = `run-${++runCounter}`;
   const dirs = new Set<string>();
   if (limits.memoryBytes > 0 && support.memory !== undefined) {
     dirs.add(`${support.memory.base}/${name}`);
   }
   if (limits.pids > 0 && support.pids !== undefined) dirs.add(`${support.pids.base}/${name}`);
-  // A failure is handled by the synchronous path below (it re-creates a removed base).
-  await Promise.allSettled([...dirs].map((dir) => mkdir(dir)));
-  return createRunCgroups(support, limits, name);
+  return { name, procsFiles: [...dirs].map((dir) => `${dir}/cgroup.procs`) };
 }
 
 /** Creates the cgroups for one run, or returns `undefined` when none apply. */

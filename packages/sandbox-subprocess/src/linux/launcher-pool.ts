@@ -13,14 +13,21 @@
 // cannot be reset) and no memory charged by someone else's page cache.
 import { type ChildProcess, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
+import type { Writable } from 'node:stream';
 import {
   type CgroupSupport,
   createRunCgroupsInBackground,
+  planRunGroups,
   type RunCgroups,
   removeBases,
 } from './cgroup.ts';
 import { bashPath } from './detect.ts';
-import { helperEnvironment, wrapperDescriptorCount, wrapperScript } from './wrapper-shell.ts';
+import {
+  helperEnvironment,
+  instructionsDescriptor,
+  wrapperDescriptorCount,
+  wrapperScript,
+} from './wrapper-shell.ts';
 
 /** What a launcher is prepared for; runs with the same shape can share a pool. */
 export interface LauncherShape {
@@ -98,11 +105,12 @@ async function startLauncher(
   support: CgroupSupport,
   shape: LauncherShape,
 ): Promise<Launcher | undefined> {
-  const cgroups = await createRunCgroupsInBackground(support, {
+  const limits = {
     memoryBytes: shape.memory ? placeholder.memoryBytes : 0,
     pids: shape.pids ? placeholder.pids : 0,
-  });
-  if (cgroups === undefined) return undefined;
+  };
+  const planned = planRunGroups(support, limits);
+  if (planned.procsFiles.length === 0) return undefined;
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.once('exit', drainLaunchers);
@@ -110,9 +118,16 @@ async function startLauncher(
   let child: ChildProcess;
   try {
     if (bashPath === undefined) throw new Error('bash not found');
+    // Spawned before its groups are made, it joins them at the NUL written once they exist.
     child = spawn(
       bashPath,
-      ['--norc', '--noprofile', '-c', wrapperScript(shape, cgroups.procsFiles), 'coda-sandbox'],
+      [
+        '--norc',
+        '--noprofile',
+        '-c',
+        wrapperScript(shape, planned.procsFiles, true),
+        'coda-sandbox',
+      ],
       {
         cwd: '/',
         env: helperEnvironment,
@@ -121,23 +136,21 @@ async function startLauncher(
       },
     );
   } catch {
-    cgroups.removeSync();
     return undefined;
   }
-  const streams = child.stdio.filter((stream) => stream !== null) as unknown as Socket[];
-  const setRef = (on: boolean): void => {
-    if (on) child.ref();
-    else child.unref();
-    for (const stream of streams) {
-      if (on) stream.ref?.();
-      else stream.unref?.();
-    }
-  };
-  setRef(false);
+  const cgroups = await createRunCgroupsInBackground(support, limits, planned);
+  if (cgroups === undefined) {
+    child.kill('SIGKILL');
+    return undefined;
+  }
+  const instructions = child.stdio[instructionsDescriptor(shape)] as Writable;
+  instructions.on('error', () => {}); // a launcher that died is seen through its exit
+  instructions.write('\0');
+  const ref = holdUnreferenced(child);
   const launcher: Launcher = {
     child,
     cgroups,
-    ref: () => setRef(true),
+    ref,
     discard: () => discardLauncher(launcher),
   };
   const onGone = (): void => {
@@ -152,6 +165,24 @@ async function startLauncher(
   child.once('exit', onGone);
   child.once('error', onGone);
   return launcher;
+}
+
+/**
+ * Makes `child` and its pipes stop keeping the host alive (a pooled process waits for a run
+ * that may never come); the returned function undoes that when a run takes it.
+ */
+export function holdUnreferenced(child: ChildProcess): () => void {
+  const streams = child.stdio.filter((stream) => stream !== null) as unknown as Socket[];
+  const setRef = (on: boolean): void => {
+    if (on) child.ref();
+    else child.unref();
+    for (const stream of streams) {
+      if (on) stream.ref?.();
+      else stream.unref?.();
+    }
+  };
+  setRef(false);
+  return () => setRef(true);
 }
 
 /** Kills a launcher that will not run anything and removes its groups (in the background). */

@@ -27,9 +27,12 @@ import { hostPaths } from './host-paths.ts';
 import { truncateAbi } from './landlock/landlock-abi.ts';
 import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
+import type { PrestartedSandbox, PrestartPool, PrestartSpec } from './prestart-pool.ts';
+import { commandMessage, stubScript, stubVariablePrefix } from './prestart-stub.ts';
 import { runAdditions } from './run-paths.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
 import {
+  commandDescriptor,
   instructionsDescriptor,
   seccompDescriptor,
   startedDescriptor,
@@ -105,27 +108,48 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
   // Everything that can refuse the run comes before anything is taken (cgroups, launchers).
   const pins: CheckedPath[] = [];
   let instructions: string | Promise<string>;
+  /** The run as a pre-started sandbox would run it, when one could (see prestartable). */
+  let prestart: { steps: string; options: Buffer; message: Buffer } | undefined;
   try {
+    let ulimits: string[] | undefined; // built (and its controls listed) on first use
     const line = (exec: string): string => {
-      const hasPidsCgroup = shape.pids;
-      const dataFallback = !shape.memory && limits.memoryFallback === 'rlimit-data';
-      const needsNproc = !hasPidsCgroup && identity.kind !== 'drop' && process.getuid?.() !== 0;
-      const ulimits = ulimitSteps(
-        limits,
-        { data: dataFallback, nprocFlag: needsNproc ? '-u' : undefined, fileBlockBytes: 1024 },
-        controls,
-      );
-      if (dataFallback && limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryRlimitData);
+      if (ulimits === undefined) {
+        const hasPidsCgroup = shape.pids;
+        const dataFallback = !shape.memory && limits.memoryFallback === 'rlimit-data';
+        const needsNproc = !hasPidsCgroup && identity.kind !== 'drop' && process.getuid?.() !== 0;
+        ulimits = ulimitSteps(
+          limits,
+          { data: dataFallback, nprocFlag: needsNproc ? '-u' : undefined, fileBlockBytes: 1024 },
+          controls,
+        );
+        if (dataFallback && limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryRlimitData);
+      }
       return [...ulimits, exec].join(' && ');
     };
+    // bwrap takes its options from the pipe; the command must follow on its own argv.
+    const bwrapExec = (command: readonly string[]): string =>
+      `exec ${[support.bwrap!, '--args', String(instructionsDescriptor(request)), '--', ...command].map(shellQuote).join(' ')}`;
+    const nulSeparated = (args: readonly string[]): string =>
+      args.map((arg) => `${arg}\0`).join('');
     if (useBwrap) {
       if (egress !== undefined) request = { ...request, egressSocket: egress.unixSocket() };
-      const bwrap = bwrapArguments(request, identity, controls, support.networkNamespace, pins);
-      const fd = instructionsDescriptor(request);
-      // bwrap takes its options from the pipe; the command must follow on its own argv.
-      const exec = [support.bwrap!, '--args', String(fd), '--', ...bwrap.command];
-      const options = bwrap.options.map((arg) => `${arg}\0`).join('');
-      instructions = `${line(`exec ${exec.map(shellQuote).join(' ')}`)}\0${options}`;
+      const confinement = bwrapConfinement(
+        request,
+        identity,
+        controls,
+        support.networkNamespace,
+        pins,
+      );
+      const bwrap = coldBwrapArguments(confinement, request);
+      instructions = `${line(bwrapExec(bwrap.command))}\0${nulSeparated(bwrap.options)}`;
+      if (prestartable(request, confinement, pins)) {
+        const warm = prestartBwrapArguments(confinement, request);
+        prestart = {
+          steps: line(bwrapExec(warm.command)),
+          options: Buffer.from(nulSeparated(warm.options)),
+          message: commandMessage(confinement.cwd, confinement.env, confinement.command),
+        };
+      }
     } else if (landlockAbi !== undefined) {
       const landlock = landlockArguments(
         request,
@@ -152,17 +176,6 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
     throw error;
   }
 
-  const launcher =
-    cgroupSupport !== undefined && (shape.memory || shape.pids) && request.synchronous !== true
-      ? takeReadyLauncher(cgroupSupport, shape, wanted)
-      : undefined;
-  const cgroups: RunCgroups | undefined =
-    launcher?.cgroups ??
-    (cgroupSupport === undefined ? undefined : createRunCgroups(cgroupSupport, wanted));
-  if (cgroups !== undefined) controls.push(...cgroups.controls);
-  if (limits.timeoutMs > 0) controls.push(SandboxControl.wallClockTimeout);
-  controls.push(useBwrap ? SandboxControl.killPidNamespace : SandboxControl.killProcessGroup);
-
   // With an egress allowlist under bubblewrap, inet sockets work inside (only loopback exists
   // in the run's namespace) and the forwarder connects to the proxy's Unix socket; under
   // Landlock, TCP client sockets only.
@@ -177,6 +190,39 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
         tcpClientOnly: proxied && landlockAbi !== undefined,
       })
     : new Uint8Array(0);
+  const pooled = cgroupSupport !== undefined && (shape.memory || shape.pids);
+  const pool = pooled ? request.prestart : undefined;
+  const key =
+    pool !== undefined && prestart !== undefined
+      ? prestartKey(shape, prestart, seccomp)
+      : undefined;
+  const warm =
+    key !== undefined
+      ? takePrestarted(
+          pool!,
+          key,
+          {
+            support: cgroupSupport!,
+            groups: shape,
+            layout: request,
+            steps: prestart!.steps,
+            inputs: [seccomp, prestart!.options],
+          },
+          wanted,
+        )
+      : undefined;
+  const launcher =
+    warm?.launcher ??
+    (pooled && request.synchronous !== true
+      ? takeReadyLauncher(cgroupSupport, shape, wanted)
+      : undefined);
+  const cgroups: RunCgroups | undefined =
+    launcher?.cgroups ??
+    (cgroupSupport === undefined ? undefined : createRunCgroups(cgroupSupport, wanted));
+  if (cgroups !== undefined) controls.push(...cgroups.controls);
+  if (limits.timeoutMs > 0) controls.push(SandboxControl.wallClockTimeout);
+  controls.push(useBwrap ? SandboxControl.killPidNamespace : SandboxControl.killProcessGroup);
+
   let released = false;
   return {
     file: bashPath,
@@ -211,6 +257,8 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
     cgroups,
     detached: !useBwrap,
     launcher,
+    ...(warm === undefined ? {} : { prestarted: { sandbox: warm, message: prestart!.message } }),
+    ...(key === undefined ? {} : { afterExit: () => pool!.refill(key) }),
     fallbackReason: confined ? undefined : choice.reasons.join('; '),
   };
 }
@@ -302,8 +350,68 @@ function takeReadyLauncher(
   }
 }
 
+/**
+ * A pre-started sandbox of `key` with the run's cgroup limits written, or undefined (start
+ * cold); `spec` is what the pool pre-starts for `key` after the run.
+ */
+function takePrestarted(
+  pool: PrestartPool,
+  key: string,
+  spec: PrestartSpec,
+  limits: { memoryBytes: number; pids: number },
+): PrestartedSandbox | undefined {
+  const sandbox = pool.take(key, spec);
+  if (sandbox === undefined) return undefined;
+  try {
+    sandbox.launcher.cgroups.setLimits(limits);
+    return sandbox;
+  } catch {
+    sandbox.launcher.discard();
+    return undefined;
+  }
+}
+
+/**
+ * What a pre-started sandbox must have been started with to serve the run: the groups it is in,
+ * the wrapper's steps (rlimits, bwrap), bwrap's options (view, namespaces, identity) and the
+ * seccomp program. Computed for every run, so it reflects the host as the run finds it.
+ */
+function prestartKey(
+  shape: LauncherShape,
+  prestart: { steps: string; options: Buffer },
+  seccomp: Uint8Array,
+): string {
+  const groups = `${+shape.memory}${+shape.pids}:${shape.extraPipes}`;
+  return [
+    groups,
+    prestart.steps,
+    prestart.options.toString(),
+    Buffer.from(seccomp).toString('base64'),
+  ].join('\0');
+}
+
+/**
+ * Whether a pre-started sandbox can run `request` exactly as a cold run would: bubblewrap, no
+ * path pinned for the run (a pinned descriptor is the run's own: binding an earlier one could
+ * show a path since replaced), no egress forwarder (its socket is the run's), not a spawnSync,
+ * and no variable of the stub's reserved prefix (the stub would unset it).
+ */
+function prestartable(
+  request: LaunchRequest,
+  confinement: BwrapConfinement,
+  pins: readonly CheckedPath[],
+): boolean {
+  return (
+    request.prestart !== undefined &&
+    request.synchronous !== true &&
+    request.egressSocket === undefined &&
+    pins.length === 0 &&
+    !Object.keys(confinement.env).some((name) => name.startsWith(stubVariablePrefix))
+  );
+}
+
 /** The variable prefix that carries the command's environment past setpriv, inert to ld.so. */
-const envPrefix = 'CODA_SANDBOX_ENV_';
+const envPrefix = stubVariablePrefix;
 
 /**
  * Restores the prefixed variables (bash, already unprivileged), writes the start byte to `fd`,
@@ -318,8 +426,9 @@ const startScript = (fd: number): string => `${startedSteps(fd)} && exec -- "$@"
 
 /**
  * bubblewrap's options (namespaces, the view with the run's additions, each pinned in `pins`,
- * identity, environment, seccomp) and the command it runs. The options travel on a pipe; the
- * command is on bwrap's argv, like any command's own argv, but no environment value is.
+ * identity, environment, seccomp) and the command it runs, for a cold run. The options travel
+ * on a pipe; the command is on bwrap's argv, like any command's own argv, but no environment
+ * value is.
  */
 export function bwrapArguments(
   request: LaunchRequest,
@@ -329,6 +438,37 @@ export function bwrapArguments(
   pins: CheckedPath[],
   host: HostPaths = hostPaths,
 ): { options: string[]; command: string[] } {
+  return coldBwrapArguments(
+    bwrapConfinement(request, identity, controls, networkNamespace, pins, host),
+    request,
+  );
+}
+
+/** A run's confinement under bubblewrap, before it is told how the command will get there. */
+export interface BwrapConfinement {
+  readonly identity: Identity;
+  /** Namespaces, capabilities and the view (no cwd, environment or seccomp yet). */
+  readonly options: readonly string[];
+  /** The command's whole environment. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Where the command starts. */
+  readonly cwd: string;
+  /** The program and its arguments (behind the egress forwarder when there is one). */
+  readonly command: readonly string[];
+}
+
+/**
+ * The parts of a run's bubblewrap invocation that a cold run and a pre-started sandbox share,
+ * with the controls they enforce pushed to `controls`.
+ */
+export function bwrapConfinement(
+  request: LaunchRequest,
+  identity: Identity,
+  controls: SandboxControl[],
+  networkNamespace: boolean,
+  pins: CheckedPath[],
+  host: HostPaths = hostPaths,
+): BwrapConfinement {
   const { policy, limits } = request;
   const args = [
     '--new-session',
@@ -385,11 +525,37 @@ export function bwrapArguments(
     ...(egress === undefined ? {} : proxyEnvironment()),
     PWD: cwd,
   };
-  // Dropping to an identity, the cwd is entered after the drop (bwrap, without capabilities by
-  // then, could not enter a directory only that identity may); else bwrap enters it.
-  args.push(...(identity.kind === 'drop' ? [] : ['--chdir', cwd]), '--clearenv');
   let command = [request.executable, ...request.args];
   if (egress !== undefined) command = withForwarder(perlPath!, egress, command);
+  controls.push(
+    SandboxControl.newSession,
+    SandboxControl.capabilitiesDropped,
+    SandboxControl.noNewPrivileges,
+    SandboxControl.seccomp,
+    SandboxControl.inheritedDescriptorsClosed,
+  );
+  if (policy.allowedSyscalls !== undefined) controls.push(SandboxControl.seccompAllowlist);
+  if (!policy.allowNetwork && egress === undefined) {
+    controls.push(SandboxControl.seccompNoInet);
+    if (request.unixSockets.length === 0) controls.push(SandboxControl.seccompNoUnixConnect);
+  }
+  return { identity, options: args, env, cwd, command };
+}
+
+/** A cold run's bubblewrap options and command, from its {@link bwrapConfinement}. */
+export function coldBwrapArguments(
+  confinement: BwrapConfinement,
+  request: Pick<LaunchRequest, 'extraPipes'>,
+): { options: string[]; command: string[] } {
+  const { identity, env, cwd } = confinement;
+  // Dropping to an identity, the cwd is entered after the drop (bwrap, without capabilities by
+  // then, could not enter a directory only that identity may); else bwrap enters it.
+  const args = [
+    ...confinement.options,
+    ...(identity.kind === 'drop' ? [] : ['--chdir', cwd]),
+    '--clearenv',
+  ];
+  let command = [...confinement.command];
   if (identity.kind === 'drop') {
     const reserved = Object.keys(env).find((name) => name.startsWith(envPrefix));
     if (reserved !== undefined) {
@@ -400,13 +566,7 @@ export function bwrapArguments(
     for (const [name, value] of Object.entries(env))
       args.push('--setenv', `${envPrefix}${name}`, value);
     command = [
-      setprivPath!,
-      `--reuid=${identity.uid}`,
-      `--regid=${identity.gid}`,
-      '--clear-groups',
-      '--inh-caps=-all',
-      '--bounding-set=-all',
-      '--',
+      ...dropIdentity(identity),
       bashPath!,
       '--norc',
       '--noprofile',
@@ -428,17 +588,48 @@ export function bwrapArguments(
     command = [...shell, 'coda-sandbox', ...command];
   }
   args.push('--seccomp', String(seccompDescriptor(request)));
-  controls.push(
-    SandboxControl.newSession,
-    SandboxControl.capabilitiesDropped,
-    SandboxControl.noNewPrivileges,
-    SandboxControl.seccomp,
-    SandboxControl.inheritedDescriptorsClosed,
-  );
-  if (policy.allowedSyscalls !== undefined) controls.push(SandboxControl.seccompAllowlist);
-  if (!policy.allowNetwork && egress === undefined) {
-    controls.push(SandboxControl.seccompNoInet);
-    if (request.unixSockets.length === 0) controls.push(SandboxControl.seccompNoUnixConnect);
-  }
   return { options: args, command };
+}
+
+/**
+ * A pre-started sandbox's bubblewrap options and command: the same confinement with an empty
+ * environment, and the stub (prestart-stub.ts) instead of the command, behind the same setpriv
+ * when the identity drops. The stub gets the cwd, environment and command on its pipe.
+ */
+export function prestartBwrapArguments(
+  confinement: BwrapConfinement,
+  request: Pick<LaunchRequest, 'extraPipes'>,
+): { options: string[]; command: string[] } {
+  const { identity } = confinement;
+  const layout = { extraPipes: request.extraPipes, commandPipe: true };
+  const stub = [
+    bashPath!,
+    '--norc',
+    '--noprofile',
+    '-c',
+    stubScript(startedDescriptor(layout), commandDescriptor(layout)),
+    'coda-sandbox',
+  ];
+  return {
+    options: [
+      ...confinement.options,
+      '--clearenv',
+      '--seccomp',
+      String(seccompDescriptor(request)),
+    ],
+    command: identity.kind === 'drop' ? [...dropIdentity(identity), ...stub] : stub,
+  };
+}
+
+/** setpriv to `identity`, with no capability left to inherit or regain, then `--`. */
+function dropIdentity(identity: { readonly uid: number; readonly gid: number }): string[] {
+  return [
+    setprivPath!,
+    `--reuid=${identity.uid}`,
+    `--regid=${identity.gid}`,
+    '--clear-groups',
+    '--inh-caps=-all',
+    '--bounding-set=-all',
+    '--',
+  ];
 }

@@ -2,6 +2,7 @@
 
 import type { RunCgroups } from '../linux/cgroup.ts';
 import type { Launcher } from '../linux/launcher-pool.ts';
+import type { PrestartedSandbox, PrestartPool } from '../linux/prestart-pool.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
 import type { Confinement } from './confinement.ts';
 import type { SandboxControl } from './controls.ts';
@@ -63,6 +64,8 @@ export interface LaunchRequest {
   readonly env: Readonly<Record<string, string>>;
   /** Start cold, without a pooled launcher: spawnSync (`execSync`), or a line a launcher cannot read. */
   readonly synchronous?: boolean | undefined;
+  /** The calling sandbox's pre-started sandboxes (Linux, bubblewrap), when it keeps them. */
+  readonly prestart?: PrestartPool | undefined;
 }
 
 /** The two ways a run can reach its egress proxy; a plan opens one of them, once. */
@@ -111,6 +114,15 @@ export interface LaunchPlan {
    * write `inputs` to its descriptors, and it becomes the command.
    */
   readonly launcher?: Launcher | undefined;
+  /**
+   * A pre-started sandbox (Linux): `launcher` is its wrapper, whose inputs were written when it
+   * started; the run sends it only `message` (cwd, environment, argv) and reads its start byte.
+   */
+  readonly prestarted?:
+    | { readonly sandbox: PrestartedSandbox; readonly message: Uint8Array }
+    | undefined;
+  /** Called once the run has ended (after its result): refills the pre-started sandboxes. */
+  readonly afterExit?: (() => void) | undefined;
   /** Text given to the command's stdin before the caller's (the Windows wrapper script). */
   readonly stdinPrefix?: string | undefined;
 }

@@ -6,6 +6,7 @@ import { realpathSync, statSync } from 'node:fs';
 import type { Duplex, Writable } from 'node:stream';
 import { SandboxUnavailableError, SandboxValidationError, validate } from '@coda/sandbox-core';
 import { resolveOutsideHidden } from '../linux/checked-path.ts';
+import type { PrestartPool } from '../linux/prestart-pool.ts';
 import { type SetIdSweep, sweepSetIdFiles } from '../linux/setid-sweep.ts';
 import { currentPlatform, type Platform } from '../platform/platform.ts';
 import { platformPlan } from '../platform/platform-plan.ts';
@@ -21,6 +22,8 @@ export interface SpawnContext {
   readonly policy: SubprocessPolicy;
   /** How the run reaches the sandbox's egress proxy, when the policy has `network`. */
   readonly egress?: EgressEndpoints | undefined;
+  /** The sandbox's pre-started sandboxes (Linux), which its runs take when they fit. */
+  readonly prestart?: PrestartPool | undefined;
   /** Called when a command runs without OS confinement (the sandbox logs a warning once). */
   readonly onDegraded: (reason: string | undefined) => void;
   readonly platform?: Platform;
@@ -76,6 +79,7 @@ export function prepareLaunch(
     ...buildRequest(policy, file, args, options),
     synchronous,
     egress: context.egress,
+    prestart: context.prestart,
   };
   const plan = platformPlan(platform, request);
   if (!plan.sandboxApplied && policy.enabled) {
@@ -267,9 +271,16 @@ function start(
     });
   }
   trackUntilExit(child, plan.detached);
-  deliverInputs(child, plan, request.extraPipes);
-  const started =
-    plan.startMarker === true ? startByte(child, 3 + request.extraPipes + inputCount) : undefined;
+  let started: Promise<boolean> | undefined;
+  if (plan.prestarted !== undefined) {
+    // Already confined and waiting: the command, its environment and cwd go down its pipe.
+    plan.prestarted.sandbox.send(plan.prestarted.message);
+    started = plan.prestarted.sandbox.started;
+  } else {
+    deliverInputs(child, plan, request.extraPipes);
+    started =
+      plan.startMarker === true ? startByte(child, 3 + request.extraPipes + inputCount) : undefined;
+  }
 
   let timedOut = false;
   let cancelled = false;
@@ -338,6 +349,7 @@ function start(
         ...(setIdSweep === undefined ? {} : { setIdSweep }),
       };
       resolve(exit);
+      if (plan.afterExit !== undefined) setImmediate(plan.afterExit);
     };
     child.once('exit', (code, exitSignal) => void finish(code, exitSignal));
     // A spawn failure (no pid) emits 'error' and never 'exit'.

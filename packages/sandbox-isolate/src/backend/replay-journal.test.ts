@@ -1,0 +1,124 @@
+// The journal on its own, in front of a host that records what reaches it: the order in which a
+// second run gets its answers, and the memory bound. (co-tenant-survival.test.ts drives it
+// through real worker deaths.)
+import { resolveExecutionLimits, type StatusLevel } from '@coda/sandbox-core';
+import { describe, expect, it } from 'vitest';
+import type { DataAnswer, JobHost } from '../isolate/job.ts';
+import { ReplayJournal } from './replay-journal.ts';
+
+/** A host whose data answers the test releases by hand, recording every call. */
+function manualHost() {
+  const seen: string[] = [];
+  const pending = new Map<string, (answer: DataAnswer) => void>();
+  const host: JobHost = {
+    status: (_source: string, _level: StatusLevel, message: string) => {
+      seen.push(`status ${message}`);
+    },
+    data: (paramsJson) => {
+      seen.push(`data ${paramsJson}`);
+      return new Promise((resolve) => pending.set(paramsJson ?? '', resolve));
+    },
+  };
+  const answer = (paramsJson: string) => pending.get(paramsJson)?.({ ok: true, json: paramsJson });
+  return { host, seen, answer };
+}
+
+const flush = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+describe('ReplayJournal', () => {
+  it('gives a second run the answers in the order they reached the first, calling nothing again', async () => {
+    const { host, seen, answer } = manualHost();
+    const journal = new ReplayJournal(host, resolveExecutionLimits());
+    const order: string[] = [];
+    // First run: two concurrent requests; the second is answered first, then a status, then the
+    // first; the worker dies before the first run saw anything else.
+    void journal.data('"a"', 3, '').then((a) => order.push(`first ${JSON.stringify(a)}`));
+    void journal.data('"b"', 3, '').then((a) => order.push(`first ${JSON.stringify(a)}`));
+    answer('"b"');
+    await flush();
+    journal.status('user', 'info', 'after b', undefined);
+    answer('"a"');
+    await flush();
+    expect(seen).toEqual(['data "a"', 'data "b"', 'status after b']);
+
+    journal.replay(() => order.push('diverged'));
+    order.length = 0;
+    const replayA = journal.data('"a"', 3, '').then((a) => order.push(`a ${a.ok}`));
+    const replayB = journal.data('"b"', 3, '').then((a) => order.push(`b ${a.ok}`));
+    await flush();
+    // b's answer arrived first, and the status came before a's: a waits for it.
+    expect(order).toEqual(['b true']);
+    journal.status('user', 'info', 'after b', undefined);
+    await Promise.all([replayA, replayB]);
+    expect(order).toEqual(['b true', 'a true']);
+    // Past the journal's end: live.
+    journal.status('user', 'info', 'new', undefined);
+    expect(seen).toEqual(['data "a"', 'data "b"', 'status after b', 'status new']);
+  });
+
+  it('waits for an answer still with its handler when the worker died, without asking again', async () => {
+    const { host, seen, answer } = manualHost();
+    const journal = new ReplayJournal(host, resolveExecutionLimits());
+    void journal.data('"slow"', 6, '');
+    journal.replay(() => {});
+    let got: DataAnswer | undefined;
+    const replayed = journal.data('"slow"', 6, '').then((a) => {
+      got = a;
+    });
+    await flush();
+    expect(got).toBeUndefined();
+    answer('"slow"');
+    await replayed;
+    expect(got).toEqual({ ok: true, json: '"slow"' });
+    expect(seen).toEqual(['data "slow"']);
+  });
+
+  it('keeps a long request as its fingerprint, and still tells an equal one from another', async () => {
+    const long = JSON.stringify('x'.repeat(10_000));
+    const other = JSON.stringify(`${'x'.repeat(9_999)}y`);
+    const journalOf = async () => {
+      const { host, seen, answer } = manualHost();
+      const journal = new ReplayJournal(host, resolveExecutionLimits());
+      const first = journal.data(long, long.length, '');
+      answer(long);
+      await first;
+      journal.replay(() => seen.push('diverged'));
+      return { journal, seen };
+    };
+    const same = await journalOf();
+    expect(await same.journal.data(long, long.length, '')).toEqual({ ok: true, json: long });
+    expect(same.seen).toEqual([`data ${long}`]);
+    const differs = await journalOf();
+    const refused = await differs.journal.data(other, other.length, '');
+    expect(refused).toMatchObject({ ok: false, fatal: { details: { replayDiverged: true } } });
+    expect(differs.seen).toEqual([`data ${long}`, 'diverged']);
+  });
+
+  it('past the bounds of the execution limits it keeps nothing and cannot replay', async () => {
+    const limits = resolveExecutionLimits({
+      maxStatusEvents: 2,
+      maxConsoleCalls: 1,
+      maxDataRequests: 1,
+      maxDataBytes: 1_000,
+    });
+    // maxStatusEvents + maxConsoleCalls + 2 × (maxDataRequests + 1) = 7 entries.
+    const within = new ReplayJournal(manualHost().host, limits);
+    for (let i = 0; i < 7; i++) within.status('user', 'info', 'x', undefined);
+    expect(within.replayable).toBe(true);
+    const over = new ReplayJournal(manualHost().host, limits);
+    for (let i = 0; i < 8; i++) over.status('user', 'info', 'x', undefined);
+    expect(over.replayable).toBe(false);
+    // Answers are kept whole: maxDataBytes of them, plus 512 units per entry at most.
+    const answered = async (units: number) => {
+      const { host, answer } = manualHost();
+      const journal = new ReplayJournal(host, limits);
+      const json = JSON.stringify('a'.repeat(units - 2));
+      const asked = journal.data(json, json.length, '');
+      answer(json);
+      await asked;
+      return journal.replayable;
+    };
+    expect(await answered(1_000)).toBe(true);
+    expect(await answered(1_000 + 512 * 7 + 1)).toBe(false);
+  });
+});

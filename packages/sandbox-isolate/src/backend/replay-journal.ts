@@ -1,0 +1,261 @@
+// What the host has given one execution, in order, so that an execution lost with a worker a
+// co-tenant killed can run again without the caller or a handler seeing anything twice: the
+// status events it delivered, the data requests and tool calls it passed on, and their answers
+// at the point they reached the execution. A second run whose traffic equals the journal's gets
+// the recorded answers without a handler being called again, and the recorded status events are
+// not delivered again; past the journal's end it is live. See "Co-tenant survival" in
+// docs/isolate.md.
+import { createHash } from 'node:crypto';
+import {
+  type ExecutionLimits,
+  SandboxCrashError,
+  type SandboxErrorJSON,
+  type StatusLevel,
+} from '@coda/sandbox-core';
+import type { DataAnswer, JobHost, ParamsRefusal } from '../isolate/job.ts';
+
+interface StatusEntry {
+  kind: 'status';
+  source: string;
+  level: StatusLevel;
+  message: Fingerprint;
+  dataJson: Fingerprint;
+}
+
+interface RequestEntry {
+  kind: 'request';
+  paramsJson: Fingerprint;
+  units: number;
+  refusal: ParamsRefusal;
+  tool: string | undefined;
+  /** The handler's answer, once it came (the host's own promise never rejects). */
+  answer: DataAnswer | undefined;
+  /** The second run's same request, waiting for this answer. */
+  replayed: ((answer: DataAnswer) => void) | undefined;
+}
+
+/** Where the answer of `request` reached the first run (or would have: it came after the death). */
+interface AnswerEntry {
+  kind: 'answer';
+  request: RequestEntry;
+}
+
+type Entry = StatusEntry | RequestEntry | AnswerEntry;
+
+/**
+ * What the journal keeps of a text it only compares: the text itself when short, else its length
+ * and SHA-256 — a 1 MB request kept whole would hold the host's memory for the whole execution.
+ */
+type Fingerprint = string | null | undefined;
+
+/** Texts up to this many UTF-16 units are kept as they are (no hashing on the common path). */
+const keptWholeUnits = 256;
+
+function fingerprint(text: string | null | undefined): Fingerprint {
+  if (text === null || text === undefined || text.length <= keptWholeUnits) return text;
+  return `${text.length}:${createHash('sha256').update(text).digest('base64')}`;
+}
+
+const ended: DataAnswer = { ok: false, message: 'Execution has ended' };
+
+/**
+ * A {@link JobHost} in front of the execution's own host that journals what passes. Recording
+ * costs a reference to strings that crossed anyway, bounded by the execution's own limits; past
+ * them the journal stops (it drops what it held) and the execution can no longer run again.
+ */
+export class ReplayJournal implements JobHost {
+  readonly #host: JobHost;
+  readonly #limits: ExecutionLimits;
+  #entries: Entry[] | undefined;
+  #units = 0;
+  #full = false;
+  #replaying = false;
+  /** Index of the next entry the second run must reproduce. */
+  #cursor = 0;
+  /** Set once the second run did something else than the journal holds: it is ending. */
+  #diverged = false;
+  #onDiverged: (error: SandboxErrorJSON) => void = () => {};
+
+  constructor(host: JobHost, limits: ExecutionLimits) {
+    this.#host = host;
+    this.#limits = limits;
+  }
+
+  /** Whether the execution can run again from this journal (it stayed within its bounds). */
+  get replayable(): boolean {
+    return !this.#full && !this.#replaying;
+  }
+
+  /**
+   * Switches to the second run: from now on traffic is checked against the journal. `onDiverged`
+   * is called once if the second run's traffic differs from the journal's before the journal's
+   * end, with the error the execution must end with (a repeat would be visible).
+   */
+  replay(onDiverged: (error: SandboxErrorJSON) => void): void {
+    this.#replaying = true;
+    this.#onDiverged = onDiverged;
+    this.#deliverAnswers();
+  }
+
+  /** Passed on: the job left the host's queue. */
+  dispatched(): void {
+    this.#host.dispatched?.();
+  }
+
+  /** Journals and delivers a status event; on the second run, skips one the journal holds. */
+  status(source: string, level: StatusLevel, message: string, dataJson: string | undefined): void {
+    if (this.#replaying) {
+      if (this.#diverged) return;
+      const next = this.#next();
+      if (next === undefined) {
+        this.#host.status(source, level, message, dataJson);
+        return;
+      }
+      if (
+        next.kind === 'status' &&
+        next.source === source &&
+        next.level === level &&
+        next.message === fingerprint(message) &&
+        next.dataJson === fingerprint(dataJson)
+      ) {
+        this.#cursor++;
+        this.#deliverAnswers();
+        return;
+      }
+      this.#diverge('a status event');
+      return;
+    }
+    this.#record({
+      kind: 'status',
+      source,
+      level,
+      message: fingerprint(message),
+      dataJson: fingerprint(dataJson),
+    });
+    this.#host.status(source, level, message, dataJson);
+  }
+
+  /**
+   * Journals a request and its answer; on the second run, answers one the journal holds from
+   * the journal, without asking the host again.
+   */
+  data(
+    paramsJson: string | null,
+    units: number,
+    refusal: ParamsRefusal,
+    tool?: string,
+  ): Promise<DataAnswer> {
+    if (this.#replaying) return this.#replayData(paramsJson, units, refusal, tool);
+    const entry: RequestEntry = {
+      kind: 'request',
+      paramsJson: fingerprint(paramsJson),
+      units,
+      refusal,
+      tool,
+      answer: undefined,
+      replayed: undefined,
+    };
+    this.#record(entry);
+    return this.#ask(entry, paramsJson);
+  }
+
+  #replayData(
+    paramsJson: string | null,
+    units: number,
+    refusal: ParamsRefusal,
+    tool: string | undefined,
+  ): Promise<DataAnswer> {
+    if (this.#diverged) return Promise.resolve(ended);
+    const next = this.#next();
+    if (next === undefined) return this.#host.data(paramsJson, units, refusal, tool);
+    if (
+      next.kind === 'request' &&
+      next.paramsJson === fingerprint(paramsJson) &&
+      next.units === units &&
+      next.refusal === refusal &&
+      next.tool === tool
+    ) {
+      this.#cursor++;
+      // Answered when the journal reaches this answer's place: after what the first run did
+      // before it arrived there, so the second run sees the answers in the same order.
+      const answered = new Promise<DataAnswer>((resolve) => {
+        next.replayed = resolve;
+      });
+      this.#deliverAnswers();
+      return answered;
+    }
+    const error = this.#diverge(tool === undefined ? 'a data request' : 'a tool call');
+    return Promise.resolve({ ok: false, message: error.message, fatal: error });
+  }
+
+  /** Asks the host, and journals where the answer arrived. */
+  async #ask(entry: RequestEntry, paramsJson: string | null): Promise<DataAnswer> {
+    let answer: DataAnswer;
+    try {
+      answer = await this.#host.data(paramsJson, entry.units, entry.refusal, entry.tool);
+    } catch {
+      answer = { ok: false, message: 'Data request failed' };
+    }
+    entry.answer = answer;
+    this.#record(
+      { kind: 'answer', request: entry },
+      answer.ok ? answer.json.length : answer.message.length,
+    );
+    // The first run's worker may be dead and a second run waiting for exactly this answer.
+    if (this.#replaying) this.#deliverAnswers();
+    return answer;
+  }
+
+  /**
+   * The next entry the second run must reproduce, undefined past the journal's end. (An answer
+   * entry is never left there: its request was matched to reach it, so it was delivered.)
+   */
+  #next(): Entry | undefined {
+    return this.#entries?.[this.#cursor];
+  }
+
+  // Gives the second run each answer whose place the journal has reached: an answer entry comes
+  // after its request's, so its request was matched when the cursor is there.
+  #deliverAnswers(): void {
+    const entries = this.#entries;
+    if (entries === undefined || this.#diverged) return;
+    for (let entry = entries[this.#cursor]; entry?.kind === 'answer'; ) {
+      const { request } = entry;
+      if (request.answer === undefined || request.replayed === undefined) return;
+      request.replayed(request.answer);
+      this.#cursor++;
+      entry = entries[this.#cursor];
+    }
+  }
+
+  /** Journals `entry`; `units`: the UTF-16 units of an answer it holds whole. */
+  #record(entry: Entry, units = 0): void {
+    if (this.#full) return;
+    const limits = this.#limits;
+    this.#units += units + 2 * keptWholeUnits;
+    this.#entries ??= [];
+    const entries = this.#entries;
+    entries.push(entry);
+    // What an execution within its limits can make cross (status beyond the caps is dropped in
+    // the isolate, a data request past its limits ends the execution): beyond, nothing is kept.
+    // Each entry counts as two kept texts at most; answers count whole (they are replayed).
+    const maxEntries =
+      limits.maxStatusEvents + limits.maxConsoleCalls + 2 * (limits.maxDataRequests + 1);
+    const maxUnits = limits.maxDataBytes + 2 * keptWholeUnits * maxEntries;
+    if (entries.length > maxEntries || this.#units > maxUnits) {
+      this.#full = true;
+      this.#entries = undefined;
+    }
+  }
+
+  #diverge(what: string): SandboxErrorJSON {
+    this.#diverged = true;
+    this.#entries = undefined;
+    const error = new SandboxCrashError(
+      `The execution was lost with a worker process another execution killed, and ran again; the second run made ${what} that differs from the first run's, so it was ended rather than show the caller or a handler something twice`,
+      { details: { collateral: true, replayDiverged: true } },
+    ).toJSON();
+    this.#onDiverged(error);
+    return error;
+  }
+}

@@ -1,0 +1,111 @@
+// What the host watches of one worker process while it runs jobs, and when it kills it: a job
+// past its time limit (the isolate ignored termination), an abort the worker does not confirm,
+// resident memory over its bound, and V8's heap-exhaustion report on its stderr. How the death
+// is then told to the jobs is worker-death.ts.
+import type { ExecutionJob } from '../isolate/job.ts';
+import { readRss } from './process-memory.ts';
+import { type KillReason, v8OutOfMemoryBanner } from './worker-death.ts';
+
+/** The supervised facts of one job in the worker. */
+export interface SupervisedJob {
+  readonly job: ExecutionJob;
+  /** performance.now() past which the worker is killed for this job's time. */
+  deadline: number;
+  /** The earlier deadline while the job runs alone on the worker's main thread. */
+  mainThreadDeadline?: number | undefined;
+  /** performance.now() past which an unconfirmed abort kills the worker. */
+  abortDeadline?: number;
+}
+
+/** The worker as its supervision sees it. */
+export interface SupervisedWorker {
+  readonly pid: number | undefined;
+  /** The jobs it holds now. */
+  jobs(): Iterable<SupervisedJob>;
+  /** Its resident memory as it reported it itself (for hosts without /proc), in bytes. */
+  reportedRss(): number;
+  kill(reason: KillReason): void;
+}
+
+/**
+ * How long past its time limit (counted from when the host sent it) a job may run before the
+ * host kills its worker without a word from it: the backstop behind the worker's own `overdue`
+ * report (`overdueAfterMs` past the limit, protocol.ts), for a worker that cannot report.
+ */
+export const deadlineGraceMs = 2_000;
+/**
+ * The same for a job alone on the worker's main thread: that thread is stuck (code V8's timeout
+ * does not reach) and cannot report, and no co-tenant shares the worker.
+ */
+export const mainThreadDeadlineGraceMs = 250;
+/** How long a worker may take to confirm an abort before it is killed. */
+export const abortGraceMs = 2_000;
+/** The same for a job alone in its worker and running on the worker's main thread. */
+export const mainThreadAbortGraceMs = 250;
+const sampleEveryMs = 50;
+const stderrKeepChars = 4_096;
+
+/** Watches one worker process: its jobs' deadlines, its memory and its stderr. */
+export class WorkerSupervision {
+  readonly #worker: SupervisedWorker;
+  readonly #baseMemoryMb: number;
+  #sampler: NodeJS.Timeout | undefined;
+  #stderr = '';
+
+  constructor(worker: SupervisedWorker, baseMemoryMb: number) {
+    this.#worker = worker;
+    this.#baseMemoryMb = baseMemoryMb;
+  }
+
+  /** The end of the worker's stderr, kept to tell why it died. */
+  get stderr(): string {
+    return this.#stderr;
+  }
+
+  /**
+   * Takes a chunk of the worker's stderr. V8 ran out of heap: the worker either reports it and
+   * kills itself, or, when the isolate ran on its main thread, waits forever for that thread to
+   * report it. Either way it is done.
+   */
+  stderrChunk(chunk: string): void {
+    this.#stderr = (this.#stderr + chunk).slice(-stderrKeepChars);
+    if (this.#stderr.includes(v8OutOfMemoryBanner)) this.#worker.kill({ kind: 'out-of-memory' });
+  }
+
+  /** Samples every 50 ms while the worker holds jobs (the deadlines need no timer per job). */
+  start(): void {
+    if (this.#sampler !== undefined) return;
+    this.#sampler = setInterval(() => this.#sample(), sampleEveryMs);
+    this.#sampler.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#sampler);
+    this.#sampler = undefined;
+  }
+
+  #sample(): void {
+    const worker = this.#worker;
+    const now = performance.now();
+    let count = 0;
+    let boundMb = this.#baseMemoryMb;
+    for (const pending of worker.jobs()) {
+      count++;
+      if (now > pending.deadline || now > (pending.mainThreadDeadline ?? Infinity)) {
+        worker.kill({ kind: 'deadline', id: pending.job.id });
+        return;
+      }
+      if (pending.abortDeadline !== undefined && now > pending.abortDeadline) {
+        worker.kill({ kind: 'abort-unanswered' });
+        return;
+      }
+      boundMb += 3 * pending.job.limits.memoryMb;
+    }
+    if (count === 0) {
+      this.stop();
+      return;
+    }
+    const rssMb = Math.round((readRss(worker.pid) ?? worker.reportedRss()) / 1_048_576);
+    if (rssMb > boundMb) worker.kill({ kind: 'memory', rssMb, boundMb });
+  }
+}
