@@ -22,7 +22,9 @@
 # attributes cannot change what is checked or how the response is framed. The nonce lives only
 # in the frame of `main`, and every way to reach a frame is refused (sys._getframe, tb_frame,
 # gi_frame, sys.settrace, gc.get_referrers, ...), as is every way to build code objects
-# (code.__new__, marshal.loads) that could read memory.
+# (code.__new__, marshal.loads) that could read memory. One way is not: a signal handler is
+# handed the frame it interrupts, the runner's own once the parser has returned; so nothing but
+# the call's nonce stays in `main`'s locals while parser code can run (the fork gate is cleared).
 import gc
 import importlib.util
 import json
@@ -118,7 +120,13 @@ def main():
     as_runner = install_audit_hook(readable, cwd)
     fork = os.fork
     serve_forks = fork_server(lambda: as_runner(fork), console, write_fd, fail, exit_bad_request) if fork_server_mode else None
-    taken = [(signal, "pidfd_send_signal"), (os, "pidfd_open")]
+    # The scheduling calls act on any process of the user's the parser can name, the zygote
+    # (whose nice value, policy and CPUs every later child inherits) and, unconfined, the host.
+    taken = [(signal, "pidfd_send_signal"), (os, "pidfd_open"), (os, "setpriority")]
+    taken += [(os, "sched_setaffinity"), (os, "sched_setscheduler"), (os, "sched_setparam")]
+    # A memfd written to and never mapped holds memory in no address space: RLIMIT_AS and the
+    # resident-memory watchdog miss it (only a cgroup charges it).
+    taken.append((os, "memfd_create"))
     if fork_server_mode:
         # At-fork callbacks would run in every call's child before it reads its nonce. `random`
         # registers its reseed first, so that no two calls' children share its state.
@@ -184,9 +192,14 @@ def main():
         # no finaliser of the module's runs in a child before it has its request.
         collect_garbage()
         freeze_garbage()
+        left_open = files_left_open(control_fd)
         serve_forks()
-        set_blocking(0, True)
-        set_blocking(response_fd, True)
+        # The zygote's descriptors are shared with every call's child down to the open file's
+        # flags: a call that made its console non-blocking would make the next call's writes
+        # fail with BlockingIOError (os.set_blocking raises no audit event).
+        for fd in (0, 1, 2, response_fd):
+            set_blocking(fd, True)
+        reopen_files(left_open, fail)
         nonce = read_nonce()
     else:
         write_all(frame(b""))
@@ -211,6 +224,9 @@ def main():
         memory_bytes, cpu_secs = request["limits"]["memoryBytes"], request["limits"]["cpuSecs"]
         as_runner(set_limit, limit_as, (memory_bytes, memory_bytes))
         as_runner(set_limit, limit_cpu, (cpu_secs, cpu_secs + 1))
+    # Out of this frame before parser code runs: a signal handler is handed the frame it
+    # interrupts, and once the parser returns that is this one (its locals, the gate among them).
+    as_runner = fork = serve_forks = None
     if load_error is not None:
         respond_error("load-error", load_error)
 
@@ -271,6 +287,15 @@ def fork_server(fork_once, console, write_fd, fail, exit_bad_request):
     waitpid, no_hang, exit_now, close, str_type = os.waitpid, os.WNOHANG, os._exit, os.close, str
     exited, exit_code, signalled, term_signal = os.WIFEXITED, os.WEXITSTATUS, os.WIFSIGNALED, os.WTERMSIG
     base_exception, os_error, no_child = BaseException, OSError, ChildProcessError
+    get_priority, of_process, get_policy = os.getpriority, os.PRIO_PROCESS, os.sched_getscheduler
+    get_param, get_cpus = os.sched_getparam, os.sched_getaffinity
+
+    def scheduling():
+        # What a call's child may have changed in the zygote from outside (a rebuilt posix still
+        # has setpriority and sched_set*), and every later child would inherit.
+        return (get_priority(of_process, 0), get_policy(0), get_param(0).sched_priority, get_cpus(0))
+
+    scheduled = scheduling()
 
     def tell(line):
         data = (line + "\n").encode()
@@ -298,6 +323,8 @@ def fork_server(fork_once, console, write_fd, fail, exit_bad_request):
                 leftover = "true"
             except no_child:
                 leftover = "false"
+            if scheduling() != scheduled:
+                leftover = "true"  # reported as a leftover: the host kills the slot all the same
             code = str_type(exit_code(status)) if exited(status) else "null"
             signal_number = str_type(term_signal(status)) if signalled(status) else "null"
             tell('{"exitCode":' + code + ',"signal":' + signal_number + ',"leftover":' + leftover + "}")
@@ -305,6 +332,39 @@ def fork_server(fork_once, console, write_fd, fail, exit_bad_request):
                 exit_now(3)
 
     return serve
+
+
+# The highest descriptor looked at for files the module's import left open (fstat each: the
+# zygote cannot list /proc/self/fd under Landlock); import-time code that opens more is unusual.
+LEFT_OPEN_SCAN_LIMIT = 1 << 16
+
+
+def files_left_open(last_runner_fd):
+    # The regular files the module's import left open, with where it left their offsets. A
+    # forked child shares each one's open file (and so its offset) with the zygote and every
+    # other child: a call that read or sought one would move where the next call starts.
+    scan_to = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], LEFT_OPEN_SCAN_LIMIT)
+    files = []
+    for fd in range(last_runner_fd + 1, scan_to):
+        try:
+            if os.fstat(fd).st_mode & 0o170000 == 0o100000:
+                files.append((fd, os.readlink("/proc/self/fd/" + str(fd)), os.lseek(fd, 0, os.SEEK_CUR)))
+        except OSError:
+            continue
+    return tuple(files)
+
+
+def reopen_files(files, fail):
+    # In a call's child, before its request: each such file opened afresh (an open file of its
+    # own) at the offset the import left, so every call starts from the same state.
+    for fd, path, offset in files:
+        try:
+            fresh = os.open(path, os.O_RDONLY)
+            os.lseek(fresh, offset, os.SEEK_SET)
+            os.dup2(fresh, fd, os.get_inheritable(fd))
+            os.close(fresh)
+        except OSError as error:
+            fail("cannot reopen " + path + " (fd " + str(fd) + ", left open by the module): " + str(error))
 
 
 # Landlock (Linux 5.13+), the kernel's own allowlist, under the audit hook: it holds even for code

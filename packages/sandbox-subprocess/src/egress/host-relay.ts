@@ -77,7 +77,9 @@ while (1) {
     }
     $half{$c}{$side} = $fh;
     if ($side eq 'upstream' && $line =~ /"budget":(\d+)/) {
-      $half{$c}{cap} = { budget => $1, final => $line =~ /"final":true/ ? 1 : 0 };
+      # Taken before the next match: a successful one (the "final" test) resets $1.
+      my $budget = $1;
+      $half{$c}{cap} = { budget => $budget, final => $line =~ /"final":true/ ? 1 : 0 };
     }
     start($c) if $half{$c}{client} && $half{$c}{upstream};
   }

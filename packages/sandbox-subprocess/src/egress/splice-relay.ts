@@ -115,11 +115,23 @@ sub fill {
   my ($w, $len) = @_;
   if ($w->{pr}) {
     my $n = syscall($w->{nr}, fileno($w->{from}), 0, fileno($w->{pw}), 0, $len, 3);
+    return $n if $n == 0 && !urgent_mark($w, $len, \$n);
     return $n unless $n < 0 && ($!{EINVAL} || $!{ENOSYS} || $!{EPERM});
     delete @$w{qw(pr pw)};
   }
   my $n = sysread($w->{from}, $w->{buf}, $len);
   return defined $n ? $n : -1;
+}
+# splice(2) from TCP stops at urgent data (MSG_OOB) and returns 0, as at end of file: read(2)
+# tells them apart, stepping over the urgent byte as Node's reads do. What it reads goes into the
+# pipe (at most 64 KiB, which any pipe holds) so that the splice path carries on; \$n gets the count.
+sub urgent_mark {
+  my ($w, $len, $n) = @_;
+  my $got = sysread($w->{from}, my $data, $len < 65536 ? $len : 65536);
+  if (!defined $got) { $$n = -1; return 1 }
+  return 0 if $got == 0;
+  $$n = syswrite($w->{pw}, $data);
+  return 1;
 }
 sub flush {
   my ($w) = @_;
