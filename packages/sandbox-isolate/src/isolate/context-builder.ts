@@ -13,7 +13,7 @@ import type { LoadedWasmModule } from './wasm-modules.ts';
 
 /**
  * Starts user code (see bootstrap-source.ts); only the host holds a Reference to it. It never
- * returns: it throws {@link runEnded} once user code has started (or failed to compile).
+ * returns: it throws `runEnded` once user code has started (or failed to compile).
  */
 export type IsolateRunFunction = (code: string, limitsJson: string, synchronous: boolean) => never;
 
@@ -40,7 +40,7 @@ export interface PreparedIsolate {
   onSettled: (() => void) | undefined;
   /**
    * Called, inside the isolate's synchronous call, with a big data answer (see
-   * {@link answerCheckUnits}) and the room the isolate's heap has left, in bytes: whether the
+   * `answerCheckUnits` in answer-room.ts) and the room the isolate's heap has left, in bytes: whether the
    * answer may be copied in. When it may not, it must end the execution and dispose the isolate.
    */
   admitAnswer: ((json: string, room: number) => boolean) | undefined;
