@@ -13,17 +13,20 @@ const syscalls =
   process.arch === 'arm64' ? aarch64Syscalls : process.arch === 'x64' ? x86_64Syscalls : undefined;
 
 /**
- * The numbers perl's syscall() needs: splice(2) for the relays, recvmsg(2) and prctl(2) for the
- * host-side relay (descriptors passed in, and PR_SET_PDEATHSIG). 0 where none is known: the
- * relays then copy with read/write, and the host-side relay is not used.
+ * The numbers perl's syscall() needs: splice(2) for the relays, recvmsg(2), sendmsg(2) and
+ * prctl(2) for the host-side relay and the forwarder (descriptors passed over Unix sockets,
+ * PR_SET_PDEATHSIG, PR_SET_DUMPABLE). 0 where none is known: the relays then copy with
+ * read/write, the host-side relay is not used and the forwarder relays every connection.
  */
 export const relaySyscalls: {
   readonly splice: number;
   readonly recvmsg: number;
+  readonly sendmsg: number;
   readonly prctl: number;
 } = {
   splice: syscalls?.splice ?? 0,
   recvmsg: syscalls?.recvmsg ?? 0,
+  sendmsg: syscalls?.sendmsg ?? 0,
   prctl: syscalls?.prctl ?? 0,
 };
 
