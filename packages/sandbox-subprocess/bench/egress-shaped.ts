@@ -5,17 +5,20 @@
 // the way a server on a fast LAN is reached. The same 100 MB download and 200 kept-alive small requests as bench/egress.ts,
 // direct and through the proxy, interleaved round by round; medians. On loopback the relay
 // competes with the server and the client for two cores; here it has the CPU to spare.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { promisify } from 'node:util';
-import { execFile } from 'node:child_process';
 import { EgressProxy } from '../src/egress/egress-proxy.ts';
 import { createSandbox } from '../src/index.ts';
 
 const run = promisify(execFile);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
 const rate = process.env.BENCH_RATE ?? '1gbit';
-const names = { ns: `coda-bench-${process.pid}`, host: `cbh${process.pid % 100000}`, peer: `cbs${process.pid % 100000}` };
+const names = {
+  ns: `coda-bench-${process.pid}`,
+  host: `cbh${process.pid % 100000}`,
+  peer: `cbs${process.pid % 100000}`,
+};
 const hostAddress = '10.213.0.1';
 const serverAddress = '10.213.0.2';
 const ip = (...args: string[]): void => void execFileSync('ip', args, { stdio: 'ignore' });
@@ -83,15 +86,38 @@ const inSandbox: Curl = async (args) => {
 };
 const variants: { name: string; curl: Curl; flags: string[]; host: string }[] = [
   { name: 'direct (host curl)', curl: onHost, flags: [], host: serverAddress },
-  { name: 'host curl → proxy, plain HTTP', curl: onHost, flags: ['-x', proxyUrl], host: 'bench.test' },
-  { name: 'host curl → proxy, CONNECT', curl: onHost, flags: ['-p', '-x', proxyUrl], host: 'bench.test' },
+  {
+    name: 'host curl → proxy, plain HTTP',
+    curl: onHost,
+    flags: ['-x', proxyUrl],
+    host: 'bench.test',
+  },
+  {
+    name: 'host curl → proxy, CONNECT',
+    curl: onHost,
+    flags: ['-p', '-x', proxyUrl],
+    host: 'bench.test',
+  },
   { name: 'sandboxed curl → proxy, plain HTTP', curl: inSandbox, flags: [], host: 'bench.test' },
   { name: 'sandboxed curl → proxy, CONNECT', curl: inSandbox, flags: ['-p'], host: 'bench.test' },
 ];
-const download = (host: string) => ['-sS', '-o', '/dev/null', '-w', '%{speed_download}', `http://${host}:8080/big`];
+const download = (host: string) => [
+  '-sS',
+  '-o',
+  '/dev/null',
+  '-w',
+  '%{speed_download}',
+  `http://${host}:8080/big`,
+];
 const small = (host: string) => [
   '-sS',
-  ...Array.from({ length: 200 }, () => [`http://${host}:8080/small`, '-o', '/dev/null', '-w', '%{time_total}\\n']).flat(),
+  ...Array.from({ length: 200 }, () => [
+    `http://${host}:8080/small`,
+    '-o',
+    '/dev/null',
+    '-w',
+    '%{time_total}\\n',
+  ]).flat(),
 ];
 const median = (values: readonly number[]): number =>
   [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
@@ -102,9 +128,16 @@ try {
   for (let round = 0; round < rounds; round += 1) {
     loads.push(loadavg()[0] ?? 0);
     for (const [index, variant] of variants.entries()) {
-      speeds[index]?.push(Number(await variant.curl([...variant.flags, ...download(variant.host)])));
+      speeds[index]?.push(
+        Number(await variant.curl([...variant.flags, ...download(variant.host)])),
+      );
       const text = await variant.curl([...variant.flags, ...small(variant.host)]);
-      latencies[index]?.push(...text.trim().split('\n').map((line) => Number(line) * 1000));
+      latencies[index]?.push(
+        ...text
+          .trim()
+          .split('\n')
+          .map((line) => Number(line) * 1000),
+      );
     }
   }
 } finally {
@@ -115,7 +148,9 @@ try {
 const direct = median(speeds[0] ?? []);
 const directLatency = median(latencies[0] ?? []);
 console.log(`shaped veth: tbf rate ${rate} each way; medians of ${rounds} interleaved rounds`);
-console.log(`load (1 min) at the rounds' starts ${loads.map((value) => value.toFixed(1)).join(' ')}`);
+console.log(
+  `load (1 min) at the rounds' starts ${loads.map((value) => value.toFixed(1)).join(' ')}`,
+);
 console.log('| path | 100 MB, MB/s | × direct | kept-alive p50, ms | added, ms |');
 console.log('| --- | ---: | ---: | ---: | ---: |');
 for (const [index, variant] of variants.entries()) {

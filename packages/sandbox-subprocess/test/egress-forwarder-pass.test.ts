@@ -20,7 +20,7 @@ useRawServer();
 // The stand-in forwarder: connects to the proxy socket first (the channel), prints the host's
 // one-byte answer, sends what `mode` says as its first message, then listens on 127.0.0.1 and
 // passes every connection it accepts as the real forwarder does (one byte, one descriptor).
-const fakeForwarder = String.raw`
+const fakeForwarder = `
 import os, socket, sys
 path, mode = sys.argv[1], sys.argv[2]
 ch = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -131,22 +131,30 @@ describe('connections passed by the forwarder', () => {
     ['unix', 'a socket that is not IPv4 or IPv6'],
     ['unconnected', 'a socket that is not connected'],
   ];
-  it.each(refusals)('refuses %s, reports it, and carries the next connection', async (mode, why) => {
-    const run = await forwarded(mode);
-    try {
-      expect(run.answer).toBe('P');
-      await until(() => run.listener.session.report().denied.length === 1, 'the refusal');
-      expect(run.listener.session.report().denied).toEqual([
-        { host: '(forwarder)', port: 0, reason: 'protocol', detail: `a passed connection: ${why}` },
-      ]);
-      const download = await tunnel(run.port, 10);
-      await until(() => download.received() === 10, 'the answer');
-      raw.accepted.at(-1)?.end();
-      expect(await download.ended).toBe(10);
-    } finally {
-      await run.close();
-    }
-  });
+  it.each(refusals)(
+    'refuses %s, reports it, and carries the next connection',
+    async (mode, why) => {
+      const run = await forwarded(mode);
+      try {
+        expect(run.answer).toBe('P');
+        await until(() => run.listener.session.report().denied.length === 1, 'the refusal');
+        expect(run.listener.session.report().denied).toEqual([
+          {
+            host: '(forwarder)',
+            port: 0,
+            reason: 'protocol',
+            detail: `a passed connection: ${why}`,
+          },
+        ]);
+        const download = await tunnel(run.port, 10);
+        await until(() => download.received() === 10, 'the answer');
+        raw.accepted.at(-1)?.end();
+        expect(await download.ended).toBe(10);
+      } finally {
+        await run.close();
+      }
+    },
+  );
 
   it('takes the first connection only as the channel: a second one is read as a proxy request', async () => {
     const run = await forwarded('tcp');

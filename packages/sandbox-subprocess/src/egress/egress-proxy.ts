@@ -103,13 +103,17 @@ export class EgressProxy {
     // 0700 and root's (or the host user's): only bubblewrap, binding it into a run, gets through.
     this.#directory ??= mkdtempSync(join(tmpdir(), 'coda-egress-'));
     const path = join(this.#directory, `run-${++this.#next}.sock`);
-    const listener = this.#open(policy, (server) => {
-      server.listen(path);
-      // The run's identity (nobody, when the host is root) must be able to connect; the 0700
-      // directory keeps everyone else on the host out.
-      chmodSync(path, 0o666);
-      return { path };
-    }, options.forwarded === true);
+    const listener = this.#open(
+      policy,
+      (server) => {
+        server.listen(path);
+        // The run's identity (nobody, when the host is root) must be able to connect; the 0700
+        // directory keeps everyone else on the host out.
+        chmodSync(path, 0o666);
+        return { path };
+      },
+      options.forwarded === true,
+    );
     return listener;
   }
 
