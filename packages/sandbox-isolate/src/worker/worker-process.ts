@@ -329,7 +329,10 @@ export class WorkerProcess {
     // Decided before the outcome is delivered, so nothing picks this worker for a new job first.
     const overgrown = this.#jobs.size === 0 ? this.#supervision.overgrownWhenIdle() : undefined;
     if (overgrown !== undefined) {
-      this.#options.logger.info(overgrown, 'sandbox worker process replaced while idle: memory grew');
+      this.#options.logger.info(
+        overgrown,
+        'sandbox worker process replaced while idle: memory grew',
+      );
       this.kill({ kind: 'recycle', ...overgrown });
     }
     if (lost === undefined) pending.resolve(outcome);
