@@ -19,6 +19,7 @@ import { EgressSession, type Refused } from './egress-session.ts';
 import { type ForwarderChannel, HostRelays } from './host-relay.ts';
 import { type EgressLookup, systemLookup } from './lookup.ts';
 import { handleSocks } from './socks5.ts';
+import { relaySyscalls } from './splice-relay.ts';
 import { joinTunnel } from './tunnel.ts';
 import { connectUpstream } from './upstream.ts';
 
@@ -180,7 +181,8 @@ export class EgressProxy {
     };
     // The forwarder's channel is the listener's first connection, opened before the command
     // runs; no later connection is taken as one (forwarder.ts says why that matters).
-    let channelAwaited = forwarded;
+    // The forwarder opens one only where it has the numbers to pass with (forwarder.ts).
+    let channelAwaited = forwarded && relaySyscalls.sendmsg !== 0 && relaySyscalls.prctl !== 0;
     let channel: ForwarderChannel | undefined;
     const takeChannel = (socket: Socket): void => {
       socket.on('error', () => {});
