@@ -20,7 +20,7 @@
 // starts, so the command (same uid, no capabilities) can neither ptrace it nor take its
 // descriptors; every descriptor it passes it got from accept() and closes once sent.
 
-import { relaySub, relaySyscalls } from './splice-relay.ts';
+import { localLegSub, relaySub, relaySyscalls } from './splice-relay.ts';
 
 /** The port the proxy has inside every run (its own network namespace, so no clash). */
 export const proxyPortInside = 3128;
@@ -93,9 +93,11 @@ sub carry {
   my ($c) = @_;
   socket(my $u, PF_UNIX, SOCK_STREAM, 0) or return;
   connect($u, pack_sockaddr_un($path)) or return;
+  local_leg($c);
   relay($c, $u, undef, '', undef, $splice);
 }
 ${relaySub}
+${localLegSub}
 `;
 
 /**

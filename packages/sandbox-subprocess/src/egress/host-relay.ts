@@ -17,7 +17,7 @@
 import { type ChildProcess, type SendHandle, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { createInterface } from 'node:readline';
-import { relaySub, relaySyscalls } from './splice-relay.ts';
+import { localLegSub, relaySub, relaySyscalls } from './splice-relay.ts';
 
 /** The helper's process name (`ps`, /proc/PID/cmdline); its per-tunnel children add `: tunnel`. */
 export const relayProcessName = 'coda-egress-relay';
@@ -120,6 +120,7 @@ sub start {
     for my $other (values %half) { close $_ for grep { ref eq 'GLOB' } values %$other }
     if ($h->{cap}) { close $granter; $h->{cap}{control} = $grants }
     $0 = '${relayProcessName}: tunnel';
+    local_leg($h->{client});
     exit relay($h->{client}, $h->{upstream}, \*STDOUT, $c, $h->{cap}, $nr_splice);
   }
   $pid{$c} = $p; $id{$p} = $c;
@@ -135,6 +136,7 @@ sub ended {
   syswrite(STDOUT, "$c end $status" . (delete $cut{$c} ? " cut\n" : "\n"));
 }
 sub quit { kill 'KILL', values %pid; exit 0 }
+${localLegSub}
 # One message on forwarder channel $p: exactly one byte with exactly one descriptor, which must be
 # a connected TCP socket; it goes to Node, anything else is closed and reported.
 sub passed {

@@ -30,6 +30,18 @@ export const relaySyscalls: {
   prctl: syscalls?.prctl ?? 0,
 };
 
+/**
+ * `local_leg($socket)`: the socket towards the client, always a local one (the host's loopback,
+ * or the run's own namespace's), sends with Reno (TCP_CONGESTION; Reno is open to every user)
+ * instead of the host's default when that is BBR: BBR paces with a timer per burst where no fq
+ * qdisc does it, which on a loopback leg is pure cost (measured: a relayed 100 MB download
+ * 1.21× faster, median of 20 paired rounds, 15 won). No effect on a Unix socket (it fails,
+ * ignored); the server's leg keeps the host's choice.
+ */
+export const localLegSub = String.raw`
+sub local_leg { setsockopt($_[0], 6, 13, 'reno') }
+`;
+
 /** Bytes one splice moves at most, and the pipe size asked for (F_SETPIPE_SZ) to hold them. */
 export const relayChunkBytes = 1 << 20;
 
