@@ -5,7 +5,7 @@
 // connected TCP socket per message is taken, anything else is closed and reported; a passed
 // tunnel goes to the splice relay and is counted exactly; the process that passes cannot be
 // read by the command.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { connect } from 'node:net';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
@@ -99,6 +99,10 @@ describe('connections passed by the forwarder', () => {
           .map((entry) => entry.name)
           .sort(),
       ).toEqual(['coda-egress-relay', 'coda-egress-relay: tunnel']);
+      // The relay's leg to the client is local: it sends with Reno, whatever the host's default
+      // (here BBR, whose timer pacing costs on loopback); the server's leg keeps the default.
+      const ss = execFileSync('ss', ['-tin', `sport = :${run.port}`]).toString();
+      expect(/\b(reno|bbr|cubic)\b/.exec(ss)?.[1]).toBe('reno');
       raw.accepted.at(-1)?.end();
       expect(await download.ended).toBe(size);
       await run.listener.close();
