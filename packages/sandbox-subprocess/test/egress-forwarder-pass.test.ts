@@ -188,6 +188,14 @@ describe('connections passed by the forwarder', () => {
   });
 });
 
+describe('egressForwarding', () => {
+  it('is validated: anything but pass or relay is refused naming the option', () => {
+    expect(() => createSandbox({}, { egressForwarding: 'splice' as never })).toThrow(
+      /^Invalid egressForwarding: .*pass.*relay/,
+    );
+  });
+});
+
 describe('the forwarder inside a run', () => {
   // Each perl process in the run other than the command's, and whether its descriptors can be
   // listed: the forwarder's accept loop holds the passed sockets and must not be readable.
