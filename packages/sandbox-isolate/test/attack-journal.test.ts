@@ -7,8 +7,11 @@
 // else (time in a status), ends replayDiverged; a cancellation or a timeout during the second run
 // starts nothing more. One engine, one worker, short busy loops: the file takes a few seconds.
 import type { Logger, SandboxEvent, TerminalEvent } from '@coda/sandbox-core';
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
 import { collect, expectError, expectResult } from './helpers.ts';
@@ -45,7 +48,8 @@ const retried: string[] = [];
 const logger: Logger = {
   debug: () => {},
   info: (object: unknown, message?: string) => {
-    if (message?.includes('running it again alone')) retried.push((object as { jobId: string }).jobId);
+    if (message?.includes('running it again alone'))
+      retried.push((object as { jobId: string }).jobId);
   },
   warn: (object: unknown, message?: string) => {
     if (message === 'sandbox worker process ended') deaths.push((object as { jobs: number }).jobs);
@@ -53,7 +57,9 @@ const logger: Logger = {
   error: () => {},
 };
 const spans = new InMemorySpanExporter();
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
+const tracerProvider = new BasicTracerProvider({
+  spanProcessors: [new SimpleSpanProcessor(spans)],
+});
 
 const engine = new SandboxEngine({
   workers: 1,
@@ -117,8 +123,16 @@ async function lostWith(code: string, calls: number, timeoutMs = 10_000, killAft
   expect(deaths[deathsBefore]).toBe(2);
   // The killer went first to the queue of those run again alone: once it died alone, the
   // co-tenant's second run starts on the next worker.
-  const secondRunStarts = () => until(() => deaths.length - deathsBefore === 2).then(() => sleep(700));
-  return { handle, events, killed, submitted, secondRunStarts, newStarts: () => starts.slice(before) };
+  const secondRunStarts = () =>
+    until(() => deaths.length - deathsBefore === 2).then(() => sleep(700));
+  return {
+    handle,
+    events,
+    killed,
+    submitted,
+    secondRunStarts,
+    newStarts: () => starts.slice(before),
+  };
 }
 
 const divergedMessage = (how: string) =>
@@ -152,10 +166,14 @@ describe('the replay journal under attack (process, one worker)', () => {
     // One execution span per execution (the killer's is the other), one call span per handler
     // start: the calls answered from the journal made none (the killer's arm neither).
     const finished = () => spans.getFinishedSpans();
-    await until(() => finished().filter((span) => span.name === 'coda.sandbox.execution').length === 2);
+    await until(
+      () => finished().filter((span) => span.name === 'coda.sandbox.execution').length === 2,
+    );
     const count = (name: string, tool?: string) =>
       finished().filter(
-        (span) => span.name === name && (tool === undefined || span.attributes['gen_ai.tool.name'] === tool),
+        (span) =>
+          span.name === name &&
+          (tool === undefined || span.attributes['gen_ai.tool.name'] === tool),
       ).length;
     expect(count('coda.sandbox.execution')).toBe(2);
     expect(count('coda.sandbox.data_request')).toBe(1);

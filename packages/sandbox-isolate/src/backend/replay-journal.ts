@@ -267,7 +267,11 @@ export class ReplayJournal implements JobHost {
     if (missing === undefined) return outcome;
     // The run is over: nothing is left to abort.
     this.#onDiverged = () => {};
-    return { kind: 'error', error: this.#diverge(missing, 'ended without making'), stats: outcome.stats };
+    return {
+      kind: 'error',
+      error: this.#diverge(missing, 'ended without making'),
+      stats: outcome.stats,
+    };
   }
 
   /** What the first run did that the second has not reproduced yet (answers aside). */
@@ -276,7 +280,8 @@ export class ReplayJournal implements JobHost {
     for (let index = this.#cursor; index < entries.length; index++) {
       const entry = entries[index]!;
       if (entry.kind === 'status') return 'a status event';
-      if (entry.kind === 'request') return entry.tool === undefined ? 'a data request' : 'a tool call';
+      if (entry.kind === 'request')
+        return entry.tool === undefined ? 'a data request' : 'a tool call';
     }
     return undefined;
   }
@@ -284,7 +289,8 @@ export class ReplayJournal implements JobHost {
   #diverge(what: string, how = 'made'): SandboxErrorJSON {
     this.#diverged = true;
     this.#entries = undefined;
-    const differs = how === 'made' ? " that differs from the first run's" : ' the first run had made';
+    const differs =
+      how === 'made' ? " that differs from the first run's" : ' the first run had made';
     const error = new SandboxCrashError(
       `The execution was lost with a worker process another execution killed, and ran again; the second run ${how} ${what}${differs}, so it was ended rather than show the caller or a handler something twice`,
       { details: { collateral: true, replayDiverged: true } },
