@@ -10,7 +10,7 @@ import type { ParserLimits } from '@coda/sandbox-core';
 import { z } from 'zod';
 import { lengthBytes, nonceBytes, runnerExitCode } from '../protocol/wire.ts';
 import type { ChildExit, ParserChild } from '../spawn/child.ts';
-import { classify, type KillReason } from './classify.ts';
+import { classify, effectiveExit, type KillReason } from './classify.ts';
 import { watchMemory } from './memory-watch.ts';
 import { OutputCapture } from './output-capture.ts';
 import { type ReaderState, ResponseReader } from './response-reader.ts';
@@ -39,7 +39,7 @@ type CallEnd =
   | { kind: 'frame'; state: ReaderState }
   | { kind: 'killed'; reason: KillReason }
   | { kind: 'cpu' }
-  | { kind: 'child-died'; exit: ChildExit; why: string };
+  | { kind: 'child-died'; exit: ChildExit; why: string | undefined };
 
 /** One call sent to the child and not yet ended there. */
 interface InFlight {
@@ -106,7 +106,7 @@ export class IsolateServer {
       stopMemory();
       this.#exited = true;
       this.#markReady();
-      const why = this.#killedFor ?? 'exited';
+      const why = this.#killedFor;
       for (const call of this.#calls.values()) call.settle({ kind: 'child-died', exit, why });
       this.#calls.clear();
       this.#byNonce.clear();
@@ -120,7 +120,7 @@ export class IsolateServer {
 
   /** Kills the child (and with it every isolate); calls in flight fail `CRASH`. */
   retire(): void {
-    this.#retire('retired by the host');
+    this.#retire('was retired');
   }
 
   #retire(why: string): void {
@@ -158,7 +158,7 @@ export class IsolateServer {
     };
     call.backstop.unref();
     if (!this.alive) {
-      call.settle({ kind: 'child-died', exit: await this.child.exited, why: 'exited' });
+      call.settle({ kind: 'child-died', exit: await this.child.exited, why: this.#killedFor });
     } else {
       this.#calls.set(id, call);
       this.#byNonce.set(call.nonceKey, call);
@@ -241,12 +241,16 @@ export class IsolateServer {
     if (end.kind === 'cpu') {
       return failure('TIMEOUT', `CPU time limit exceeded (${limits.cpuSecs} s)`);
     }
-    const { exit } = end;
+    // Under bubblewrap the child's death by signal N is bwrap's exit code 128 + N.
+    const exit = effectiveExit(end.exit, confinement);
     const how =
       exit.signal === null ? `exited with code ${exit.exitCode}` : `was killed by ${exit.signal}`;
     const memory = exit.memoryExceeded === true ? ' (its memory cgroup was full)' : '';
     return {
-      ...failure('CRASH', `the isolate child ${how}${memory} with this call in flight: ${end.why}`),
+      ...failure(
+        'CRASH',
+        `the isolate child ${how}${memory} with this call in flight${end.why === undefined ? '' : ` (the host killed it: it ${end.why})`}`,
+      ),
       exitCode: exit.exitCode,
       ...(exit.signal === null ? {} : { signal: exit.signal }),
       stderr: this.#stderr.text(),
