@@ -158,6 +158,26 @@ describe.each([
           exitCode: 1,
         },
       ],
+      [
+        'arrayBufferBomb',
+        null,
+        { memoryBytes: 64 * mebibyte },
+        {
+          ok: false,
+          code: 'OOM',
+          error:
+            "memory limit exceeded: Array buffer allocation failed (the isolate's limit, 32 MiB)",
+          exitCode: 1,
+        },
+      ],
+      // WebAssembly memory is outside the isolate's limit: without WebAssembly removed, this
+      // filled the child's cgroup and the child died with every call on it.
+      [
+        'wasmBomb',
+        null,
+        { memoryBytes: 64 * mebibyte },
+        { ok: false, code: 'RUNTIME', error: 'WebAssembly is not defined', exitCode: 1 },
+      ],
     ];
     for (const [parser, payload, callOptions, expected] of table) {
       const started = performance.now();
@@ -241,6 +261,7 @@ describe('isolate model: nothing passes between calls', () => {
         fetch: 'undefined',
         Buffer: 'undefined',
         setTimeout: 'undefined',
+        WebAssembly: 'undefined',
         importMeta: 'undefined',
         dynamicImport: 'refused: Not supported',
       },

@@ -41,6 +41,8 @@ const mebibyte = 1024 * 1024;
 const errorMessageLimit = 16_384;
 /** What isolated-vm's own `timeout` option ends a run with. */
 const ivmTimeoutMessage = 'Script execution timed out.';
+/** V8's RangeError message when an ArrayBuffer cannot be allocated. */
+const arrayBufferRefused = 'Array buffer allocation failed';
 /** How often a call's isolate's CPU time is compared with its `cpuSecs`. */
 const cpuPollMs = 25;
 
@@ -146,8 +148,13 @@ async function readModuleGraph(ivm: Ivm, entryPath: string): Promise<Map<string,
  * code can replace them, and returns [call, collect]. `call` starts the parser; `collect`, a
  * later task (so every microtask of the first has run), reads how it went: `['ok', json]`,
  * `['threw', message]`, `['bad', message]` (not JSON), `['unknown']` or `['pending']`.
+ *
+ * It also removes `WebAssembly`: a WebAssembly.Memory lives outside the isolate's heap and is
+ * not counted by its memoryLimit (a 64 MiB call grew one to 2 GiB and filled it, the child's
+ * cgroup killed the child, and the call beside it failed CRASH). No other global reaches it.
  */
 const bootstrapSource = `(() => {
+  delete globalThis.WebAssembly;
   const parse = JSON.parse, stringify = JSON.stringify, hasOwn = Object.hasOwn;
   const resolve = Promise.resolve.bind(Promise), then = Promise.prototype.then;
   const apply = Reflect.apply, ErrorType = Error, toText = String;
@@ -291,6 +298,15 @@ class IsolateServer {
     if (kind === 'unknown') return error('unknown-parser', `Unknown parser: ${parser}`);
     if (kind === 'pending') {
       return error('never-settled', 'parser returned a promise that never settled');
+    }
+    // What V8 throws for an ArrayBuffer the isolate's limit refuses: memory, as in spawn mode
+    // (where a Buffer bomb meets the cgroup). A parser that throws these words itself only
+    // changes its own call's code.
+    if (kind === 'threw' && text === arrayBufferRefused) {
+      return error(
+        'memory-exceeded',
+        `memory limit exceeded: ${text} (the isolate's limit, ${isolateMemoryMiB(limits.memoryBytes)} MiB)`,
+      );
     }
     if (kind === 'threw') return error('parser-error', text);
     if (kind === 'bad') return error('invalid-result', `parser result is not JSON: ${text}`);
