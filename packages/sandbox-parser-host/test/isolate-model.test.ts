@@ -29,7 +29,10 @@ function isolateChildren(): number[] {
     }
     for (const child of children) {
       const cmdline = readFileSync(`/proc/${child}/cmdline`, 'latin1').split('\0');
-      if (cmdline[0] === process.execPath && cmdline.some((arg) => arg.includes('isolate-runner'))) {
+      if (
+        cmdline[0] === process.execPath &&
+        cmdline.some((arg) => arg.includes('isolate-runner'))
+      ) {
         found.push(child);
       }
       walk(child);
@@ -183,7 +186,12 @@ describe.each([
       const started = performance.now();
       const result = await host.runParser(parser, payload, callOptions);
       const elapsed = performance.now() - started;
-      expect({ parser, ...outcome(result) }).toEqual({ parser, stderr: '', timedOut: false, ...expected });
+      expect({ parser, ...outcome(result) }).toEqual({
+        parser,
+        stderr: '',
+        timedOut: false,
+        ...expected,
+      });
       // A wall clock or CPU limit ends the call soon after it, not at the host's backstop.
       const bound = 'timeout' in callOptions ? Number(callOptions.timeout) + 1000 : 2000;
       expect({ parser, fast: elapsed < bound }).toEqual({ parser, fast: true });
@@ -283,6 +291,14 @@ describe('isolate model: nothing passes between calls', () => {
     expect(isolateChildren()).toHaveLength(1);
   });
 
+  it('a 4 MiB payload goes in and comes back whole', async () => {
+    const host = isolateHost();
+    const text = 'ü'.repeat(2 * mebibyte);
+    const result = await host.runParser('echo', { text });
+    expect(result.ok).toBe(true);
+    expect((result.data as { payload: { text: string } }).payload.text === text).toBe(true);
+  });
+
   it('a call that times out does not hold up the calls beside it', async () => {
     const host = isolateHost({ maxConcurrent: 4 });
     await host.warm();
@@ -290,7 +306,9 @@ describe('isolate model: nothing passes between calls', () => {
     const started = performance.now();
     const quick = await Promise.all([1, 2, 3].map((n) => host.runParser('echo', n)));
     expect(performance.now() - started).toBeLessThan(1000);
-    expect(quick.map((result) => result.data)).toEqual([1, 2, 3].map((n) => ({ payload: n, kwargs: {} })));
+    expect(quick.map((result) => result.data)).toEqual(
+      [1, 2, 3].map((n) => ({ payload: n, kwargs: {} })),
+    );
     expect(await spinning).toMatchObject({ ok: false, code: 'TIMEOUT', timedOut: true });
   });
 });
@@ -371,4 +389,3 @@ describe('isolate model: options', () => {
     });
   });
 });
-

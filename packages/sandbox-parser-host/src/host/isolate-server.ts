@@ -218,7 +218,12 @@ export class IsolateServer {
             ? runnerExitCode.ok
             : runnerExitCode.error
           : null;
-      return classify({ ...outcome, exit: { exitCode, signal: null }, reader: state, killed: undefined });
+      return classify({
+        ...outcome,
+        exit: { exitCode, signal: null },
+        reader: state,
+        killed: undefined,
+      });
     }
     if (end.kind === 'killed') {
       return classify({

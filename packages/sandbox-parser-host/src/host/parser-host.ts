@@ -203,7 +203,10 @@ class Host implements ParserHost {
     const prepared = this.#prepare(parserName, payload, options);
     if ('error' in prepared) return prepared.error;
     const { body, limits, signal, isolateParts } = prepared;
-    if (this.settings.processModel === 'isolate' && limits.memoryBytes > this.settings.limits.memoryBytes) {
+    if (
+      this.settings.processModel === 'isolate' &&
+      limits.memoryBytes > this.settings.limits.memoryBytes
+    ) {
       // The one child is sized for the host's limit per call; more would crowd the other calls.
       return refusedResult(
         'VALIDATION',

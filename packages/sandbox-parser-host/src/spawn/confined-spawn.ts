@@ -95,18 +95,18 @@ export class ConfinedSpawner {
                 ]),
               ]
             : [
-              process.execPath,
-              runnerPath,
-              wirePath,
-              jsonCostPath,
-              ...plan.readPaths,
-              ...packageScopes([
-                dirname(runnerPath),
-                dirname(wirePath),
-                dirname(jsonCostPath),
+                process.execPath,
+                runnerPath,
+                wirePath,
+                jsonCostPath,
                 ...plan.readPaths,
-              ]),
-            ],
+                ...packageScopes([
+                  dirname(runnerPath),
+                  dirname(wirePath),
+                  dirname(jsonCostPath),
+                  ...plan.readPaths,
+                ]),
+              ],
     });
     return wrap(
       child,

@@ -2,8 +2,8 @@
 // the hard one, so the CPU limit shows as SIGXCPU and not as an anonymous SIGKILL; RLIMIT_DATA
 // as a backstop; no core files) in front of node. The same command runs plain or under bwrap.
 import { existsSync } from 'node:fs';
-import { nodeArguments, type RunnerPlan } from './node-command.ts';
 import { isolateNodeArguments } from './isolate-command.ts';
+import { nodeArguments, type RunnerPlan } from './node-command.ts';
 import { pythonCommand } from './python-command.ts';
 
 const prlimitPath = ['/usr/bin/prlimit', '/bin/prlimit'].find((path) => existsSync(path));
@@ -25,7 +25,9 @@ export function runnerCommand(plan: RunnerPlan): { file: string; args: string[] 
   const node = process.execPath;
   const { isolateServer } = plan;
   const args =
-    isolateServer === undefined ? nodeArguments(plan) : isolateNodeArguments({ ...plan, isolateServer });
+    isolateServer === undefined
+      ? nodeArguments(plan)
+      : isolateNodeArguments({ ...plan, isolateServer });
   if (prlimitPath === undefined) return { file: node, args };
   const { cpuSecs, memoryBytes } = plan.limits;
   if (isolateServer !== undefined) {
