@@ -3,10 +3,14 @@
 // expected answers are written out here; which child served a call is read from /proc (the
 // isolate runner's pid among this process's descendants), so "the child survives" is observed,
 // not inferred.
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { IsolateServer } from '../src/host/isolate-server.ts';
 import type { ParserHostOptions, ParserResult } from '../src/index.ts';
+import { type ChildExit, toParserChild } from '../src/spawn/child.ts';
 import { makeHost, thrown } from './helpers.ts';
 
 const fixture = (name: string): string =>
@@ -387,5 +391,83 @@ describe('isolate model: options', () => {
       timedOut: false,
       stderr: '',
     });
+  });
+});
+
+describe('isolate model: the host checks every answer of the child', () => {
+  /** Runs one call through an IsolateServer whose child is `lying-child.mjs` in `mode`. */
+  async function callLyingChild(mode: string): Promise<ParserResult> {
+    const child = spawn(process.execPath, [fixture('lying-child.mjs'), mode], {
+      stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<ChildExit>((resolve) => {
+      child.once('exit', (exitCode, signal) => resolve({ exitCode, signal }));
+    });
+    const parserChild = toParserChild(child, {
+      response: child.stdio[3] as Readable,
+      control: child.stdio[4] as Readable,
+      exited,
+      confinement: {
+        sandbox: 'none',
+        memory: 'heap-only',
+        cpu: 'none',
+        runtime: 'node',
+        permissionModel: false,
+        auditHook: false,
+      },
+      kill: () => child.kill('SIGKILL'),
+    });
+    const server = new IsolateServer(parserChild, 1024 * mebibyte, {
+      maxOutputBytes: 1024,
+      maxStderrBytes: 1024,
+    });
+    const limits = { timeout: 5000, memoryBytes: 64 * mebibyte, cpuSecs: 5 };
+    try {
+      return await server.run(
+        {
+          body: Buffer.alloc(0),
+          isolateParts: {
+            envelope: JSON.stringify({ v: 1, parser: 'p', kwargs: {}, limits }),
+            payloadJson: 'null',
+          },
+          limits,
+          signal: undefined,
+          closing: new AbortController().signal,
+        },
+        performance.now(),
+      );
+    } finally {
+      server.retire();
+      await exited;
+    }
+  }
+
+  it.each([
+    [
+      'wrong-nonce',
+      {
+        code: 'CRASH',
+        error:
+          'the isolate child was killed by SIGKILL with this call in flight (the host killed it: it sent a frame of no call in flight)',
+      },
+    ],
+    [
+      'too-large',
+      { code: 'VALIDATION', error: 'parser response is 307221 bytes, over maxOutputBytes (1024)' },
+    ],
+    ['not-json', { code: 'CRASH', error: 'child sent a bad response: the response is not JSON' }],
+    [
+      'wrong-shape',
+      { code: 'CRASH', error: 'child sent a bad response: the response has the wrong shape' },
+    ],
+    [
+      'deep',
+      {
+        code: 'CRASH',
+        error: 'child sent a bad response: the response is nested deeper than 10000 levels',
+      },
+    ],
+  ])('%s: refused', async (mode, expected) => {
+    expect(await callLyingChild(mode)).toMatchObject({ ok: false, ...expected });
   });
 });
