@@ -107,7 +107,10 @@ export class IsolateServer {
       this.#exited = true;
       this.#markReady();
       const why = this.#killedFor;
-      for (const call of this.#calls.values()) call.settle({ kind: 'child-died', exit, why });
+      // Every call without its result: running, or ended there with its frame still on its way.
+      for (const call of [...this.#calls.values(), ...this.#byNonce.values()]) {
+        call.settle({ kind: 'child-died', exit, why });
+      }
       this.#calls.clear();
       this.#byNonce.clear();
     });
@@ -346,6 +349,6 @@ export class IsolateServer {
     // Its frame is written before its end line, but on another pipe: it may be on its way.
     setTimeout(() => {
       if (!call.frameRead) this.#retire('said it answered a call without its frame');
-    }, 1_000).unref();
+    }, 5_000).unref();
   }
 }
