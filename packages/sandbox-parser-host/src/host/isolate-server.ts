@@ -65,6 +65,8 @@ export class IsolateServer {
   readonly #caps: OutputCaps;
   readonly #calls = new Map<number, InFlight>();
   readonly #byNonce = new Map<string, InFlight>();
+  /** Calls sent and without their result: all fail `CRASH` if the child dies. */
+  readonly #unsettled = new Set<InFlight>();
   readonly #stderr: OutputCapture;
   readonly ready: Promise<void>;
   #nextId = 1;
@@ -107,10 +109,8 @@ export class IsolateServer {
       this.#exited = true;
       this.#markReady();
       const why = this.#killedFor;
-      // Every call without its result: running, or ended there with its frame still on its way.
-      for (const call of [...this.#calls.values(), ...this.#byNonce.values()]) {
-        call.settle({ kind: 'child-died', exit, why });
-      }
+      // Every call without its result, whatever the child said of it.
+      for (const call of [...this.#unsettled]) call.settle({ kind: 'child-died', exit, why });
       this.#calls.clear();
       this.#byNonce.clear();
     });
@@ -148,6 +148,7 @@ export class IsolateServer {
       settle: (end) => {
         if (call.settled) return;
         call.settled = true;
+        this.#unsettled.delete(call);
         settle(end);
       },
       settled: false,
@@ -165,6 +166,7 @@ export class IsolateServer {
     } else {
       this.#calls.set(id, call);
       this.#byNonce.set(call.nonceKey, call);
+      this.#unsettled.add(call);
       this.#send(callFrame, id, this.#callBody(nonce, request));
     }
     const cancel = (message: string): void => {
@@ -296,6 +298,8 @@ export class IsolateServer {
       const state = call.reader.push(piece);
       if (state.kind !== 'reading') call.settle({ kind: 'frame', state });
       if (this.#frameLeft === 0) {
+        // A whole frame its reader did not take as one answer: not the protocol.
+        if (state.kind === 'reading') this.#retire('sent a frame that was no answer');
         this.#frameCall = undefined;
         call.frameRead = true;
         // One frame per call: once its end line came too, its nonce opens nothing more.
@@ -348,7 +352,7 @@ export class IsolateServer {
     }
     // Its frame is written before its end line, but on another pipe: it may be on its way.
     setTimeout(() => {
-      if (!call.frameRead) this.#retire('said it answered a call without its frame');
+      if (!call.settled) this.#retire('said it answered a call without its frame');
     }, 5_000).unref();
   }
 }
