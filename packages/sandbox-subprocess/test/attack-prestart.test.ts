@@ -6,6 +6,7 @@
 // sandbox whose pool is closed), never from the pool's code.
 import {
   chmodSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   renameSync,
@@ -362,6 +363,28 @@ describe('state a pre-started sandbox carries into its run (held)', () => {
     );
   });
 
+  it('a sandbox whose stub was killed a moment ago is not handed out: the run starts cold', async () => {
+    const sandbox = await warmSandbox();
+    const wrappers = prestartPoolOf(sandbox).pids();
+    // The innermost process below each wrapper (wrapper, bwrap, its pid 1, the stub).
+    const stubs = wrappers.map((wrapper) => {
+      let pid = wrapper;
+      for (let below = childrenOf(pid); below.length > 0; below = childrenOf(pid)) pid = below[0]!;
+      return pid;
+    });
+    expect(stubs.every((stub, index) => stub !== wrappers[index])).toBe(true);
+    for (const stub of stubs) process.kill(stub, 'SIGKILL');
+    // Blocks the event loop until the stubs are dead (zombies, or reaped by bwrap's pid 1), then
+    // runs at once: their wrappers still run for a few milliseconds (bwrap has yet to notice).
+    const deadline = Date.now() + 5_000;
+    while (stubs.some(isRunning) && Date.now() < deadline) {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 0.1);
+    }
+    expect(stubs.filter(isRunning)).toEqual([]);
+    const result = await sandbox.run('/bin/echo', ['hi']);
+    expect(result).toMatchObject({ success: true, stdout: 'hi\n' });
+  });
+
   it('runs started at once each get their own sandbox, warm or cold, all confined alike', async () => {
     const sandbox = await warmSandbox();
     const runs = await Promise.all(
@@ -376,3 +399,29 @@ describe('state a pre-started sandbox carries into its run (held)', () => {
     expect(runs.filter((run) => run.warm).length).toBe(2);
   });
 });
+
+/** Live (not zombie) children of `parent`, from a scan of /proc. */
+function childrenOf(parent: number): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (fields[0] !== 'Z' && Number(fields[1]) === parent) found.push(Number(entry));
+    } catch {
+      // Gone while we looked.
+    }
+  }
+  return found;
+}
+
+/** Whether `pid` is a live process (not a zombie). */
+function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return false;
+  }
+}
