@@ -280,6 +280,40 @@ describe('the stub’s pipe protocol', () => {
     expect(JSON.parse(run.stdout)).toEqual({ argv, env });
   });
 
+  /** Variables bash sets or reads itself, as a caller might pass them; each with one it keeps. */
+  const bashNames: Record<string, string>[] = [
+    { UID: '7' },
+    { SHLVL: '5' },
+    { OLDPWD: '/usr' },
+    { GROUPS: 'staff' },
+    { PS1: 'prompt' },
+    { BASH_ENV: '/nonexistent' },
+    { POSIXLY_CORRECT: 'y', EUID: '3' },
+  ];
+  it.each([
+    { identity: 'dropped', runAs: undefined },
+    { identity: 'host', runAs: 'host' as const },
+  ])(
+    'variables bash treats as its own start cold, and arrive as a cold run’s ($identity identity)',
+    async ({ runAs }) => {
+      const input = { ...policy, runAs };
+      const sandbox = await warmSandbox(input);
+      const cold = await coldTwin(input);
+      const seen: unknown[] = [];
+      for (const env of bashNames) {
+        await ready(sandbox);
+        const script = Object.keys(env)
+          .map((name) => `printf '%s=%s;' ${name} "\${${name}-unset}"`)
+          .join('; ');
+        const warmRun = await runResult(sandbox, script, { env: { ...env, KEPT: 'k' } });
+        const coldRun = await runResult(cold, script, { env: { ...env, KEPT: 'k' } });
+        expect(warmRun.result).toEqual(coldRun.result);
+        seen.push([Object.keys(env).join('+'), warmRun.warm, warmRun.result.success]);
+      }
+      expect(seen).toEqual(bashNames.map((env) => [Object.keys(env).join('+'), false, true]));
+    },
+  );
+
   /** One variable: well within exec's limit, past what a pre-started sandbox takes, past the kernel's. */
   const sizes = [
     { bytes: 40_000, warm: true, code: 'RUNTIME' },

@@ -30,7 +30,12 @@ import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
 import { maskStamp } from './mask-stamp.ts';
 import type { PrestartedSandbox, PrestartPool, PrestartSpec } from './prestart-pool.ts';
-import { commandMessage, stubScript, stubVariablePrefix } from './prestart-stub.ts';
+import {
+  bashOwnVariables,
+  commandMessage,
+  stubScript,
+  stubVariablePrefix,
+} from './prestart-stub.ts';
 import { runAdditions } from './run-paths.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
 import {
@@ -403,7 +408,8 @@ function prestartKey(
  * Whether a pre-started sandbox can run `request` exactly as a cold run would: bubblewrap, no
  * path pinned for the run (a pinned descriptor is the run's own: binding an earlier one could
  * show a path since replaced), no egress forwarder (its socket is the run's), not a spawnSync,
- * no variable of the stub's reserved prefix (the stub would unset it), and an argv and
+ * no variable of the stub's reserved prefix (the stub would unset it) nor one its bash treats as
+ * its own ({@link bashOwnVariables}), and an argv and
  * environment that exec surely takes (see {@link prestartExecBytes}).
  */
 function prestartable(
@@ -416,7 +422,9 @@ function prestartable(
     request.synchronous !== true &&
     request.egressSocket === undefined &&
     pins.length === 0 &&
-    !Object.keys(confinement.env).some((name) => name.startsWith(stubVariablePrefix)) &&
+    !Object.keys(confinement.env).some(
+      (name) => name.startsWith(stubVariablePrefix) || bashOwnVariables.has(name),
+    ) &&
     execBytes(confinement) <= prestartExecBytes
   );
 }
