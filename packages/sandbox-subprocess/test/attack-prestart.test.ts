@@ -6,10 +6,13 @@
 // sandbox whose pool is closed), never from the pool's code.
 import {
   chmodSync,
+  existsSync,
+  mkdirSync,
   readdirSync,
   readFileSync,
   realpathSync,
   renameSync,
+  rmSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
@@ -102,6 +105,29 @@ describe('host changes between the pre-start and the run', () => {
     await ready(sandbox);
     const again = await spawnRun(sandbox, '/bin/sh', ['-c', read]);
     expect(again).toMatchObject({ warm: true, stdout: 'rc=1\n' });
+  });
+
+  it('a default mask the host creates after its first run (an install) is applied, warm and cold', async () => {
+    // /etc/credstore (systemd credentials) is a default masked row, absent on the test host.
+    const path = '/etc/credstore';
+    expect(existsSync(path)).toBe(false);
+    const sandbox = await warmSandbox();
+    mkdirSync(path);
+    onTestFinished(() => rmSync(path, { recursive: true, force: true }));
+    const secret = token();
+    writeFileSync(join(path, 'db.password'), secret, { mode: 0o644 });
+    const read = `cat ${path}/db.password 2>/dev/null; echo " rc=$?"`;
+    const first = await spawnRun(sandbox, '/bin/sh', ['-c', read]);
+    const sync = sandbox.execSync(`/bin/sh -c ${read.replaceAll(' ', '\\ ')}`);
+    await ready(sandbox);
+    const warm = await spawnRun(sandbox, '/bin/sh', ['-c', read]);
+    // An empty read-only tmpfs over it: the file is not there.
+    expect([first.stdout, sync.stdout, warm.stdout, warm.warm]).toEqual([
+      ' rc=1\n',
+      ' rc=1\n',
+      ' rc=1\n',
+      true,
+    ]);
   });
 
   it('a umask the host tightened after the pre-start is the run’s umask, warm or cold', async () => {
