@@ -14,7 +14,9 @@ const cache = new Map<string, ReturnType<HostPaths['kind']>>();
 
 function lookUp(path: string): ReturnType<HostPaths['kind']> {
   try {
-    const stat = lstatSync(path);
+    // No exception for an absent path (most masks are, and they are looked up at every run).
+    const stat = lstatSync(path, { throwIfNoEntry: false });
+    if (stat === undefined) return undefined;
     if (stat.isSymbolicLink()) return { link: readlinkSync(path) };
     return stat.isDirectory() ? 'dir' : 'file';
   } catch {
