@@ -4,6 +4,8 @@
 // concurrency, and whether a warm result says exactly what a cold one says. Real bubblewrap on
 // the real kernel. Each expected value comes from the test's own tables or from a cold twin (a
 // sandbox whose pool is closed), never from the pool's code.
+
+import { spawnSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -20,7 +22,7 @@ import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { prestartPoolOf } from '../src/linux/prestart-pool.ts';
-import { python, tempDir, token } from './support/helpers.ts';
+import { node, python, tempDir, token } from './support/helpers.ts';
 
 const policy = { allowNetwork: false, allowFileWrites: false, timeoutMs: 20_000 } as const;
 type PolicyInput = Parameters<typeof createSandbox>[0];
@@ -260,6 +262,37 @@ const report = [
   'grep -c : /proc/net/dev',
   'env | sort',
 ].join('; ');
+
+describe('a sandbox dropped without close()', () => {
+  it('has its pre-started sandboxes ended once it is collected', () => {
+    // A host that makes a sandbox per request and never closes it; run with --expose-gc.
+    const script = `
+      import { readFileSync } from 'node:fs';
+      import { createSandbox } from './src/index.ts';
+      import { prestartPoolOf } from './src/linux/prestart-pool.ts';
+      const running = (pid) => { try { return !/^[ZX]/.test(readFileSync('/proc/' + pid + '/stat', 'utf8').split(') ')[1]); } catch { return false; } };
+      async function request() {
+        const sandbox = createSandbox({ allowNetwork: false, allowFileWrites: false });
+        await sandbox.run('/bin/true');
+        await new Promise((resolve) => setImmediate(resolve));
+        await prestartPoolOf(sandbox).settled();
+        return prestartPoolOf(sandbox).pids();
+      }
+      const pooled = [...(await request()), ...(await request())];
+      for (let round = 0; round < 50 && pooled.some(running); round++) {
+        globalThis.gc();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      process.stdout.write(JSON.stringify({ pooled: pooled.length, left: pooled.filter(running) }));
+      process.exit(0);`;
+    const result = spawnSync(
+      node,
+      ['--expose-gc', '--conditions=@coda/source', '--input-type=module', '-e', script],
+      { cwd: join(import.meta.dirname, '..'), encoding: 'utf8', timeout: 20_000 },
+    );
+    expect(JSON.parse(result.stdout)).toEqual({ pooled: 4, left: [] });
+  });
+});
 
 describe('the pool key, field by field, against a cold twin', () => {
   it.each(keyRows)('$name: warm=$warm, and its result equals the cold run’s', async (row) => {

@@ -93,13 +93,21 @@ const placeholder = { memoryBytes: 1024 * 1024 * 1024, pids: 4_194_304 };
 
 const livePools = new Set<PrestartPool>();
 const owners = new WeakMap<object, PrestartPool>();
+/**
+ * Closes the pool of an owner that was dropped without `close()`: the exit hook holds every
+ * pool that started a sandbox, so a host making a SubprocessSandbox per request and never
+ * closing it kept eight idle processes and two pairs of groups per sandbox until it exited
+ * (found by an attack review of the pre-started sandboxes).
+ */
+const abandoned = new FinalizationRegistry<PrestartPool>((pool) => void pool.close());
 
-/** The pool of `owner` (a SubprocessSandbox), created on first use. */
+/** The pool of `owner` (a SubprocessSandbox), created on first use; closed once `owner` is collected. */
 export function prestartPoolOf(owner: object): PrestartPool {
   let pool = owners.get(owner);
   if (pool === undefined) {
     pool = new PrestartPool();
     owners.set(owner, pool);
+    abandoned.register(owner, pool);
   }
   return pool;
 }
