@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Provides what the demo and the tests need, installing only what is missing, and says what it
 # changed: Node 24 and pnpm in a private prefix (never over the system Node), and on Debian or
-# Ubuntu the packages bubblewrap, redis-server, chromium and seccomp (as root, or through sudo).
+# Ubuntu the packages bubblewrap, redis-server, chromium, seccomp and iproute2 (as root, or through sudo).
 # Idempotent and silent when nothing is missing. Source it (it exports PATH) or run it.
 set -euo pipefail
 
