@@ -39,7 +39,23 @@ type CallEnd =
   | { kind: 'frame'; state: ReaderState }
   | { kind: 'killed'; reason: KillReason }
   | { kind: 'cpu' }
-  | { kind: 'child-died'; exit: ChildExit; why: string | undefined };
+  | {
+      kind: 'child-died';
+      exit: ChildExit;
+      why: string | undefined;
+      /** Whether other calls were in flight with it: then any of them may have killed it. */
+      shared: boolean;
+    };
+
+/**
+ * Runs a call lost with a shared child once more, alone on a child of its own (attack-25): one
+ * call that makes V8 fail (`'x'.repeat(2 ** 28).split('')` is a fatal error, SIGTRAP) or fills
+ * the child's memory past its isolate's limit in a builtin V8 does not interrupt
+ * (`new Array(1e9).fill(0)`) took every call beside it down with `CRASH`. A parser call has no
+ * side effects outside its isolate, so running it again is safe; one that kills its own child
+ * again ends with that `CRASH`.
+ */
+export type RunAlone = (request: CallRequest, startedAt: number) => Promise<ParserResult>;
 
 /** One call sent to the child and not yet ended there. */
 interface InFlight {
@@ -80,8 +96,11 @@ export class IsolateServer {
   #frameLeft = 0;
   #markReady: () => void = () => {};
 
-  constructor(child: ParserChild, memoryBudget: number, caps: OutputCaps) {
+  readonly #runAlone: RunAlone | undefined;
+
+  constructor(child: ParserChild, memoryBudget: number, caps: OutputCaps, runAlone?: RunAlone) {
     this.child = child;
+    this.#runAlone = runAlone;
     this.#caps = caps;
     this.#stderr = new OutputCapture(caps.maxStderrBytes);
     this.ready = new Promise((resolve) => {
@@ -109,8 +128,11 @@ export class IsolateServer {
       this.#exited = true;
       this.#markReady();
       const why = this.#killedFor;
+      const shared = this.#unsettled.size > 1;
       // Every call without its result, whatever the child said of it.
-      for (const call of [...this.#unsettled]) call.settle({ kind: 'child-died', exit, why });
+      for (const call of [...this.#unsettled]) {
+        call.settle({ kind: 'child-died', exit, why, shared });
+      }
       this.#calls.clear();
       this.#byNonce.clear();
     });
@@ -162,7 +184,9 @@ export class IsolateServer {
     };
     call.backstop.unref();
     if (!this.alive) {
-      call.settle({ kind: 'child-died', exit: await this.child.exited, why: this.#killedFor });
+      // It never ran here: it is nobody's fault.
+      const exit = await this.child.exited;
+      call.settle({ kind: 'child-died', exit, why: this.#killedFor, shared: true });
     } else {
       this.#calls.set(id, call);
       this.#byNonce.set(call.nonceKey, call);
@@ -183,6 +207,15 @@ export class IsolateServer {
     const end = await ended;
     request.signal?.removeEventListener('abort', onAbort);
     request.closing.removeEventListener('abort', onClose);
+    if (
+      end.kind === 'child-died' &&
+      end.shared &&
+      this.#runAlone !== undefined &&
+      request.signal?.aborted !== true &&
+      !request.closing.aborted
+    ) {
+      return this.#runAlone(request, startedAt);
+    }
     const durationMs = Math.round((performance.now() - startedAt) * 1000) / 1000;
     return this.#resultOf(end, request.limits, durationMs);
   }

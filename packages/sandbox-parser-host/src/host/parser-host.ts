@@ -348,17 +348,40 @@ class Host implements ParserHost {
     return new ForkServerSlot(child, limits, this.settings);
   }
 
-  #startIsolateServer(): IsolateServer {
+  /** A call lost with the shared child, run again on a child of its own (see RunAlone). */
+  async #runAlone(request: CallRequest, startedAt: number): Promise<ParserResult> {
+    let server: IsolateServer;
+    try {
+      server = this.#startIsolateServer(false);
+    } catch (error) {
+      const code = isSandboxError(error) ? error.code : 'CRASH';
+      return refusedResult(code, `cannot start a parser child: ${describeError(error)}`);
+    }
+    try {
+      return await server.run(request, startedAt);
+    } finally {
+      server.retire();
+    }
+  }
+
+  /** The shared isolate child, or (`shared` false) one for a single call run again alone. */
+  #startIsolateServer(shared = true): IsolateServer {
     const { limits, maxConcurrent } = this.settings;
     // Every call the queue lets run at once may hold its full memory limit in its isolate.
-    const memoryBytes = isolateChildBaseBytes + maxConcurrent * limits.memoryBytes;
+    const slots = shared ? maxConcurrent : 1;
+    const memoryBytes = isolateChildBaseBytes + slots * limits.memoryBytes;
     const child = this.#spawner.spawn({
       ...this.#plan,
       limits: { ...limits, memoryBytes },
       isolateServer: this.#isolateFiles as IsolateServerFiles,
     });
     this.#logger.debug({ pid: child.pid }, 'parser isolate child started');
-    const server = new IsolateServer(child, memoryBytes, this.settings);
+    const server = new IsolateServer(
+      child,
+      memoryBytes,
+      this.settings,
+      shared ? (request, startedAt) => this.#runAlone(request, startedAt) : undefined,
+    );
     void child.exited.then((exit) => {
       if (!this.#closing.signal.aborted) {
         this.#logger.warn({ pid: child.pid, exit }, 'parser isolate child exited');

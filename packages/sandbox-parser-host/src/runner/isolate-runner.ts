@@ -152,9 +152,30 @@ async function readModuleGraph(ivm: Ivm, entryPath: string): Promise<Map<string,
  * It also removes `WebAssembly`: a WebAssembly.Memory lives outside the isolate's heap and is
  * not counted by its memoryLimit (a 64 MiB call grew one to 2 GiB and filled it, the child's
  * cgroup killed the child, and the call beside it failed CRASH). No other global reaches it.
+ * The same holds for the other memory isolated-vm's limit does not count (attack-25: each of
+ * these, in a 64 MiB call, filled the child's cgroup and took the call beside it down): a
+ * resizable ArrayBuffer or growable SharedArrayBuffer commits its pages on resize, outside the
+ * allocator, so the ArrayBuffer constructor refuses options (it is a Proxy, also set as its
+ * prototype's constructor: the native one is reachable nowhere else with options) and
+ * SharedArrayBuffer is removed; `Intl` objects hold ICU memory off the V8 heap, so `Intl` is
+ * removed (toLocaleString and localeCompare keep working: V8 frees what they use).
  */
 const bootstrapSource = `(() => {
   delete globalThis.WebAssembly;
+  delete globalThis.SharedArrayBuffer;
+  delete globalThis.Intl;
+  const NativeArrayBuffer = ArrayBuffer, construct = Reflect.construct, Refused = TypeError;
+  const FixedArrayBuffer = new Proxy(NativeArrayBuffer, {
+    construct(target, args, newTarget) {
+      const options = args[1];
+      if ((typeof options === 'object' && options !== null) || typeof options === 'function') {
+        throw new Refused("resizable ArrayBuffers are not available with processModel 'isolate' (their memory is outside the isolate's limit)");
+      }
+      return construct(target, [args[0]], newTarget);
+    },
+  });
+  globalThis.ArrayBuffer = FixedArrayBuffer;
+  NativeArrayBuffer.prototype.constructor = FixedArrayBuffer;
   const parse = JSON.parse, stringify = JSON.stringify, hasOwn = Object.hasOwn;
   const resolve = Promise.resolve.bind(Promise), then = Promise.prototype.then;
   const apply = Reflect.apply, ErrorType = Error, toText = String;
