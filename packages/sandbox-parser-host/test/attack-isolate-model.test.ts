@@ -1,0 +1,127 @@
+// attack-25 on processModel 'isolate': one call must not take the calls beside it down. Real
+// isolates in a real child under bubblewrap and its memory cgroup; the expected answers are
+// written out here, and which child served a call is read from /proc, not inferred.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import type { ParserResult } from '../src/index.ts';
+import { makeHost } from './helpers.ts';
+
+const module = fileURLToPath(new URL('./fixtures/isolate-attack/attacks.mjs', import.meta.url));
+const mebibyte = 1024 * 1024;
+
+/** Pids of isolate children among this process's descendants. */
+function isolateChildren(): number[] {
+  const found: number[] = [];
+  const walk = (pid: number): void => {
+    let children: number[] = [];
+    try {
+      const list = readFileSync(`/proc/${pid}/task/${pid}/children`, 'latin1');
+      children = list.split(' ').filter(Boolean).map(Number);
+    } catch {
+      return;
+    }
+    for (const child of children) {
+      const cmdline = readFileSync(`/proc/${child}/cmdline`, 'latin1').split('\0');
+      if (cmdline[0] === process.execPath && cmdline.some((arg) => arg.includes('isolate-runner'))) {
+        found.push(child);
+      }
+      walk(child);
+    }
+  };
+  walk(process.pid);
+  return found;
+}
+
+function brief(result: ParserResult): Record<string, unknown> {
+  return result.ok
+    ? { ok: true, data: result.data }
+    : { ok: false, code: result.code, error: result.error };
+}
+
+const refusedResizable = {
+  ok: false,
+  code: 'RUNTIME',
+  error:
+    "resizable ArrayBuffers are not available with processModel 'isolate' (their memory is outside the isolate's limit)",
+};
+
+describe('attack-25: isolate model', () => {
+  it('memory the isolate limit does not count is not reachable: each bomb fails alone, the child and its neighbour go on', async () => {
+    // 64 MiB calls, 2 at once: the child's cgroup is 384 MiB. Before the fix each bomb filled it
+    // (SIGKILL) and the neighbour failed CRASH with it.
+    const host = makeHost({
+      module,
+      processModel: 'isolate',
+      warmSpare: true,
+      maxConcurrent: 2,
+      limits: { memoryBytes: 64 * mebibyte, timeout: 5000 },
+    });
+    await host.warm();
+    const [child] = isolateChildren();
+    const table: [string, unknown, Record<string, unknown>][] = [
+      ['resizableBomb', null, refusedResizable],
+      ['resizableByConstructor', null, refusedResizable],
+      ['resizableBySubclass', null, refusedResizable],
+      [
+        'growableBomb',
+        null,
+        { ok: false, code: 'RUNTIME', error: 'SharedArrayBuffer is not defined' },
+      ],
+      ['intlBomb', { ms: 4000 }, { ok: false, code: 'RUNTIME', error: 'Intl is not defined' }],
+    ];
+    for (const [parser, payload, expected] of table) {
+      const [hostile, neighbour] = await Promise.all([
+        host.runParser(parser, payload),
+        host.runParser('slowEcho', { ms: 300, parser }),
+      ]);
+      expect({ parser, hostile: brief(hostile), neighbour: brief(neighbour) }).toEqual({
+        parser,
+        hostile: expected,
+        neighbour: { ok: true, data: { ms: 300, parser } },
+      });
+      expect({ parser, children: isolateChildren() }).toEqual({ parser, children: [child] });
+    }
+    // What is left works: fixed-length buffers, views, slices, locale formatting.
+    expect(brief(await host.runParser('removed', null))).toEqual({
+      ok: true,
+      data: {
+        SharedArrayBuffer: 'undefined',
+        Intl: 'undefined',
+        fixedBuffer: 8,
+        isView: true,
+        instance: true,
+        sliced: 6,
+        locale: '1,234.5',
+        compare: -1,
+      },
+    });
+  });
+
+  it("a call that kills the shared child (V8's fatal invalid size error): it fails CRASH, the call beside it runs again alone and succeeds", async () => {
+    const host = makeHost({
+      module,
+      processModel: 'isolate',
+      warmSpare: true,
+      maxConcurrent: 2,
+      limits: { memoryBytes: 64 * mebibyte, timeout: 5000 },
+    });
+    await host.warm();
+    const [hostile, neighbour] = await Promise.all([
+      host.runParser('splitFatal', null),
+      host.runParser('slowEcho', { ms: 500 }),
+    ]);
+    expect({ hostile: brief(hostile), neighbour: brief(neighbour) }).toEqual({
+      // Its own second run, alone, killed its own child.
+      hostile: {
+        ok: false,
+        code: 'CRASH',
+        error: 'the isolate child was killed by SIGTRAP with this call in flight',
+      },
+      neighbour: { ok: true, data: { ms: 500 } },
+    });
+    // The next call gets a shared child again; the private ones are gone.
+    expect(brief(await host.runParser('echo', 'next'))).toEqual({ ok: true, data: 'next' });
+    expect(isolateChildren()).toHaveLength(1);
+  });
+});
