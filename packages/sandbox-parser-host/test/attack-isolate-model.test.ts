@@ -124,4 +124,37 @@ describe('attack-25: isolate model', () => {
     expect(brief(await host.runParser('echo', 'next'))).toEqual({ ok: true, data: 'next' });
     expect(isolateChildren()).toHaveLength(1);
   });
+
+  it('an unhandled rejection whose reason runs code when read (proxy traps, prepareStackTrace) is never read: the call returns, the child goes on', async () => {
+    // Before the fix isolated-vm copied such a reason at the end of the call's task, outside
+    // its timeout, over and over; the child was killed 2 s past the wall clock with every call.
+    const host = makeHost({
+      module,
+      processModel: 'isolate',
+      warmSpare: true,
+      maxConcurrent: 2,
+      limits: { memoryBytes: 64 * mebibyte, timeout: 1000 },
+    });
+    await host.warm();
+    const [child] = isolateChildren();
+    for (const parser of ['rejectionTrap', 'rejectionStack']) {
+      const [hostile, neighbour] = await Promise.all([
+        host.runParser(parser, null),
+        host.runParser('slowEcho', { ms: 300, parser }),
+      ]);
+      expect({ parser, hostile: brief(hostile), neighbour: brief(neighbour) }).toEqual({
+        parser,
+        hostile: { ok: true, data: 'returned' },
+        neighbour: { ok: true, data: { ms: 300, parser } },
+      });
+      expect({ parser, children: isolateChildren() }).toEqual({ parser, children: [child] });
+    }
+    // A thrown value whose toString never returns ends by its own wall clock.
+    expect(brief(await host.runParser('throwTrap', null))).toEqual({
+      ok: false,
+      code: 'TIMEOUT',
+      error: 'sandbox timeout',
+    });
+    expect(isolateChildren()).toEqual([child]);
+  });
 });

@@ -144,10 +144,22 @@ async function readModuleGraph(ivm: Ivm, entryPath: string): Promise<Map<string,
 }
 
 /**
+ * What `start` throws when it has started the parser. Both bootstrap functions end by throwing
+ * a string (isolated-vm copies a thrown primitive as it is): a task that returns makes
+ * isolated-vm copy the reason of an unhandled rejection at its end, outside the timeout, reading
+ * its properties, so proxy traps and getters of that reason ran there again after every
+ * interrupt, the dispose at the wall clock did not stop them, and the host killed the child with
+ * every call on it (attack-25, `Promise.reject(new Proxy({}, { get() { for (;;) {} } }))`). A
+ * task that throws skips that copy; the parser's microtasks still run first, in the timed call.
+ */
+const startedSignal = 'parser started';
+
+/**
  * Runs inside each isolate before the module: takes the intrinsics the call needs before parser
- * code can replace them, and returns [call, collect]. `call` starts the parser; `collect`, a
- * later task (so every microtask of the first has run), reads how it went: `['ok', json]`,
- * `['threw', message]`, `['bad', message]` (not JSON), `['unknown']` or `['pending']`.
+ * code can replace them, and returns [call, collect]. `call` starts the parser and throws
+ * {@link startedSignal}; `collect`, a later task (so every microtask of the first has run),
+ * throws how it went as `kind\ntext`: `ok` (text the JSON), `threw` (the message), `bad` (not
+ * JSON), `unknown` or `pending` (text empty). Every outcome is a string the bootstrap made.
  *
  * It also removes `WebAssembly`: a WebAssembly.Memory lives outside the isolate's heap and is
  * not counted by its memoryLimit (a 64 MiB call grew one to 2 GiB and filled it, the child's
@@ -183,22 +195,24 @@ const bootstrapSource = `(() => {
     try { return thrown instanceof ErrorType ? toText(thrown.message) : toText(thrown); }
     catch { return 'parser threw a value that cannot be described'; }
   };
-  let outcome = ['pending'];
+  let outcome = ['pending', ''];
   const settle = (value) => {
     try { const json = stringify(value); outcome = ['ok', json === undefined ? 'null' : json]; }
     catch (error) { outcome = ['bad', describe(error)]; }
   };
   return [
     (namespace, name, payloadJson, kwargsJson) => {
-      const fn = hasOwn(namespace, name) ? namespace[name] : undefined;
-      if (typeof fn !== 'function') { outcome = ['unknown']; return; }
       try {
-        apply(then, resolve(fn(parse(payloadJson), parse(kwargsJson))), [settle, (error) => { outcome = ['threw', describe(error)]; }]);
+        const fn = hasOwn(namespace, name) ? namespace[name] : undefined;
+        if (typeof fn !== 'function') outcome = ['unknown', ''];
+        else apply(then, resolve(fn(parse(payloadJson), parse(kwargsJson))), [settle, (error) => { outcome = ['threw', describe(error)]; }]);
       } catch (error) { outcome = ['threw', describe(error)]; }
+      throw '${startedSignal}';
     },
-    () => [outcome[0], outcome[1] === undefined ? '' : toText(outcome[1])],
+    () => { throw outcome[0] + '\\n' + outcome[1]; },
   ];
 })()`;
+
 
 /** One call in this child. */
 interface Call {
@@ -307,15 +321,17 @@ class IsolateServer {
       if (message === ivmTimeoutMessage) throw thrown;
       return error('load-error', `cannot load parser module: ${message}`);
     }
-    await start.apply(
-      undefined,
-      [namespace.derefInto(), parser, call.payloadJson, call.kwargsJson],
-      { timeout },
-    );
-    const [kind, text] = (await collect.apply(undefined, [], {
-      timeout,
-      result: { copy: true },
-    })) as [string, string];
+    const signal = await start
+      .apply(undefined, [namespace.derefInto(), parser, call.payloadJson, call.kwargsJson], {
+        timeout,
+      })
+      .catch((thrown: unknown) => thrown);
+    if (signal !== startedSignal) throw signal;
+    const said = await collect.apply(undefined, [], { timeout }).catch((thrown: unknown) => thrown);
+    if (typeof said !== 'string') throw said;
+    const newline = said.indexOf('\n');
+    const kind = said.slice(0, newline);
+    const text = said.slice(newline + 1);
     if (kind === 'unknown') return error('unknown-parser', `Unknown parser: ${parser}`);
     if (kind === 'pending') {
       return error('never-settled', 'parser returned a promise that never settled');
