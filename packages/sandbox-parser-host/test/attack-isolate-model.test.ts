@@ -157,4 +157,42 @@ describe('attack-25: isolate model', () => {
     });
     expect(isolateChildren()).toEqual([child]);
   });
+
+  it('held: buffers grown by transfer, heap bombs and a spinning finalizer at once end alone, the child and its neighbour go on', async () => {
+    const host = makeHost({
+      module,
+      processModel: 'isolate',
+      warmSpare: true,
+      maxConcurrent: 6,
+      limits: { memoryBytes: 64 * mebibyte, timeout: 3000 },
+    });
+    await host.warm();
+    const [child] = isolateChildren();
+    const refused = {
+      ok: false,
+      code: 'OOM',
+      error: "memory limit exceeded: Array buffer allocation failed (the isolate's limit, 32 MiB)",
+    };
+    const heap = {
+      ok: false,
+      code: 'OOM',
+      error: "memory limit exceeded: the isolate's heap limit (32 MiB)",
+    };
+    const table: [string, Record<string, unknown>][] = [
+      ['transferBomb', refused],
+      ['transferHuge', refused],
+      ['heapBomb', heap],
+      ['heapBomb', heap],
+      ['finalizerSpin', { ok: true, data: 'returned' }],
+    ];
+    const results = await Promise.all([
+      ...table.map(([parser]) => host.runParser(parser, null)),
+      host.runParser('slowEcho', { ms: 1000 }),
+    ]);
+    expect(results.map(brief)).toEqual([
+      ...table.map(([, expected]) => expected),
+      { ok: true, data: { ms: 1000 } },
+    ]);
+    expect(isolateChildren()).toEqual([child]);
+  });
 });

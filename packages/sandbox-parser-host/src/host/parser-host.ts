@@ -358,6 +358,8 @@ class Host implements ParserHost {
       return refusedResult(code, `cannot start a parser child: ${describeError(error)}`);
     }
     try {
+      // Its wall clock's backstop starts when it is sent: not while this child reads the module.
+      await server.ready;
       return await server.run(request, startedAt);
     } finally {
       server.retire();
