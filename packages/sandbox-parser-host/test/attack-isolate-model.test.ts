@@ -195,4 +195,21 @@ describe('attack-25: isolate model', () => {
     ]);
     expect(isolateChildren()).toEqual([child]);
   });
+
+  it("held: a module whose top-level throws an Error with a spinning Error.prepareStackTrace ends each call by its wall clock, on the same child", async () => {
+    const host = makeHost({
+      module: fileURLToPath(
+        new URL('./fixtures/isolate-attack/module-stack/parsers.mjs', import.meta.url),
+      ),
+      processModel: 'isolate',
+      warmSpare: true,
+      limits: { timeout: 500 },
+    });
+    await host.warm();
+    const [child] = isolateChildren();
+    const results = [await host.runParser('echo', 1), await host.runParser('echo', 2)];
+    const timedOut = { ok: false, code: 'TIMEOUT', error: 'sandbox timeout' };
+    expect(results.map(brief)).toEqual([timedOut, timedOut]);
+    expect(isolateChildren()).toEqual([child]);
+  });
 });
