@@ -23,7 +23,10 @@ function isolateChildren(): number[] {
     }
     for (const child of children) {
       const cmdline = readFileSync(`/proc/${child}/cmdline`, 'latin1').split('\0');
-      if (cmdline[0] === process.execPath && cmdline.some((arg) => arg.includes('isolate-runner'))) {
+      if (
+        cmdline[0] === process.execPath &&
+        cmdline.some((arg) => arg.includes('isolate-runner'))
+      ) {
         found.push(child);
       }
       walk(child);
@@ -196,7 +199,7 @@ describe('attack-25: isolate model', () => {
     expect(isolateChildren()).toEqual([child]);
   });
 
-  it("held: a module whose top-level throws an Error with a spinning Error.prepareStackTrace ends each call by its wall clock, on the same child", async () => {
+  it('held: a module whose top-level throws an Error with a spinning Error.prepareStackTrace ends each call by its wall clock, on the same child', async () => {
     const host = makeHost({
       module: fileURLToPath(
         new URL('./fixtures/isolate-attack/module-stack/parsers.mjs', import.meta.url),

@@ -213,7 +213,6 @@ const bootstrapSource = `(() => {
   ];
 })()`;
 
-
 /** One call in this child. */
 interface Call {
   id: number;
