@@ -2,6 +2,7 @@
 // isolates in a real child under bubblewrap and its memory cgroup; the expected answers are
 // written out here, and which child served a call is read from /proc, not inferred.
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { ParserResult } from '../src/index.ts';
@@ -214,5 +215,40 @@ describe('attack-25: isolate model', () => {
     const timedOut = { ok: false, code: 'TIMEOUT', error: 'sandbox timeout' };
     expect(results.map(brief)).toEqual([timedOut, timedOut]);
     expect(isolateChildren()).toEqual([child]);
+  });
+
+  it('a call is charged the CPU it used, not the time other calls took from it: a benign call beside spinning ones is not ended by cpuSecs', async () => {
+    // Three runnable isolates per core: each gets about a third of one. The benign call needs
+    // about 0.4 s of CPU alone, so beside them it takes about 1.2 s; isolated-vm's cpuTime counted
+    // that wall time and ended it at cpuSecs 1. The spinners end by their wall clock (2 s, by
+    // which their share is about 0.7 s, under their cpuSecs).
+    const spinners = 3 * availableParallelism() - 1;
+    const host = makeHost({
+      module,
+      processModel: 'isolate',
+      warmSpare: true,
+      maxConcurrent: spinners + 1,
+      limits: { memoryBytes: 64 * mebibyte },
+    });
+    await host.warm();
+    const probe = 20_000_000;
+    const alone = await host.runParser('work', { n: probe });
+    const n = Math.round((probe * 400) / alone.durationMs);
+    const [benign, ...spun] = await Promise.all([
+      host.runParser('work', { n }, { cpuSecs: 1 }),
+      ...Array.from({ length: spinners }, () =>
+        host.runParser('spin', null, { timeout: 2000, cpuSecs: 1 }),
+      ),
+    ]);
+    expect(brief(benign)).toEqual({ ok: true, data: true });
+    expect(spun.map(brief)).toEqual(
+      spun.map(() => ({ ok: false, code: 'TIMEOUT', error: 'sandbox timeout' })),
+    );
+    // Alone, cpuSecs still ends a call at its CPU limit.
+    expect(brief(await host.runParser('spin', null, { timeout: 5000, cpuSecs: 1 }))).toEqual({
+      ok: false,
+      code: 'TIMEOUT',
+      error: 'CPU time limit exceeded (1 s)',
+    });
   });
 });
