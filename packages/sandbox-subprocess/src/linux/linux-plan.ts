@@ -143,7 +143,11 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
     // every per-call timeoutMs or cpuSecs (it kept every such run cold, and the pool refilled a
     // sandbox for a key no later run had). The stub sets the run's own value (prestart-stub.ts).
     const warmLine = (exec: string): string =>
-      [...ulimitSteps({ ...limits, cpuSecs: 0 }, choices, []), ...(umask === undefined ? [] : [umask]), exec].join(' && ');
+      [
+        ...ulimitSteps({ ...limits, cpuSecs: 0 }, choices, []),
+        ...(umask === undefined ? [] : [umask]),
+        exec,
+      ].join(' && ');
     // bwrap takes its options from the pipe; the command must follow on its own argv.
     const bwrapExec = (command: readonly string[]): string =>
       `exec ${[support.bwrap!, '--args', String(instructionsDescriptor(request)), '--', ...command].map(shellQuote).join(' ')}`;
