@@ -75,7 +75,8 @@ describe('per-call CPU limits and the pre-started sandboxes', () => {
       expect(warmRun.result).toMatchObject({ success: true, stdout: `${row.soft}\n${row.hard}\n` });
       // Every field: code, output, controls, sandboxApplied, confinement, limits.
       expect(warmRun.result).toEqual(coldRun.result);
-      expect(coldRun.taken).toEqual([]);
+      // Warm: exactly its own sandbox left the pool (none was dropped for another key).
+      expect([warmRun.taken.length, coldRun.taken.length]).toEqual([1, 0]);
       served.push(...warmRun.taken);
       await settled(warm);
       for (const pid of pool.pids()) seenInPool.add(pid);
@@ -108,8 +109,8 @@ describe('per-call CPU limits and the pre-started sandboxes', () => {
           timedOut: false,
         });
         const last = Number(result.stdout.trim().split('\n').at(-1));
-        // Printed every 50 ms of CPU until the kernel ended it at `cpuSecs`.
-        expect(last).toBeGreaterThan(cpuSecs - 0.25);
+        // Printed every 50 ms of CPU until the kernel ended it at `cpuSecs` (a margin for load).
+        expect(last).toBeGreaterThan(cpuSecs - 0.5);
         expect(last).toBeLessThan(cpuSecs);
       }
       const { stdout: _warm, ...warmRest } = warmRun.result;
