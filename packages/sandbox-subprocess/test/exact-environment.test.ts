@@ -3,9 +3,12 @@
 // names: bash, which used to export it, treats some as its own (UID read-only, SHLVL counted,
 // BASH_ENV sourced, POSIXLY_CORRECT making the next read-only name fatal). Cold and pre-started,
 // dropped identity and host identity. Expected values come from the tables here.
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { prestartPoolOf } from '../src/linux/prestart-pool.ts';
+import { tempDir } from './support/helpers.ts';
 
 /** What the caller passes: names bash treats as its own, and values with odd bytes. */
 const table: Record<string, string> = {
@@ -85,5 +88,30 @@ describe('the command’s environment is exactly the caller’s', () => {
       const run = await seenEnvironment(warm, { [name]: value });
       expect(run).toEqual({ ...expected, env: { ...alwaysSet, [name]: value }, warm: true });
     }
+  });
+});
+
+describe('a program whose path has an `=`', () => {
+  it.each([
+    { identity: 'dropped', runAs: undefined },
+    { identity: 'host', runAs: 'host' as const },
+  ])('runs with its argv and the exact environment ($identity identity)', async ({ runAs }) => {
+    // env reads a leading `a=b` as a variable; the program must still be what runs.
+    const dir = join(tempDir(), 'x=y');
+    mkdirSync(dir);
+    const program = join(dir, 'prog=1');
+    writeFileSync(program, '#!/bin/sh\nprintf "%s\\0" "$0" "$@"; exec /usr/bin/env -0\n');
+    chmodSync(join(dir, '..'), 0o755);
+    chmodSync(dir, 0o755);
+    chmodSync(program, 0o755);
+    const sandbox = createSandbox({ ...policy, runAs });
+    onTestFinished(() => sandbox.close());
+    const result = await sandbox.run(program, ['a=1', 'b'], { env: { UID: '7' } });
+    expect({ code: result.code, stderr: result.stderr }).toEqual({ code: undefined, stderr: '' });
+    const fields = result.stdout.split('\0').slice(0, -1);
+    expect(fields.slice(0, 3)).toEqual([program, 'a=1', 'b']);
+    expect(fields.slice(3).sort()).toEqual(
+      Object.entries({ ...alwaysSet, UID: '7' }).map(([name, value]) => `${name}=${value}`),
+    );
   });
 });

@@ -30,3 +30,16 @@ export function exactEnvironmentExec(before: string): string {
     `${before} && exec ${envPath ?? '/usr/bin/env'} -i -S "$coda_pairs" "$@"`,
   ].join('; ');
 }
+
+/** GNU coreutils nice, which only execs its command when asked for no change (`-n 0`). */
+const nicePath = ['/usr/bin/nice', '/bin/nice'].find((path) => existsSync(path));
+
+/**
+ * `command` as env can run it: env takes every leading argument with an `=` for a variable, so
+ * a program whose path has one (`/opt/a=b/tool`) goes behind `nice -n 0 --`, which changes
+ * nothing (the niceness it sets is the current one) and execs it with its argv as given.
+ */
+export function envRunnable(command: readonly string[]): readonly string[] {
+  if (!(command[0] ?? '').includes('=') || nicePath === undefined) return command;
+  return [nicePath, '-n', '0', '--', ...command];
+}

@@ -30,7 +30,7 @@ import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
 import { maskStamp } from './mask-stamp.ts';
 import type { PrestartedSandbox, PrestartPool, PrestartSpec } from './prestart-pool.ts';
-import { envPath, exactEnvironmentExec } from './exact-environment.ts';
+import { envPath, envRunnable, exactEnvironmentExec } from './exact-environment.ts';
 import { commandMessage, stubScript, stubVariablePrefix } from './prestart-stub.ts';
 import { runAdditions } from './run-paths.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
@@ -578,6 +578,7 @@ export function bwrapConfinement(
   };
   let command = [request.executable, ...request.args];
   if (egress !== undefined) command = withForwarder(perlPath!, egress, command);
+  command = [...envRunnable(command)]; // env, the last step, would read `a=b` as a variable
   controls.push(
     SandboxControl.newSession,
     SandboxControl.capabilitiesDropped,
