@@ -28,7 +28,7 @@ const table: Record<string, string> = {
   _: 'underscore',
   MULTI: 'line one\nline=two=\n',
   EMPTY: '',
-  SHELLISH: '${HOME} $(id) `id` \\c \\ end\\',
+  SHELLISH: '$' + '{HOME} $(id) `id` \\c \\ end\\', // shell syntax, literal
   SPACES: '  a  b  ',
   UNICODE: 'é\u{1F600}',
 };

@@ -4,10 +4,27 @@
 // by bash saw `UID=65534` and a 'readonly variable' line where its caller passed `UID=7` (found
 // by an attack review). bash, the step before, holds each variable under a prefix (inert to it
 // and to ld.so) and only names them; env builds the command's environment from scratch.
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 
 /** GNU coreutils env, from a fixed system directory (it is in every view: /usr is). */
 export const envPath = ['/usr/bin/env', '/bin/env'].find((path) => existsSync(path));
+
+let splitChecked: boolean | undefined;
+
+/**
+ * Whether {@link envPath} expands `${NAME}` in a `-S` string (GNU coreutils 8.30 and later;
+ * busybox's env has no `-S`). Checked once per process, by running it.
+ */
+export function envExpandsSplitStrings(): boolean {
+  splitChecked ??=
+    envPath !== undefined &&
+    spawnSync(envPath, ['-i', '-S', `A=\${${heldVariablePrefix}A}`, envPath], {
+      env: { [`${heldVariablePrefix}A`]: 'a b\nc' },
+      encoding: 'utf8',
+    }).stdout === 'A=a b\nc\n';
+  return splitChecked;
+}
 
 /**
  * The prefix under which bash holds the command's variables until env sets them: a caller's

@@ -30,7 +30,12 @@ import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
 import { maskStamp } from './mask-stamp.ts';
 import type { PrestartedSandbox, PrestartPool, PrestartSpec } from './prestart-pool.ts';
-import { envPath, envRunnable, exactEnvironmentExec } from './exact-environment.ts';
+import {
+  envExpandsSplitStrings,
+  envPath,
+  envRunnable,
+  exactEnvironmentExec,
+} from './exact-environment.ts';
 import { commandMessage, stubScript, stubVariablePrefix } from './prestart-stub.ts';
 import { runAdditions } from './run-paths.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
@@ -78,10 +83,10 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
   refuseBelowMinimum(choice, policy);
   const { backend, identity, bwrap: support } = choice;
   const useBwrap = backend === 'bubblewrap' || backend === 'bubblewrap-as-caller';
-  if (useBwrap && envPath === undefined) {
+  if (useBwrap && !envExpandsSplitStrings()) {
     throw new SandboxUnavailableError(
-      'The sandbox needs env (GNU coreutils, in /usr/bin or /bin) to set the command’s environment',
-      { details: { reason: 'env not found' } },
+      'The sandbox needs GNU env (coreutils 8.30 or later, in /usr/bin or /bin, with -S) to set the command’s environment',
+      { details: { reason: envPath === undefined ? 'env not found' : 'env without -S' } },
     );
   }
   const landlockAbi = backend === 'landlock' ? choice.landlockAbi : undefined;

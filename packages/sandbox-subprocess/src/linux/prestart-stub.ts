@@ -44,7 +44,7 @@ export function stubScript(startFd: number, commandFd: number, cpu: boolean): st
       ? [
           `[[ "\${coda_fields[0]}" =~ ${cpuPattern} ]] || exit 125`,
           // Soft first, as a cold run's wrapper does (ulimit.ts); the hard one a second above.
-          'ulimit -S -t "${coda_fields[0]}" && ulimit -H -t "$((coda_fields[0] + 1))" || exit 125',
+          `ulimit -S -t "\${coda_fields[0]}" && ulimit -H -t "$((coda_fields[0] + 1))" || exit 125`,
         ]
       : []),
     `cd -- "\${coda_fields[${first}]}" || exit 126`,
