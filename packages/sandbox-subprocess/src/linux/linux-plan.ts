@@ -18,6 +18,12 @@ import { type CgroupSupport, createRunCgroups, detectCgroups, type RunCgroups } 
 import { type CheckedPath, pathError, releasePins } from './checked-path.ts';
 import { bashPath, perlPath, setprivPath } from './detect.ts';
 import {
+  envExpandsSplitStrings,
+  envPath,
+  envRunnable,
+  exactEnvironmentExec,
+} from './exact-environment.ts';
+import {
   defaultFilesystemView,
   type HostPaths,
   sandboxHome,
@@ -30,12 +36,6 @@ import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
 import { maskStamp } from './mask-stamp.ts';
 import type { PrestartedSandbox, PrestartPool, PrestartSpec } from './prestart-pool.ts';
-import {
-  envExpandsSplitStrings,
-  envPath,
-  envRunnable,
-  exactEnvironmentExec,
-} from './exact-environment.ts';
 import { commandMessage, stubScript, stubVariablePrefix } from './prestart-stub.ts';
 import { runAdditions } from './run-paths.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
