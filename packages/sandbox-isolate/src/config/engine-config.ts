@@ -44,7 +44,9 @@ export interface SandboxEngineConfig {
   /**
    * Resident memory a worker may use beyond what its running executions are allowed
    * (3 × memoryMb each), in MiB. A worker above that is killed and its executions end with
-   * `OOM`. Default 256.
+   * `OOM`. Default 256. A worker that holds no job and has grown more than half of this since
+   * it started (what large past executions left) is replaced, so the growth does not count
+   * against the next execution.
    */
   workerBaseMemoryMb?: number | undefined;
   /** Answers `dataProxy.request`. Without it every request rejects in user code. */

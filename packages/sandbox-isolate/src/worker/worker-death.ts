@@ -12,6 +12,8 @@ export type KillReason =
   | { kind: 'memory'; rssMb: number; boundMb: number }
   | { kind: 'abort-unanswered' }
   | { kind: 'out-of-memory' }
+  /** Replaced while idle: what past executions left made it too big (it holds no job). */
+  | { kind: 'recycle'; rssMb: number; limitMb: number }
   | { kind: 'dispose' };
 
 /** What V8 writes to stderr when a heap is exhausted, before it calls the OOM handler. */

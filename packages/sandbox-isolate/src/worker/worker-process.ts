@@ -114,6 +114,7 @@ export class WorkerProcess {
     this.#child.on('message', (message: WorkerMessage) => {
       if (message.t === 'ready') {
         this.#isReady = true;
+        this.#supervision.markReady();
         markReady(true);
       } else if (message.t === 'init-failed') {
         this.#initError = message.message;
@@ -325,6 +326,15 @@ export class WorkerProcess {
       pending.signal.removeEventListener('abort', pending.onAbort);
     }
     this.#updateRef();
+    // Decided before the outcome is delivered, so nothing picks this worker for a new job first.
+    const overgrown = this.#jobs.size === 0 ? this.#supervision.overgrownWhenIdle() : undefined;
+    if (overgrown !== undefined) {
+      this.#options.logger.info(
+        overgrown,
+        'sandbox worker process replaced while idle: memory grew',
+      );
+      this.kill({ kind: 'recycle', ...overgrown });
+    }
     if (lost === undefined) pending.resolve(outcome);
     else lost(pending);
     if (this.#jobs.size === 0) this.#options.onIdle?.();
@@ -344,7 +354,8 @@ export class WorkerProcess {
     const stderr = this.#supervision.stderr;
     const { how, outOfMemory } = describeDeath(stderr, code, signal);
     this.#outOfMemory = outOfMemory && this.#jobs.size === 1;
-    if (this.#killReason?.kind !== 'dispose' || this.#jobs.size > 0) {
+    const quiet = this.#killReason?.kind === 'dispose' || this.#killReason?.kind === 'recycle';
+    if (!quiet || this.#jobs.size > 0) {
       this.#options.logger.warn(
         {
           pid: this.#child.pid,

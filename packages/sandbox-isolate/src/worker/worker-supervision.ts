@@ -51,6 +51,8 @@ export class WorkerSupervision {
   readonly #baseMemoryMb: number;
   #sampler: NodeJS.Timeout | undefined;
   #stderr = '';
+  /** Resident memory when the worker became ready, in MiB. */
+  #readyRssMb: number | undefined;
 
   constructor(worker: SupervisedWorker, baseMemoryMb: number) {
     this.#worker = worker;
@@ -70,6 +72,25 @@ export class WorkerSupervision {
   stderrChunk(chunk: string): void {
     this.#stderr = (this.#stderr + chunk).slice(-stderrKeepChars);
     if (this.#stderr.includes(v8OutOfMemoryBanner)) this.#worker.kill({ kind: 'out-of-memory' });
+  }
+
+  /** Notes the worker's resident memory as it starts serving: what later growth is measured from. */
+  markReady(): void {
+    this.#readyRssMb = this.#rssMb();
+  }
+
+  /**
+   * Whether the worker, now idle, kept more than half its base allowance above its resident
+   * memory when ready: what past executions left behind (heaps V8 or malloc kept, pages not
+   * returned) would otherwise count against the next execution's bound, which then ends `OOM`
+   * for memory it did not use. Such a worker is replaced while it holds no job (Jest's
+   * `workerIdleMemoryLimit` does the same for its workers). Reads /proc once (~20 µs).
+   */
+  overgrownWhenIdle(): { rssMb: number; limitMb: number } | undefined {
+    if (this.#readyRssMb === undefined) return undefined;
+    const limitMb = this.#readyRssMb + Math.floor(this.#baseMemoryMb / 2);
+    const rssMb = this.#rssMb();
+    return rssMb > limitMb ? { rssMb, limitMb } : undefined;
   }
 
   /** Samples every 50 ms while the worker holds jobs (the deadlines need no timer per job). */
@@ -105,7 +126,12 @@ export class WorkerSupervision {
       this.stop();
       return;
     }
-    const rssMb = Math.round((readRss(worker.pid) ?? worker.reportedRss()) / 1_048_576);
+    const rssMb = this.#rssMb();
     if (rssMb > boundMb) worker.kill({ kind: 'memory', rssMb, boundMb });
+  }
+
+  #rssMb(): number {
+    const worker = this.#worker;
+    return Math.round((readRss(worker.pid) ?? worker.reportedRss()) / 1_048_576);
   }
 }
