@@ -5,7 +5,7 @@
 // - back to back at concurrency 1: each call starts when the previous one has its result; p50
 //   and p90 of the call's round trip;
 // - concurrency 8: 8 calls in flight at all times; calls per second over the whole burst;
-// - the memory of the idle spares or fork-server slots (every process a host keeps waiting,
+// - the memory of the idle spares, fork-server slots or isolate child (every process a host keeps waiting,
 //   bwrap's included), resident and proportional (shared pages split), read from /proc after
 //   `warm()`.
 //
@@ -206,6 +206,17 @@ const cases: Case[] = [
     name: `node, confined, spawn, ${spares} spares`,
     runtime: 'node',
     options: { module: nodeModule, spares },
+  },
+  // One child per host, a fresh isolated-vm isolate per call (the idle figure is that child).
+  {
+    name: 'node, confined, isolate (one child, an isolate per call)',
+    runtime: 'node',
+    options: { module: nodeModule, processModel: 'isolate' },
+  },
+  {
+    name: 'node, confinement none, isolate (one child, an isolate per call)',
+    runtime: 'node',
+    options: { module: nodeModule, processModel: 'isolate', confinement: 'none' },
   },
 ];
 

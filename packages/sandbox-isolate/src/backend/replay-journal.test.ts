@@ -1,9 +1,13 @@
 // The journal on its own, in front of a host that records what reaches it: the order in which a
 // second run gets its answers, and the memory bound. (co-tenant-survival.test.ts drives it
 // through real worker deaths.)
-import { resolveExecutionLimits, type StatusLevel } from '@coda/sandbox-core';
+import {
+  resolveExecutionLimits,
+  type SandboxErrorCode,
+  type StatusLevel,
+} from '@coda/sandbox-core';
 import { describe, expect, it } from 'vitest';
-import type { DataAnswer, JobHost } from '../isolate/job.ts';
+import type { DataAnswer, JobHost, JobOutcome } from '../isolate/job.ts';
 import { ReplayJournal } from './replay-journal.ts';
 
 /** A host whose data answers the test releases by hand, recording every call. */
@@ -120,5 +124,54 @@ describe('ReplayJournal', () => {
     };
     expect(await answered(1_000)).toBe(true);
     expect(await answered(1_000 + 512 * 7 + 1)).toBe(false);
+  });
+
+  it('a second run that ends before reproducing the first run diverges; one that got there, or was stopped, does not', async () => {
+    const stats = { wallMs: 1, cpuMs: 1, heapUsedBytes: 0, statusDropped: 0 };
+    const result: JobOutcome = { kind: 'result', json: '1', stats };
+    const own = (code: SandboxErrorCode): JobOutcome => ({
+      kind: 'error',
+      error: { name: 'E', code, message: code },
+      stats,
+    });
+    const journalOf = async () => {
+      const { host, answer } = manualHost();
+      const journal = new ReplayJournal(host, resolveExecutionLimits());
+      journal.status('user', 'info', 'charging', undefined);
+      const paid = journal.data('"pay"', 5, '', 'pay');
+      answer('"pay"');
+      await paid;
+      const diverged: unknown[] = [];
+      journal.replay((error) => diverged.push(error));
+      return { journal, diverged };
+    };
+    // Ended after the status only: the tool call the first run made is missing.
+    for (const outcome of [result, own('RUNTIME'), own('VALIDATION')]) {
+      const { journal, diverged } = await journalOf();
+      journal.status('user', 'info', 'charging', undefined);
+      const settled = journal.settle(outcome);
+      expect(settled).toMatchObject({
+        kind: 'error',
+        error: {
+          code: 'CRASH',
+          details: { collateral: true, replayDiverged: true },
+          message:
+            'The execution was lost with a worker process another execution killed, and ran again; the second run ended without making a tool call the first run had made, so it was ended rather than show the caller or a handler something twice',
+        },
+        stats,
+      });
+      // Nothing left to abort: the run is over.
+      expect(diverged).toEqual([]);
+    }
+    // Stopped by the host (time, cancellation, a limit, a death): its own code stays.
+    for (const code of ['TIMEOUT', 'CANCELLED', 'LIMIT_EXCEEDED', 'OOM', 'CRASH'] as const) {
+      const { journal } = await journalOf();
+      expect(journal.settle(own(code))).toEqual(own(code));
+    }
+    // Reproduced all of it: the result stands.
+    const { journal } = await journalOf();
+    journal.status('user', 'info', 'charging', undefined);
+    expect(await journal.data('"pay"', 5, '', 'pay')).toEqual({ ok: true, json: '"pay"' });
+    expect(journal.settle(result)).toEqual(result);
   });
 });

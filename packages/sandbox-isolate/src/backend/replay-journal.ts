@@ -9,10 +9,11 @@ import { createHash } from 'node:crypto';
 import {
   type ExecutionLimits,
   SandboxCrashError,
+  SandboxErrorCode,
   type SandboxErrorJSON,
   type StatusLevel,
 } from '@coda/sandbox-core';
-import type { DataAnswer, JobHost, ParamsRefusal } from '../isolate/job.ts';
+import type { DataAnswer, JobHost, JobOutcome, ParamsRefusal } from '../isolate/job.ts';
 
 interface StatusEntry {
   kind: 'status';
@@ -248,11 +249,50 @@ export class ReplayJournal implements JobHost {
     }
   }
 
-  #diverge(what: string): SandboxErrorJSON {
+  /**
+   * The outcome the caller gets for the second run's `outcome`. An outcome user code produced (a
+   * result, its own error) before the second run reproduced all the first run had shown the
+   * caller and the handlers is a divergence too: that run never made a call a handler already
+   * answered, or a status the caller already saw (a tool that paid, then a result saying it did
+   * not), so it ends with the journal's error instead. Outcomes the host imposes (a time limit,
+   * a cancellation, a limit, a death) are kept: they claim nothing about what the code did.
+   */
+  settle(outcome: JobOutcome): JobOutcome {
+    if (!this.#replaying || this.#diverged) return outcome;
+    const decidedByCode =
+      outcome.kind === 'result' ||
+      outcome.error.code === SandboxErrorCode.RUNTIME ||
+      outcome.error.code === SandboxErrorCode.VALIDATION;
+    const missing = decidedByCode ? this.#unreproduced() : undefined;
+    if (missing === undefined) return outcome;
+    // The run is over: nothing is left to abort.
+    this.#onDiverged = () => {};
+    return {
+      kind: 'error',
+      error: this.#diverge(missing, 'ended without making'),
+      stats: outcome.stats,
+    };
+  }
+
+  /** What the first run did that the second has not reproduced yet (answers aside). */
+  #unreproduced(): string | undefined {
+    const entries = this.#entries ?? [];
+    for (let index = this.#cursor; index < entries.length; index++) {
+      const entry = entries[index]!;
+      if (entry.kind === 'status') return 'a status event';
+      if (entry.kind === 'request')
+        return entry.tool === undefined ? 'a data request' : 'a tool call';
+    }
+    return undefined;
+  }
+
+  #diverge(what: string, how = 'made'): SandboxErrorJSON {
     this.#diverged = true;
     this.#entries = undefined;
+    const differs =
+      how === 'made' ? " that differs from the first run's" : ' the first run had made';
     const error = new SandboxCrashError(
-      `The execution was lost with a worker process another execution killed, and ran again; the second run made ${what} that differs from the first run's, so it was ended rather than show the caller or a handler something twice`,
+      `The execution was lost with a worker process another execution killed, and ran again; the second run ${how} ${what}${differs}, so it was ended rather than show the caller or a handler something twice`,
       { details: { collateral: true, replayDiverged: true } },
     ).toJSON();
     this.#onDiverged(error);

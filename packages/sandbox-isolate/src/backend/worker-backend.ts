@@ -215,7 +215,7 @@ export class WorkerBackend implements ExecutionBackend {
     journal.replay((error) => replay.abort(sandboxErrorFromJSON(error)));
     this.#enqueue(this.#solo, lost.job, journal, replay.signal, (outcome) => {
       signal.removeEventListener('abort', onAbort);
-      lost.resolve(outcome);
+      lost.resolve(journal.settle(outcome));
     });
     // After the dead worker has answered every job and been replaced.
     queueMicrotask(() => this.#release());

@@ -21,7 +21,8 @@
 // `run(code, limitsJson, synchronous)` starts user code and delivers its outcome as a string,
 // never an object: resolving a promise with an object looks up its `then`, which user code could
 // have planted on a prototype. The string is `kind\ndropped\nheap\nbody`, where kind is ok |
-// too-big | too-deep | unsupported | unserializable | throw | syntax (the code does not compile;
+// too-big | too-deep | unsupported | unserializable | throw | oom (an error the allocator's
+// refusal made, checked by the bootstrap) | syntax (the code does not compile;
 // the host finds where, see user-code-location.ts) and heap the bytes of heap in use as it ends.
 //
 // No user value ever leaves through isolated-vm itself: isolated-vm copies an unhandled
@@ -597,6 +598,142 @@ delete global.SharedArrayBuffer;
 delete ArrayBuffer.prototype.resize;
 delete ArrayBuffer.prototype.transfer;
 
+// OOM from a fact, not a message. V8 throws RangeError "Array buffer allocation failed" when
+// isolated-vm's allocator refuses a buffer past memoryMb, but user code can throw the same text
+// from anywhere (even from a valueOf or getter such a builtin calls). So each builtin that
+// allocates a buffer is reached through a wrapper (constructors: a Proxy, also set as their
+// prototype's constructor, so that species paths such as slice and map reach it too): when the
+// builtin throws that message, the bootstrap asks the allocator itself for as many bytes as the
+// call asked for, and only if it refuses the bootstrap too is the error marked. Only a marked
+// error that ends the run is OOM (see errorOutcome); any other is the code's own.
+const ReflectConstruct = Reflect.construct;
+const ProxyCtor = Proxy;
+const NumberCtor = Number;
+const ArrayBufferCtor = ArrayBuffer;
+const WeakSetAdd = WeakSet.prototype.add;
+const refusals = new WeakSet();
+const allocationFailed = 'Array buffer allocation failed';
+const TypedArrayPrototype = ObjectGetPrototypeOf(Uint8Array.prototype);
+const TypedArrayLength = ObjectGetOwnPropertyDescriptor(TypedArrayPrototype, 'length').get;
+const TypedArrayByteLength = ObjectGetOwnPropertyDescriptor(TypedArrayPrototype, 'byteLength').get;
+
+// Whether value, thrown or made by the bootstrap's own call, says the allocator refused.
+function saysRefused(value) {
+  if (value === null || typeof value !== 'object') return false;
+  try {
+    const message = ObjectGetOwnPropertyDescriptor(value, 'message');
+    return message !== undefined && message.value === allocationFailed;
+  } catch {
+    return false;
+  }
+}
+
+// Marks error when the allocator refuses the bootstrap bytes too (a number: the probe calls no
+// user code, so what it throws is V8's). isolated-vm lets 64 bytes or less through (it
+// terminates the isolate instead), so a probe that small proves nothing.
+function noteRefusal(error, bytes) {
+  if (!(bytes > 64) || !saysRefused(error)) return;
+  try {
+    new ArrayBufferCtor(bytes);
+  } catch (probe) {
+    if (saysRefused(probe)) ReflectApply(WeakSetAdd, refusals, [error]);
+  }
+}
+
+// The bytes a length argument asks for, when it is a primitive (an object's valueOf is user
+// code: its answer is not read twice).
+function primitiveLength(value) {
+  return typeof value === 'number' ? value : typeof value === 'string' ? NumberCtor(value) : 0;
+}
+
+// The bytes new TypedArray(source, ...) asks for, elements of size bytes each: a length, a typed
+// array's (internal) length, an array's length; 0 (nothing proved) for other array-likes and
+// iterables, whose length only user code knows. V8 copies an array's elements to a list of its
+// own before it allocates the buffer (8 bytes per element), garbage once the call threw: the
+// probe asks for them too, or a refusal that the list tipped over would not be seen.
+function typedArrayBytes(size, args) {
+  const source = args[0];
+  if (source === null || (typeof source !== 'object' && typeof source !== 'function')) {
+    return primitiveLength(source) * size;
+  }
+  try {
+    return ReflectApply(TypedArrayLength, source, []) * size;
+  } catch {}
+  try {
+    return ArrayIsArray(source) ? source.length * (size + 8) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function wrapConstructor(name, bytesOf) {
+  const target = global[name];
+  const proxy = new ProxyCtor(target, {
+    __proto__: null,
+    construct(_, args, newTarget) {
+      try {
+        return ReflectConstruct(target, args, newTarget === proxy ? target : newTarget);
+      } catch (error) {
+        noteRefusal(error, bytesOf(args));
+        throw error;
+      }
+    },
+  });
+  global[name] = proxy;
+  ObjectDefineProperty(target.prototype, 'constructor', {
+    __proto__: null, value: proxy, writable: true, enumerable: false, configurable: true,
+  });
+}
+
+function wrapMethod(holder, name, bytesOf) {
+  const target = holder[name];
+  if (typeof target !== 'function') return;
+  holder[name] = new ProxyCtor(target, {
+    __proto__: null,
+    apply(_, self, args) {
+      try {
+        return ReflectApply(target, self, args);
+      } catch (error) {
+        noteRefusal(error, bytesOf(self, args));
+        throw error;
+      }
+    },
+  });
+}
+
+function byteLengthOf(self) {
+  try {
+    return ReflectApply(TypedArrayByteLength, self, []);
+  } catch {
+    return 0;
+  }
+}
+
+wrapConstructor('ArrayBuffer', (args) => primitiveLength(args[0]));
+const typedArrays = [
+  'Int8Array', 'Uint8Array', 'Uint8ClampedArray', 'Int16Array', 'Uint16Array', 'Int32Array',
+  'Uint32Array', 'Float16Array', 'Float32Array', 'Float64Array', 'BigInt64Array', 'BigUint64Array',
+];
+for (let index = 0; index < typedArrays.length; index++) {
+  const name = typedArrays[index];
+  const ctor = global[name];
+  if (typeof ctor !== 'function') continue;
+  const size = ctor.BYTES_PER_ELEMENT;
+  wrapConstructor(name, (args) => typedArrayBytes(size, args));
+}
+// Copies made with the intrinsic constructor, whatever constructor says.
+wrapMethod(TypedArrayPrototype, 'toReversed', byteLengthOf);
+wrapMethod(TypedArrayPrototype, 'toSorted', byteLengthOf);
+wrapMethod(TypedArrayPrototype, 'with', byteLengthOf);
+wrapMethod(ArrayBufferCtor.prototype, 'transferToFixedLength', (self, args) => {
+  if (args.length > 0 && args[0] !== undefined) return primitiveLength(args[0]);
+  try {
+    return ReflectApply(ArrayBufferByteLength, self, []);
+  } catch {
+    return 0;
+  }
+});
+
 global.dataProxy = ObjectFreeze({ request });
 global.tools = ObjectFreeze(tools);
 global.reportStatus = reportStatus;
@@ -639,7 +776,9 @@ function valueOutcome(value) {
   return outcome('unsupported', stringify({ __proto__: null, path: encoded.path, what: encoded.what }));
 }
 
+// An error ends the run with OOM only when the bootstrap saw the allocator refuse it (above).
 function errorOutcome(error) {
+  if (ReflectApply(WeakSetHas, refusals, [error])) return outcome('oom', '');
   return outcome('throw', describe(error));
 }
 

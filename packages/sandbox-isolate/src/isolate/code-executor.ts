@@ -385,13 +385,12 @@ function decode({ kind, body }: Outcome, job: ExecutionJob, stats: IsolateStats)
         stats,
       };
     }
-    default: {
-      const thrown = parseThrown(body);
-      if (thrown.message === 'Array buffer allocation failed') {
-        return { kind: 'error', error: oomError(job.limits.memoryMb), stats };
-      }
-      return { kind: 'error', error: runtimeError(thrown), stats };
-    }
+    // The allocator refused a buffer, as the bootstrap checked itself (see bootstrap-source.ts):
+    // a thrown message alone, 'Array buffer allocation failed' included, is the code's own error.
+    case 'oom':
+      return { kind: 'error', error: oomError(job.limits.memoryMb), stats };
+    default:
+      return { kind: 'error', error: runtimeError(parseThrown(body)), stats };
   }
 }
 

@@ -40,7 +40,7 @@ export const ParserRuntimeSchema = z.enum(['node', 'python']);
 export type ParserRuntime = 'node' | 'python';
 
 /** How a host's calls get their process: see {@link ProcessModel}. */
-export const ProcessModelSchema = z.enum(['spawn', 'fork-server']);
+export const ProcessModelSchema = z.enum(['spawn', 'fork-server', 'isolate']);
 
 /**
  * How a call gets its process. `spawn` (the default): every call gets a child of its own, in a
@@ -52,8 +52,13 @@ export const ProcessModelSchema = z.enum(['spawn', 'fork-server']);
  * Every call still runs in a fresh process that never held another call's payload, but calls of
  * one slot share that sandbox and start from the zygote's state (see docs/parser-host.md).
  * Calls that find no idle slot, or ask for more memory than the default, are spawned.
+ * `isolate` (Node only, pure-JavaScript parsers; needs the optional peer dependency
+ * `isolated-vm`): one long-lived child per host, confined like the spawned ones, runs every call
+ * in a fresh isolated-vm isolate (its own heap, no Node APIs, disposed after the call); the
+ * module and its relative imports are loaded as source, and any other import is refused. Calls
+ * share that child, so a V8 or isolated-vm bug would cross calls (see docs/parser-host.md).
  */
-export type ProcessModel = 'spawn' | 'fork-server';
+export type ProcessModel = 'spawn' | 'fork-server' | 'isolate';
 
 /** Options of {@link createParserHost}. */
 export const ParserHostOptionsSchema = z
@@ -85,7 +90,7 @@ export const ParserHostOptionsSchema = z
       .optional(),
     /** Keep `spares` children started and waiting for the next calls with the default limits. */
     warmSpare: z.boolean().optional(),
-    /** `spawn` (a child per call) or, for Python, `fork-server`; see {@link ProcessModel}. */
+    /** `spawn` (a child per call), `fork-server` (Python) or `isolate` (Node); see {@link ProcessModel}. */
     processModel: ProcessModelSchema.optional(),
     /** Further paths the child may read (the parser module's directory is always readable). */
     allowRead: z.array(z.string().min(1)).optional(),
@@ -109,6 +114,11 @@ export const ParserHostOptionsSchema = z
         'expected a logger with debug, info, warn and error methods',
       )
       .optional(),
+  })
+  .refine((options) => options.network === undefined || options.processModel !== 'isolate', {
+    path: ['network'],
+    message:
+      "a network allowlist is not available with processModel 'isolate': parsers there have no Node APIs and no network at all",
   })
   .refine((options) => options.network === undefined || options.confinement !== 'none', {
     // Named by the field that must change, so the error shows its value ("none").
@@ -167,7 +177,9 @@ export interface ParserHostOptions {
   /**
    * How a call gets its process: `spawn` (a child and a sandbox per call) or, for a Python
    * module, `fork-server` (`spares` sandboxed zygotes fork a fresh child per call, which meets
-   * issue 25's throughput targets); see {@link ProcessModel}. Default `spawn`.
+   * issue 25's throughput targets) or, for a pure-JavaScript Node module, `isolate` (one
+   * confined child runs each call in a fresh isolated-vm isolate: no Node APIs, needs the
+   * optional peer dependency `isolated-vm`); see {@link ProcessModel}. Default `spawn`.
    */
   processModel?: ProcessModel | undefined;
   /** Further paths the child may read (the parser module's directory is always readable). */

@@ -16,11 +16,14 @@ import {
 import type { z } from 'zod';
 import { protocolVersion } from '../protocol/wire.ts';
 import type { ConfinementReport } from '../spawn/child.ts';
-import type { RunnerPlan } from '../spawn/node-command.ts';
+import type { IsolateServerFiles, RunnerPlan } from '../spawn/node-command.ts';
 import { type ChildSpawner, createChildSpawner } from '../spawn/spawn-child.ts';
 import { CallQueue } from './call-queue.ts';
 import { ForkServerSlot } from './fork-server.ts';
 import { ForkServerPool } from './fork-server-pool.ts';
+import { IsolateServer } from './isolate-server.ts';
+import { IsolateServerPool } from './isolate-server-pool.ts';
+import { findIsolatedVmAddon } from './isolated-vm-addon.ts';
 import {
   hostDefaults,
   type ParserHostOptions,
@@ -68,6 +71,12 @@ export interface ParserHost {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/**
+ * The isolate child's memory beyond its calls' isolates: Node, isolated-vm and the requests and
+ * answers in flight (its cgroup, or the watchdog, is this plus every slot's call memory).
+ */
+const isolateChildBaseBytes = 256 * 1024 * 1024;
+
 /** Longer names are refused: the name comes back in `Unknown parser: NAME`. */
 const maxParserNameLength = 1024;
 
@@ -97,6 +106,8 @@ class Host implements ParserHost {
   readonly #closing = new AbortController();
   readonly #active = new Set<Promise<unknown>>();
   readonly #spares: RunnerPool<CallRunner>;
+  /** The isolated-vm addon (`processModel: 'isolate'` only). */
+  readonly #isolateFiles: IsolateServerFiles | undefined;
 
   constructor(options: ParserHostOptions) {
     const parsed = validate(ParserHostOptionsSchema, options, 'parser host options');
@@ -112,6 +123,13 @@ class Host implements ParserHost {
     if (processModel === 'fork-server' && (!warmSpare || rest.spares === 0)) {
       refuseOption('processModel', processModel, 'a fork server needs spares (at least 1)');
     }
+    if (processModel === 'isolate' && runtime !== 'node') {
+      refuseOption('processModel', processModel, 'the isolate model needs runtime node');
+    }
+    if (processModel === 'isolate' && rest.spares !== undefined && rest.spares !== 1) {
+      refuseOption('spares', rest.spares, "processModel 'isolate' keeps one child per host");
+    }
+    this.#isolateFiles = processModel === 'isolate' ? findIsolatedVmAddon() : undefined;
     const settings: ResolvedHostSettings = {
       limits: resolveParserLimits(limits as Partial<ParserLimits> | undefined),
       maxConcurrent: rest.maxConcurrent ?? availableParallelism(),
@@ -137,7 +155,9 @@ class Host implements ParserHost {
     this.#spares =
       processModel === 'fork-server'
         ? new ForkServerPool(settings.spares, () => this.#startForkServer())
-        : new SparePool(settings.spares, () => this.#startSpare());
+        : processModel === 'isolate'
+          ? new IsolateServerPool(warmSpare, () => this.#startIsolateServer())
+          : new SparePool(settings.spares, () => this.#startSpare());
     this.#queue = new CallQueue(settings.maxConcurrent, settings.maxQueued);
     this.#plan = {
       moduleUrl: pathToFileURL(modulePath).href,
@@ -182,7 +202,17 @@ class Host implements ParserHost {
     if (this.#closing.signal.aborted) return refusedResult('UNAVAILABLE', 'parser host is closed');
     const prepared = this.#prepare(parserName, payload, options);
     if ('error' in prepared) return prepared.error;
-    const { body, limits, signal } = prepared;
+    const { body, limits, signal, isolateParts } = prepared;
+    if (
+      this.settings.processModel === 'isolate' &&
+      limits.memoryBytes > this.settings.limits.memoryBytes
+    ) {
+      // The one child is sized for the host's limit per call; more would crowd the other calls.
+      return refusedResult(
+        'VALIDATION',
+        `memoryBytes ${limits.memoryBytes} is over the host's limits.memoryBytes (${this.settings.limits.memoryBytes}), the most a call may ask for with processModel 'isolate'`,
+      );
+    }
     const refusal = await this.#queue.admit(signal);
     if (refusal === 'full') {
       return refusedResult('CAPACITY', `parser host queue is full (${this.settings.maxQueued})`);
@@ -199,7 +229,7 @@ class Host implements ParserHost {
         return refusedResult(code, `cannot start a parser child: ${describeError(error)}`);
       }
       const result = await runner.run(
-        { body, limits, signal, closing: this.#closing.signal },
+        { body, isolateParts, limits, signal, closing: this.#closing.signal },
         startedAt,
       );
       // A new spare starts once this call has its result: spawning costs the host several
@@ -221,7 +251,12 @@ class Host implements ParserHost {
     payload: unknown,
     options: unknown,
   ):
-    | { body: Buffer; limits: ParserLimits; signal: AbortSignal | undefined }
+    | {
+        body: Buffer;
+        isolateParts: { envelope: string; payloadJson: string };
+        limits: ParserLimits;
+        signal: AbortSignal | undefined;
+      }
     | { error: ParserResult } {
     let parsed: z.output<typeof RunParserOptionsSchema>;
     try {
@@ -269,14 +304,22 @@ class Host implements ParserHost {
       limits: { ...limits, maxOutputBytes: this.settings.maxOutputBytes },
     });
     // Spliced in rather than stringified again: the payload can be megabytes.
-    const body = Buffer.from(`${envelope.slice(0, -1)},"payload":${payloadJson}}`, 'utf8');
-    return { body, limits, signal };
+    const body =
+      this.settings.processModel === 'isolate'
+        ? Buffer.alloc(0)
+        : Buffer.from(`${envelope.slice(0, -1)},"payload":${payloadJson}}`, 'utf8');
+    return { body, isolateParts: { envelope, payloadJson }, limits, signal };
   }
 
   #takeChild(limits: ParserLimits): CallRunner {
     const spare = this.#spares.take(limits);
     if (spare === undefined) return this.#spawn(limits);
-    const taken = spare instanceof ForkServerSlot ? 'a fork-server slot' : 'the warm spare';
+    const taken =
+      spare instanceof ForkServerSlot
+        ? 'a fork-server slot'
+        : spare instanceof IsolateServer
+          ? 'the isolate child'
+          : 'the warm spare';
     this.#logger.debug({ pid: spare.child.pid }, `parser call takes ${taken}`);
     return spare;
   }
@@ -303,6 +346,25 @@ class Host implements ParserHost {
     const child = this.#spawner.spawn({ ...this.#plan, limits, forkServer: true });
     this.#logger.debug({ pid: child.pid }, 'parser fork server started');
     return new ForkServerSlot(child, limits, this.settings);
+  }
+
+  #startIsolateServer(): IsolateServer {
+    const { limits, maxConcurrent } = this.settings;
+    // Every call the queue lets run at once may hold its full memory limit in its isolate.
+    const memoryBytes = isolateChildBaseBytes + maxConcurrent * limits.memoryBytes;
+    const child = this.#spawner.spawn({
+      ...this.#plan,
+      limits: { ...limits, memoryBytes },
+      isolateServer: this.#isolateFiles as IsolateServerFiles,
+    });
+    this.#logger.debug({ pid: child.pid }, 'parser isolate child started');
+    const server = new IsolateServer(child, memoryBytes, this.settings);
+    void child.exited.then((exit) => {
+      if (!this.#closing.signal.aborted) {
+        this.#logger.warn({ pid: child.pid, exit }, 'parser isolate child exited');
+      }
+    });
+    return server;
   }
 
   #replenish(): void {

@@ -24,6 +24,11 @@ export interface OutputCaps {
 export interface CallRequest extends WatchedCall {
   /** The request body (UTF-8 JSON). */
   body: Buffer;
+  /**
+   * The same request in two texts, for the isolate child: the envelope (without the payload) and
+   * the payload's JSON, which it copies into the call's isolate unparsed.
+   */
+  isolateParts?: { envelope: string; payloadJson: string };
 }
 
 /** A spawned runner child serving exactly one call. */

@@ -23,7 +23,7 @@ import type { RunnerPlan } from './node-command.ts';
 import { packageScopes } from './package-scopes.ts';
 import { pythonReadPaths } from './python-command.ts';
 import { runnerCommand } from './runner-command.ts';
-import { jsonCostPath, runnerPath, wirePath } from './runner-files.ts';
+import { isolateRunnerPath, jsonCostPath, runnerPath, wirePath } from './runner-files.ts';
 
 const mebibyte = 1024 * 1024;
 const memoryCgroups = new Set<string>([
@@ -70,7 +70,7 @@ export class ConfinedSpawner {
     const { file, args } = runnerCommand(plan);
     const child = this.#sandbox.spawn(file, args, {
       // No host cwd: under bubblewrap the child starts in its private, empty, read-only home.
-      extraPipes: plan.forkServer === true ? 2 : 1,
+      extraPipes: plan.forkServer === true || plan.isolateServer !== undefined ? 2 : 1,
       maxMemoryMb: Math.ceil(plan.limits.memoryBytes / mebibyte),
       // Without a writable memory cgroup the layer would fall back to RLIMIT_DATA at the limit,
       // which stops Node from starting; the host's RSS watchdog bounds memory instead.
@@ -79,19 +79,34 @@ export class ConfinedSpawner {
       readOnlyPaths:
         plan.runtime === 'python'
           ? [...pythonReadPaths(plan), ...plan.readPaths]
-          : [
-              process.execPath,
-              runnerPath,
-              wirePath,
-              jsonCostPath,
-              ...plan.readPaths,
-              ...packageScopes([
-                dirname(runnerPath),
-                dirname(wirePath),
-                dirname(jsonCostPath),
+          : plan.isolateServer !== undefined
+            ? [
+                process.execPath,
+                isolateRunnerPath,
+                wirePath,
+                jsonCostPath,
+                plan.isolateServer.addonPath,
                 ...plan.readPaths,
-              ]),
-            ],
+                ...packageScopes([
+                  dirname(isolateRunnerPath),
+                  dirname(wirePath),
+                  dirname(jsonCostPath),
+                  ...plan.readPaths,
+                ]),
+              ]
+            : [
+                process.execPath,
+                runnerPath,
+                wirePath,
+                jsonCostPath,
+                ...plan.readPaths,
+                ...packageScopes([
+                  dirname(runnerPath),
+                  dirname(wirePath),
+                  dirname(jsonCostPath),
+                  ...plan.readPaths,
+                ]),
+              ],
     });
     return wrap(
       child,

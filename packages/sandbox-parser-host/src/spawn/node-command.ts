@@ -34,6 +34,18 @@ export interface RunnerPlan {
    * for one call; it reports each call's end on a second extra descriptor, fd 4.
    */
   forkServer?: boolean;
+  /**
+   * Start the isolate child of `processModel: 'isolate'` (one Node process serving every call,
+   * each in a fresh isolated-vm isolate) rather than a runner for one call; it reports each
+   * call's end on a second extra descriptor, fd 4. `limits.memoryBytes` is then the child's.
+   */
+  isolateServer?: IsolateServerFiles;
+}
+
+/** What the isolate child loads besides its own files: the isolated-vm addon, found by the host. */
+export interface IsolateServerFiles {
+  /** Absolute real path of isolated-vm's compiled addon (`.node`), the one it loads. */
+  addonPath: string;
 }
 
 /**

@@ -19,7 +19,7 @@ export function spawnPlainChild(plan: RunnerPlan, confinement: ConfinementReport
     cwd: plan.cwd,
     env: {},
     stdio:
-      plan.forkServer === true
+      plan.forkServer === true || plan.isolateServer !== undefined
         ? ['pipe', 'pipe', 'pipe', 'pipe', 'pipe']
         : ['pipe', 'pipe', 'pipe', 'pipe'],
     detached: true,

@@ -2,6 +2,7 @@
 // the hard one, so the CPU limit shows as SIGXCPU and not as an anonymous SIGKILL; RLIMIT_DATA
 // as a backstop; no core files) in front of node. The same command runs plain or under bwrap.
 import { existsSync } from 'node:fs';
+import { isolateNodeArguments } from './isolate-command.ts';
 import { nodeArguments, type RunnerPlan } from './node-command.ts';
 import { pythonCommand } from './python-command.ts';
 
@@ -22,9 +23,20 @@ export function dataLimitBytes(memoryBytes: number): number {
 export function runnerCommand(plan: RunnerPlan): { file: string; args: string[] } {
   if (plan.runtime === 'python') return pythonCommand(plan);
   const node = process.execPath;
-  const args = nodeArguments(plan);
+  const { isolateServer } = plan;
+  const args =
+    isolateServer === undefined
+      ? nodeArguments(plan)
+      : isolateNodeArguments({ ...plan, isolateServer });
   if (prlimitPath === undefined) return { file: node, args };
   const { cpuSecs, memoryBytes } = plan.limits;
+  if (isolateServer !== undefined) {
+    // Long-lived: RLIMIT_CPU would add up every call's time; each isolate bounds its own. No
+    // RLIMIT_DATA: every isolate reserves address space for its code and heap, and 8 of them
+    // under the limit failed ("Failed to reserve virtual memory for CodeRange", SIGTRAP); the
+    // memory cgroup or the host's watchdog bounds the child, each isolate's heap limit a call.
+    return { file: prlimitPath, args: ['--core=0', '--', node, ...args] };
+  }
   return {
     file: prlimitPath,
     args: [

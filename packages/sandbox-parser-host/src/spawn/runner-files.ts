@@ -5,7 +5,12 @@
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const files = ['runner/runner', 'protocol/wire', 'protocol/json-cost'] as const;
+const files = [
+  'runner/runner',
+  'protocol/wire',
+  'protocol/json-cost',
+  'runner/isolate-runner',
+] as const;
 
 function modifiedAt(url: URL): number {
   try {
@@ -27,7 +32,7 @@ function chooseFiles(): string[] {
   return (fresh ? built : sources).map((url) => fileURLToPath(url));
 }
 
-const [runner, wire, jsonCost] = chooseFiles() as [string, string, string];
+const [runner, wire, jsonCost, isolateRunner] = chooseFiles() as [string, string, string, string];
 
 /** Absolute path of the runner script the child executes. */
 export const runnerPath = runner;
@@ -37,6 +42,9 @@ export const wirePath = wire;
 
 /** Absolute path of the result-cost estimate the runner imports. */
 export const jsonCostPath = jsonCost;
+
+/** Absolute path of the isolate child's program (`processModel: 'isolate'`). */
+export const isolateRunnerPath = isolateRunner;
 
 /**
  * Absolute path of the Python runner. It is not compiled: installed, it is read from the

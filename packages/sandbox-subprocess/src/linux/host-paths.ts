@@ -1,15 +1,22 @@
 // What the view needs to know of the host's paths: whether each exists, and as what. The rows of
-// the default view are system paths that do not change while a host runs, so each is looked up
-// once; anything else (hidden paths) is looked up every time.
+// the default view that show the host (/usr, /etc, ...) are system paths that do not change while
+// a host runs, so each is looked up once; anything else is looked up every time: hidden paths,
+// and the default masks, which appear when the host installs something (/etc/wireguard,
+// /etc/docker): looked up once, a mask absent at the first run was never applied for the host's
+// lifetime, cold or warm (found by the attack review of the pre-started sandboxes).
 import { lstatSync, readlinkSync } from 'node:fs';
 import { defaultFilesystemView, type HostPaths } from './filesystem-view.ts';
 
-const systemRows = new Set(defaultFilesystemView.map((entry) => entry.path));
+const systemRows = new Set(
+  defaultFilesystemView.filter((entry) => entry.access !== 'masked').map((entry) => entry.path),
+);
 const cache = new Map<string, ReturnType<HostPaths['kind']>>();
 
 function lookUp(path: string): ReturnType<HostPaths['kind']> {
   try {
-    const stat = lstatSync(path);
+    // No exception for an absent path (most masks are, and they are looked up at every run).
+    const stat = lstatSync(path, { throwIfNoEntry: false });
+    if (stat === undefined) return undefined;
     if (stat.isSymbolicLink()) return { link: readlinkSync(path) };
     return stat.isDirectory() ? 'dir' : 'file';
   } catch {

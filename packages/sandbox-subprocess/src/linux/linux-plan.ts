@@ -24,11 +24,18 @@ import {
   viewArguments,
 } from './filesystem-view.ts';
 import { hostPaths } from './host-paths.ts';
+import { umaskStep } from './host-umask.ts';
 import { truncateAbi } from './landlock/landlock-abi.ts';
 import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
+import { maskStamp } from './mask-stamp.ts';
 import type { PrestartedSandbox, PrestartPool, PrestartSpec } from './prestart-pool.ts';
-import { commandMessage, stubScript, stubVariablePrefix } from './prestart-stub.ts';
+import {
+  bashOwnVariables,
+  commandMessage,
+  stubScript,
+  stubVariablePrefix,
+} from './prestart-stub.ts';
 import { runAdditions } from './run-paths.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
 import {
@@ -123,6 +130,9 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
           controls,
         );
         if (dataFallback && limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryRlimitData);
+        // The host's umask now, not the one a pooled wrapper inherited when it was spawned.
+        const umask = umaskStep();
+        if (umask !== undefined) ulimits.push(umask);
       }
       return [...ulimits, exec].join(' && ');
     };
@@ -194,7 +204,7 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
   const pool = pooled ? request.prestart : undefined;
   const key =
     pool !== undefined && prestart !== undefined
-      ? prestartKey(shape, prestart, seccomp)
+      ? prestartKey(shape, prestart, seccomp, maskStamp(request.hiddenPaths))
       : undefined;
   const warm =
     key !== undefined
@@ -373,18 +383,22 @@ function takePrestarted(
 
 /**
  * What a pre-started sandbox must have been started with to serve the run: the groups it is in,
- * the wrapper's steps (rlimits, bwrap), bwrap's options (view, namespaces, identity) and the
- * seccomp program. Computed for every run, so it reflects the host as the run finds it.
+ * the wrapper's steps (rlimits, umask, bwrap), bwrap's options (view, namespaces, identity), the
+ * seccomp program and the host objects its masks were mounted over (`masks`, mask-stamp.ts: a
+ * host path replaced since the pre-start would be unmasked in it). Computed for every run, so
+ * it reflects the host as the run finds it.
  */
 function prestartKey(
   shape: LauncherShape,
   prestart: { steps: string; options: Buffer },
   seccomp: Uint8Array,
+  masks: string,
 ): string {
   const groups = `${+shape.memory}${+shape.pids}:${shape.extraPipes}`;
   return [
     groups,
     prestart.steps,
+    masks,
     prestart.options.toString(),
     Buffer.from(seccomp).toString('base64'),
   ].join('\0');
@@ -394,7 +408,9 @@ function prestartKey(
  * Whether a pre-started sandbox can run `request` exactly as a cold run would: bubblewrap, no
  * path pinned for the run (a pinned descriptor is the run's own: binding an earlier one could
  * show a path since replaced), no egress forwarder (its socket is the run's), not a spawnSync,
- * and no variable of the stub's reserved prefix (the stub would unset it).
+ * no variable of the stub's reserved prefix (the stub would unset it) nor one its bash treats as
+ * its own ({@link bashOwnVariables}), and an argv and
+ * environment that exec surely takes (see {@link prestartExecBytes}).
  */
 function prestartable(
   request: LaunchRequest,
@@ -406,8 +422,29 @@ function prestartable(
     request.synchronous !== true &&
     request.egressSocket === undefined &&
     pins.length === 0 &&
-    !Object.keys(confinement.env).some((name) => name.startsWith(stubVariablePrefix))
+    !Object.keys(confinement.env).some(
+      (name) => name.startsWith(stubVariablePrefix) || bashOwnVariables.has(name),
+    ) &&
+    execBytes(confinement) <= prestartExecBytes
   );
+}
+
+/**
+ * The largest argv and environment (strings, their NULs and pointers) a pre-started sandbox
+ * takes: half the 128 KiB the kernel accepts whatever the stack limit (fs/exec.c, ARG_MAX),
+ * leaving room for what a cold run adds (the variables' prefix, setpriv's and the shell's own
+ * arguments). Past the kernel's limit a cold run fails at its setup (`UNAVAILABLE`, the command
+ * never started) while the stub, having written its start byte, would fail as the command (exit
+ * 126, `RUNTIME`): an attack review found the two results differ. Such runs go cold.
+ */
+const prestartExecBytes = 64 * 1024;
+
+function execBytes(confinement: BwrapConfinement): number {
+  const strings = [
+    ...confinement.command,
+    ...Object.entries(confinement.env).map(([name, value]) => `${name}=${value}`),
+  ];
+  return strings.reduce((total, text) => total + Buffer.byteLength(text) + 1 + 8, 8 * 2);
 }
 
 /** The variable prefix that carries the command's environment past setpriv, inert to ld.so. */

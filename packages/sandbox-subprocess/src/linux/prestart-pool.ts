@@ -59,6 +59,14 @@ interface Entry extends PrestartedSandbox {
   readonly whenReady: Promise<boolean>;
   /** Exited, or discarded: never handed out. */
   gone: boolean;
+  /** The stub's host pid and start time, found once it is ready (see {@link findStub}). */
+  stub?: ProcessIdentity | undefined;
+}
+
+/** A process as /proc shows it: its pid and its start time (which a reused pid does not share). */
+interface ProcessIdentity {
+  readonly pid: number;
+  readonly startTime: string;
 }
 
 interface KeyState {
@@ -85,13 +93,21 @@ const placeholder = { memoryBytes: 1024 * 1024 * 1024, pids: 4_194_304 };
 
 const livePools = new Set<PrestartPool>();
 const owners = new WeakMap<object, PrestartPool>();
+/**
+ * Closes the pool of an owner that was dropped without `close()`: the exit hook holds every
+ * pool that started a sandbox, so a host making a SubprocessSandbox per request and never
+ * closing it kept eight idle processes and two pairs of groups per sandbox until it exited
+ * (found by an attack review of the pre-started sandboxes).
+ */
+const abandoned = new FinalizationRegistry<PrestartPool>((pool) => void pool.close());
 
-/** The pool of `owner` (a SubprocessSandbox), created on first use. */
+/** The pool of `owner` (a SubprocessSandbox), created on first use; closed once `owner` is collected. */
 export function prestartPoolOf(owner: object): PrestartPool {
   let pool = owners.get(owner);
   if (pool === undefined) {
     pool = new PrestartPool();
     owners.set(owner, pool);
+    abandoned.register(owner, pool);
   }
   return pool;
 }
@@ -123,7 +139,7 @@ export class PrestartPool {
       for (const entry of [...dropped.ready, ...dropped.starting]) discard(entry);
     }
     for (let entry = state.ready.shift(); entry !== undefined; entry = state.ready.shift()) {
-      if (!entry.gone && alive(entry.launcher.child)) return entry;
+      if (!entry.gone && alive(entry.launcher.child) && stubAlive(entry)) return entry;
       discard(entry);
     }
     return undefined;
@@ -163,6 +179,7 @@ export class PrestartPool {
       return;
     }
     state.failures = 0;
+    entry.stub = findStub(entry.launcher.child.pid);
     state.ready.push(entry);
   }
 
@@ -327,6 +344,46 @@ function alive(child: ChildProcess): boolean {
     return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
   } catch {
     return false;
+  }
+}
+
+/**
+ * The stub of a ready sandbox: the leaf below its wrapper (wrapper, bwrap, bwrap's pid 1, the
+ * stub, one child each while it waits). Undefined where /proc does not list children: then only
+ * the wrapper is checked.
+ */
+function findStub(wrapper: number | undefined): ProcessIdentity | undefined {
+  let pid = wrapper;
+  for (let depth = 0; pid !== undefined && depth < 3; depth++) {
+    let children: string[];
+    try {
+      children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ');
+    } catch {
+      return undefined;
+    }
+    pid = children.length === 1 && children[0] !== '' ? Number(children[0]) : undefined;
+  }
+  const startTime = pid === undefined ? undefined : processStart(pid);
+  return startTime === undefined ? undefined : { pid: pid!, startTime };
+}
+
+/**
+ * Whether the stub still waits: a stub killed from outside (the OOM killer, a stray signal)
+ * leaves its wrapper running for milliseconds more, until bwrap has noticed, and a run handed
+ * that sandbox failed `UNAVAILABLE` where it would have run cold (found by an attack review).
+ */
+function stubAlive(entry: Entry): boolean {
+  return entry.stub === undefined || processStart(entry.stub.pid) === entry.stub.startTime;
+}
+
+/** A live (not zombie) process's start time, from /proc/PID/stat; undefined once it is gone. */
+function processStart(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return /^[ZX]/.test(fields[0] ?? 'X') ? undefined : fields[19];
+  } catch {
+    return undefined;
   }
 }
 

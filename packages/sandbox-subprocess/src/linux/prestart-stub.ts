@@ -12,6 +12,25 @@ import { startedSteps } from './wrapper-shell.ts';
  */
 export const stubVariablePrefix = 'CODA_SANDBOX_ENV_';
 
+/**
+ * Variables bash sets or reads itself (bash 5: read-only, dynamic, reset at start-up, or with a
+ * meaning to the shell). Exported by the stub they reach the command changed (`UID`, `SHLVL`,
+ * `RANDOM`), as the stub's own (`BASH_COMMAND`) or not at all (`GROUPS`, `OLDPWD`, `PS1`), and
+ * `POSIXLY_CORRECT` before a read-only one ends the stub; a cold run's shell, which gets the
+ * environment at its start, treats each otherwise. An attack review compared the two name by
+ * name: a run whose environment names one starts cold, so it gets the cold run's result.
+ */
+export const bashOwnVariables: ReadonlySet<string> = new Set([
+  ...['BASH', 'BASHOPTS', 'BASHPID', 'BASH_ALIASES', 'BASH_ARGC', 'BASH_ARGV', 'BASH_ARGV0'],
+  ...['BASH_CMDS', 'BASH_COMMAND', 'BASH_COMPAT', 'BASH_ENV', 'BASH_EXECUTION_STRING'],
+  ...['BASH_LINENO', 'BASH_LOADABLES_PATH', 'BASH_REMATCH', 'BASH_SOURCE', 'BASH_SUBSHELL'],
+  ...['BASH_VERSINFO', 'BASH_VERSION', 'BASH_XTRACEFD', 'COMP_WORDBREAKS', 'DIRSTACK'],
+  ...['ENV', 'EPOCHREALTIME', 'EPOCHSECONDS', 'EUID', 'FUNCNAME', 'FUNCNEST', 'GLOBIGNORE'],
+  ...['GROUPS', 'HISTCMD', 'IFS', 'LINENO', 'OLDPWD', 'OPTERR', 'OPTIND', 'PIPESTATUS'],
+  ...['POSIXLY_CORRECT', 'PPID', 'PS1', 'PS2', 'PS4', 'RANDOM', 'SECONDS', 'SHELLOPTS'],
+  ...['SHLVL', 'SRANDOM', 'UID', '_'],
+]);
+
 const fields = stubVariablePrefix;
 const index = `${stubVariablePrefix}i`;
 

@@ -1,0 +1,311 @@
+// Attack on the replay journal (issue 23, class 8): an execution lost with a worker another one
+// killed runs again alone, its journal answering what the host already answered. Everything the
+// caller and the handlers can observe is counted here and must be exact: events, handler starts
+// (a side-effecting tool must never run twice), stats, spans. Also what the journal cannot
+// replay: a second run that does less than the first (found here: it returned a result although
+// the caller had seen a status and a tool had run that the final run never made), or something
+// else (time in a status), ends replayDiverged; a cancellation or a timeout during the second run
+// starts nothing more. One engine, one worker, short busy loops: the file takes a few seconds.
+import type { Logger, SandboxEvent, TerminalEvent } from '@coda/sandbox-core';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SandboxEngine } from '../src/index.ts';
+import { collect, expectError, expectResult } from './helpers.ts';
+
+/**
+ * Kills its worker once armed: it waits in the worker on `tools.arm()` (its isolate built, using
+ * no CPU), and when the test answers, V8 exhausts its 8 MiB heap, which isolated-vm cannot recover
+ * from. So the death comes within a few hundred ms of the test's word, whatever the load.
+ */
+const killer = {
+  code: 'await tools.arm(); const m = new Map(); let i = 0; while (true) m.set(i++, { i });',
+  limits: { memoryMb: 8 },
+};
+const busy = (ms: number) => `{ const end = Date.now() + ${ms}; while (Date.now() < end) {} }`;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(done: () => boolean, withinMs = 15_000): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error('condition not reached');
+    await sleep(5);
+  }
+}
+
+/** Each handler start, as `name input`, in order: the side effects the host made. */
+const starts: string[] = [];
+/** The killer's `arm` calls waiting for the test's word. */
+const armed: (() => void)[] = [];
+/** Handlers of the `slow` tool waiting for the test, with the signal each got. */
+const slow: { release: (value: unknown) => void; signal: AbortSignal }[] = [];
+/** Worker deaths (executions held) and executions run again, from the engine's log. */
+const deaths: number[] = [];
+const retried: string[] = [];
+const logger: Logger = {
+  debug: () => {},
+  info: (object: unknown, message?: string) => {
+    if (message?.includes('running it again alone'))
+      retried.push((object as { jobId: string }).jobId);
+  },
+  warn: (object: unknown, message?: string) => {
+    if (message === 'sandbox worker process ended') deaths.push((object as { jobs: number }).jobs);
+  },
+  error: () => {},
+};
+const spans = new InMemorySpanExporter();
+const tracerProvider = new BasicTracerProvider({
+  spanProcessors: [new SimpleSpanProcessor(spans)],
+});
+
+/** The bound of a wait to run alone (docs/isolate.md, "The queue's own bound"). */
+const maxQueueWaitMs = 10_000;
+const engine = new SandboxEngine({
+  workers: 1,
+  poolSize: 0,
+  maxQueueWaitMs,
+  logger,
+  telemetry: { tracerProvider },
+  dataHandler: (params) => {
+    starts.push(`data ${JSON.stringify(params)}`);
+    return { answered: params };
+  },
+  tools: {
+    pay: {
+      handler: (input) => {
+        starts.push(`pay ${JSON.stringify(input)}`);
+        return 'paid';
+      },
+    },
+    arm: { handler: () => new Promise<null>((resolve) => armed.push(() => resolve(null))) },
+    slow: {
+      handler: (input, { signal }) => {
+        starts.push(`slow ${JSON.stringify(input)}`);
+        return new Promise((release) => slow.push({ release, signal }));
+      },
+    },
+  },
+});
+beforeAll(() => engine.ready(), 60_000);
+afterAll(() => engine.dispose());
+
+/** Events in the form the tables compare: status messages, then the terminal type or code. */
+function shape(events: SandboxEvent[]): string[] {
+  return events.map((event) =>
+    event.type === 'status'
+      ? `${event.source}: ${event.message}`
+      : event.type === 'error'
+        ? event.code
+        : event.type,
+  );
+}
+
+/**
+ * Parks a killer in the worker, submits `code`, waits until the host has seen `calls` handler
+ * starts of it (its first run reached the host) and the clock passed `killAfter`, then lets the
+ * killer kill the worker under both. Returns its events and the killer's terminal event; the
+ * worker's first death held exactly the two of them.
+ */
+async function lostWith(code: string, calls: number, timeoutMs = 10_000, killAfter = 0) {
+  const deathsBefore = deaths.length;
+  armed.length = 0;
+  const killed = engine.run(killer);
+  await until(() => armed.length === 1);
+  const before = starts.length;
+  const submitted = performance.now();
+  const handle = engine.submit({ code, limits: { timeoutMs } });
+  const events = collect(handle);
+  await until(() => starts.length - before === calls);
+  await sleep(50);
+  await until(() => Date.now() > killAfter);
+  armed[0]!();
+  await until(() => deaths.length > deathsBefore);
+  expect(deaths[deathsBefore]).toBe(2);
+  // The killer went first to the queue of those run again alone: once it died alone, the
+  // co-tenant's second run starts on the next worker.
+  const secondRunStarts = () =>
+    until(() => deaths.length - deathsBefore === 2).then(() => sleep(700));
+  return {
+    handle,
+    events,
+    killed,
+    submitted,
+    secondRunStarts,
+    newStarts: () => starts.slice(before),
+  };
+}
+
+const divergedMessage = (how: string) =>
+  `The execution was lost with a worker process another execution killed, and ran again; the second run ${how}, so it was ended rather than show the caller or a handler something twice`;
+
+describe('the replay journal under attack (process, one worker)', () => {
+  it('everything the caller and handlers saw happens once: events, handler starts, stats, spans', async () => {
+    spans.reset();
+    const retriedBefore = retried.length;
+    const run = await lostWith(
+      `console.log('c1'); reportStatus('s1', { k: 1 });
+       const a = await dataProxy.request({ q: 1 }); const b = await tools.pay({ n: 2 });
+       console.log('c2'); ${busy(600)} return [a, b]`,
+      2,
+    );
+    const events = await run.events;
+    expect(shape(events)).toEqual(['console: c1', 'reportStatus: s1', 'console: c2', 'result']);
+    const result = expectResult(events.at(-1) as TerminalEvent);
+    expect(result.payload).toEqual([{ answered: { q: 1 } }, 'paid']);
+    expect(result.stats).toMatchObject({
+      dataRequests: 2,
+      dataBytes: 7 + 7 + 20 + 6,
+      statusEvents: 3,
+      statusDropped: 0,
+      statusBytes: 2 + 2 + 2 + 7,
+      resultBytes: 29,
+    });
+    expect(run.newStarts()).toEqual(['data {"q":1}', 'pay {"n":2}']);
+    expectError(await run.killed, 'OOM');
+    expect(retried.length - retriedBefore).toBe(2);
+    // One execution span per execution (the killer's is the other), one call span per handler
+    // start: the calls answered from the journal made none (the killer's arm neither).
+    const finished = () => spans.getFinishedSpans();
+    await until(
+      () => finished().filter((span) => span.name === 'coda.sandbox.execution').length === 2,
+    );
+    const count = (name: string, tool?: string) =>
+      finished().filter(
+        (span) =>
+          span.name === name &&
+          (tool === undefined || span.attributes['gen_ai.tool.name'] === tool),
+      ).length;
+    expect(count('coda.sandbox.execution')).toBe(2);
+    expect(count('coda.sandbox.data_request')).toBe(1);
+    expect(count('coda.sandbox.tool_call', 'pay')).toBe(1);
+    expect(count('coda.sandbox.tool_call', 'arm')).toBe(1);
+    expect(count('coda.sandbox.tool_call')).toBe(2);
+  }, 30_000);
+
+  it('a second run that ends before doing what the first run did ends replayDiverged', async () => {
+    // The first run (before `switchAt`) reports and pays; the second (after it) skips both and
+    // returns. Before the fix the caller got 'charging', then the result "done": a payment the
+    // final run never made.
+    const switchAt = Date.now() + 700;
+    const run = await lostWith(
+      `if (Date.now() < ${switchAt}) { reportStatus('charging'); await tools.pay({ n: 1 }); }
+       ${busy(1_500)} return 'done'`,
+      1,
+      10_000,
+      switchAt,
+    );
+    const events = await run.events;
+    expect(shape(events)).toEqual(['reportStatus: charging', 'CRASH']);
+    const error = expectError(events.at(-1) as TerminalEvent, 'CRASH');
+    expect(error.details).toEqual({ collateral: true, replayDiverged: true });
+    expect(error.message).toBe(
+      divergedMessage('ended without making a status event the first run had made'),
+    );
+    expect(run.newStarts()).toEqual(['pay {"n":1}']);
+    expectError(await run.killed, 'OOM');
+  }, 30_000);
+
+  it('a status built from the clock diverges on its second run: no status twice', async () => {
+    const before = starts.length;
+    const run = await lostWith(
+      `reportStatus('at ' + Date.now()); await tools.pay({ n: 3 }); ${busy(600)} return 1`,
+      1,
+    );
+    const events = await run.events;
+    expect(shape(events).map((each) => each.replace(/\d+$/, 'T'))).toEqual([
+      'reportStatus: at T',
+      'CRASH',
+    ]);
+    expect(expectError(events.at(-1) as TerminalEvent, 'CRASH').message).toBe(
+      divergedMessage("made a status event that differs from the first run's"),
+    );
+    expect(starts.slice(before)).toEqual(['pay {"n":3}']);
+    expectError(await run.killed, 'OOM');
+  }, 30_000);
+
+  it('cancelled during its second run: one CANCELLED, no handler starts after it', async () => {
+    const retriedBefore = retried.length;
+    const run = await lostWith(
+      `await tools.pay({ n: 4 }); ${busy(1_500)} await tools.pay({ n: 5 }); return 1`,
+      1,
+    );
+    // The replacement worker is up and the second run is in its busy loop.
+    await run.secondRunStarts();
+    expect(retried.length - retriedBefore).toBe(2);
+    run.handle.cancel('caller gave up');
+    const events = await run.events;
+    expect(shape(events)).toEqual(['CANCELLED']);
+    // Past where the second run would have paid again.
+    await sleep(1_500);
+    expect(run.newStarts()).toEqual(['pay {"n":4}']);
+    expectError(await run.killed, 'OOM');
+  }, 30_000);
+
+  it('a handler still running when its worker died is awaited, not called again; cancelled, its signal aborts', async () => {
+    const retriedBefore = retried.length;
+    slow.length = 0;
+    const answered = await lostWith(`return await tools.slow({ n: 6 })`, 1);
+    await answered.secondRunStarts();
+    expect(retried.length - retriedBefore).toBe(2);
+    slow[0]!.release('late answer');
+    const events = await answered.events;
+    expect(shape(events)).toEqual(['result']);
+    expect(expectResult(events[0] as TerminalEvent).payload).toBe('late answer');
+    expect(answered.newStarts()).toEqual(['slow {"n":6}']);
+    expectError(await answered.killed, 'OOM');
+
+    slow.length = 0;
+    const cancelled = await lostWith(`return await tools.slow({ n: 7 })`, 1);
+    await cancelled.secondRunStarts();
+    expect(retried.length - retriedBefore).toBe(4);
+    expect(slow[0]!.signal.aborted).toBe(false);
+    cancelled.handle.cancel('caller gave up');
+    expect(shape(await cancelled.events)).toEqual(['CANCELLED']);
+    expect(slow[0]!.signal.aborted).toBe(true);
+    slow[0]!.release('too late');
+    await sleep(100);
+    expect(cancelled.newStarts()).toEqual(['slow {"n":7}']);
+    expectError(await cancelled.killed, 'OOM');
+  }, 30_000);
+
+  it('its second run gets the full timeoutMs; the whole stays within the documented bound', async () => {
+    const timeoutMs = 800;
+    const run = await lostWith(`await tools.pay({ n: 8 }); for (;;) {}`, 1, timeoutMs);
+    const events = await run.events;
+    const tookMs = performance.now() - run.submitted;
+    expect(shape(events)).toEqual(['TIMEOUT']);
+    const error = expectError(events[0] as TerminalEvent, 'TIMEOUT');
+    expect(error.details).toEqual({ timeoutMs });
+    expect(error.message).toBe(`Execution timed out after ${timeoutMs} ms`);
+    // The second run's own time (its stats) is the full limit, not what the first run left.
+    expect(error.stats?.wallMs).toBeGreaterThanOrEqual(timeoutMs);
+    expect(error.stats?.wallMs).toBeLessThan(timeoutMs + 1_000);
+    // The whole: the first run (cut short by the death), the wait to run alone (behind the
+    // killer's own retry, bounded by maxQueueWaitMs) and the second run.
+    expect(tookMs).toBeGreaterThan(timeoutMs);
+    expect(tookMs).toBeLessThan(timeoutMs + maxQueueWaitMs + timeoutMs + 1_000);
+    expect(run.newStarts()).toEqual(['pay {"n":8}']);
+    expectError(await run.killed, 'OOM');
+  }, 30_000);
+
+  it('the cause, run again alone, kills only itself: a job submitted meanwhile is not on its worker', async () => {
+    const deathsBefore = deaths.length;
+    const retriedBefore = retried.length;
+    const run = await lostWith(`await tools.pay({ n: 9 }); ${busy(600)} return 9`, 1);
+    // Submitted while the two wait to run alone: it waits, and never shares the killer's worker.
+    const meanwhile = engine.run({ code: `${busy(200)} return 'meanwhile'` });
+    expect(expectResult(await meanwhile).payload).toBe('meanwhile');
+    expect(expectResult((await run.events).at(-1) as TerminalEvent).payload).toBe(9);
+    const own = expectError(await run.killed, 'OOM');
+    expect(own.details).toEqual({ memoryMb: 8 });
+    expect(own.message).toContain('exhausted memory');
+    // The shared death (2 jobs), then the killer alone (1): no third death, nobody else lost.
+    await until(() => deaths.length - deathsBefore === 2);
+    expect(deaths.slice(deathsBefore)).toEqual([2, 1]);
+    expect(retried.length - retriedBefore).toBe(2);
+    expect(run.newStarts()).toEqual(['pay {"n":9}']);
+  }, 30_000);
+});
