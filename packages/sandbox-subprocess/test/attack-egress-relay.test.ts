@@ -67,7 +67,9 @@ describe('the egress relay under attack', () => {
       expect(stdout).toBe(`${4 * MiB}\n`);
       // Before the fix splice(2) stopped at the urgent mark and returned 0: the relay took it
       // for the client's end of file, half-closed the upstream, and `after` never arrived.
-      expect(serverText.endsWith(after)).toBe(true);
+      // Waited for, not assumed there when the client exits: on a loaded machine the relay may
+      // forward the last bytes after the client's 0.5 s pause (failed once in four at load 6).
+      await until(() => serverText.endsWith(after), 'the bytes after the urgent byte', 5_000);
       expect(serverText.includes('!')).toBe(false);
       await listener.close();
       expect(listener.session.report().allowed[0]?.bytesSent).toBe(

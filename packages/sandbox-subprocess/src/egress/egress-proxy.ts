@@ -16,9 +16,10 @@ import type { NetworkPolicy } from '@coda/sandbox-core';
 import { NetworkRules } from '@coda/sandbox-core';
 import { perlPath } from '../linux/detect.ts';
 import { EgressSession, type Refused } from './egress-session.ts';
-import { HostRelays } from './host-relay.ts';
+import { type ForwarderChannel, HostRelays } from './host-relay.ts';
 import { type EgressLookup, systemLookup } from './lookup.ts';
 import { handleSocks } from './socks5.ts';
+import { relaySyscalls } from './splice-relay.ts';
 import { joinTunnel } from './tunnel.ts';
 import { connectUpstream } from './upstream.ts';
 
@@ -33,6 +34,23 @@ export interface EgressProxyOptions {
    * way.
    */
   tunnelRelay?: 'splice' | 'node' | undefined;
+  /**
+   * Whether a run's forwarder passes each client connection to the host (`true`, the default
+   * where the splice relay runs: the host reads the client's own socket, one relay for a
+   * tunnel's bulk) or relays it over a Unix connection of its own (`false`: two relays). Counts,
+   * checks and the byte cap are the same either way.
+   */
+  passConnections?: boolean | undefined;
+}
+
+/** Options of {@link EgressProxy.openUnix}. */
+export interface UnixListenerOptions {
+  /**
+   * The run's forwarder (forwarder.ts) connects to this socket: its first connection is the
+   * forwarder's channel, answered 'P' (passed to the relay helper, which receives the client
+   * sockets over it) or 'R' (relay each connection), and never read as a proxy request.
+   */
+  forwarded?: boolean | undefined;
 }
 
 /** One run's listener. */
@@ -59,6 +77,7 @@ export class EgressProxy {
   readonly #lookup: EgressLookup;
   /** The host-side splice relay of tunnels, or undefined to move tunnel bytes in Node. */
   readonly #relays: HostRelays | undefined;
+  readonly #passConnections: boolean;
   #directory: string | undefined;
   #next = 0;
   readonly #listeners = new Set<EgressListener>();
@@ -70,24 +89,32 @@ export class EgressProxy {
       options.tunnelRelay !== 'node' && process.platform === 'linux' && perlPath !== undefined
         ? new HostRelays(perlPath)
         : undefined;
+    this.#passConnections = options.passConnections ?? true;
   }
 
   /**
    * Opens a listener on a Unix socket for one run under `policy`. Synchronous: the socket is
    * bound and listening when this returns.
    */
-  openUnix(policy: NetworkPolicy | NetworkRules): EgressListener {
+  openUnix(
+    policy: NetworkPolicy | NetworkRules,
+    options: UnixListenerOptions = {},
+  ): EgressListener {
     if (this.#closed) throw new Error('The egress proxy is closed');
     // 0700 and root's (or the host user's): only bubblewrap, binding it into a run, gets through.
     this.#directory ??= mkdtempSync(join(tmpdir(), 'coda-egress-'));
     const path = join(this.#directory, `run-${++this.#next}.sock`);
-    const listener = this.#open(policy, (server) => {
-      server.listen(path);
-      // The run's identity (nobody, when the host is root) must be able to connect; the 0700
-      // directory keeps everyone else on the host out.
-      chmodSync(path, 0o666);
-      return { path };
-    });
+    const listener = this.#open(
+      policy,
+      (server) => {
+        server.listen(path);
+        // The run's identity (nobody, when the host is root) must be able to connect; the 0700
+        // directory keeps everyone else on the host out.
+        chmodSync(path, 0o666);
+        return { path };
+      },
+      options.forwarded === true,
+    );
     return listener;
   }
 
@@ -114,6 +141,7 @@ export class EgressProxy {
   #open(
     policy: NetworkPolicy | NetworkRules,
     listen: (server: Server) => { path: string } | { port: number },
+    forwarded = false,
   ): EgressListener {
     const rules = policy instanceof NetworkRules ? policy : new NetworkRules(policy);
     const session = new EgressSession(rules, this.#lookup);
@@ -130,7 +158,7 @@ export class EgressProxy {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       else socket.destroy();
     });
-    const server = createServer((socket) => {
+    const accept = (socket: Socket): void => {
       session.track(socket);
       socket.on('error', () => {});
       socket.once('data', (first) => {
@@ -150,6 +178,28 @@ export class EgressProxy {
         http.emit('connection', socket);
         socket.resume();
       });
+    };
+    // The forwarder's channel is the listener's first connection, opened before the command
+    // runs; no later connection is taken as one (forwarder.ts says why that matters).
+    // The forwarder opens one only where it has the numbers to pass with (forwarder.ts).
+    let channelAwaited = forwarded && relaySyscalls.sendmsg !== 0 && relaySyscalls.prctl !== 0;
+    let channel: ForwarderChannel | undefined;
+    const takeChannel = (socket: Socket): void => {
+      socket.on('error', () => {});
+      channel = this.#passConnections
+        ? relays?.takeChannel(socket, {
+            adopted: (client) => (closed ? client.destroy() : accept(client)),
+            refused: (detail) =>
+              session.deny('(forwarder)', 0, 'protocol', `a passed connection: ${detail}`),
+          })
+        : undefined;
+      if (channel === undefined) socket.end('R');
+    };
+    let closed = false;
+    const server = createServer((socket) => {
+      if (!channelAwaited) return accept(socket);
+      channelAwaited = false;
+      takeChannel(socket);
     });
     server.on('error', () => {});
     const address = listen(server);
@@ -157,6 +207,8 @@ export class EgressProxy {
       session,
       address,
       close: async () => {
+        closed = true;
+        channel?.close();
         this.#listeners.delete(listener);
         this.#servers.delete(listener);
         const cut = session.close();

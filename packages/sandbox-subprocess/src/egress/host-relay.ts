@@ -8,42 +8,55 @@
 // most 1 MiB of the run's byte cap at a time (the proxy grants more as it counts), dies with
 // the helper (PR_SET_PDEATHSIG), and the proxy kills it when the run's cap is passed elsewhere
 // or the listener closes.
+//
+// It also takes a run's forwarder channel (forwarder.ts): the Unix connection over which the
+// forwarder inside the sandbox passes each accepted client socket. Node cannot receive a
+// descriptor on an arbitrary Unix socket (only on its IPC channel), so the helper receives it,
+// checks it is one connected TCP socket (anything else is refused and closed, the refusal
+// reported), and sends it on to Node over the IPC channel as a net.Socket.
 import { type ChildProcess, type SendHandle, spawn } from 'node:child_process';
 import type { Socket } from 'node:net';
 import { createInterface } from 'node:readline';
-import { relaySub, relaySyscalls } from './splice-relay.ts';
+import { localLegSub, relaySub, relaySyscalls } from './splice-relay.ts';
 
 /** The helper's process name (`ps`, /proc/PID/cmdline); its per-tunnel children add `: tunnel`. */
 export const relayProcessName = 'coda-egress-relay';
 
 // fd 0: commands from the proxy (`kill ID`, `grant ID N [final]`, passed to the tunnel's relay
-// on a pipe of its own), fd 1: `ID s|r N` counts and `ID end STATUS`
-// (`ID end STATUS cut` when the proxy had it killed; one that had ended already is not),
+// on a pipe of its own; `drop ID`, closing forwarder channel ID), fd 1: `ID s|r N` counts and
+// `ID end STATUS` (`ID end STATUS cut` when the proxy had it killed; one that had ended already
+// is not), and `pass ID refused WHY` for a refused descriptor on forwarder channel ID,
 // fd 2: why it failed, NODE_CHANNEL_FD: Node's IPC channel, the sockets arriving as
 // {"cmd":"NODE_HANDLE",...,"msg":{"relay":ID,"side":"client"|"upstream","budget":N,"final":B}} with one
-// descriptor each (client first), acknowledged as Node's protocol wants. A kill for an ID whose
-// sockets have not both arrived is remembered (IDs only grow), so a tunnel cut early never starts.
+// descriptor each (client first), or {..."msg":{"pass":ID}} with a forwarder channel,
+// acknowledged as Node's protocol wants; each client socket that came over channel ID goes back
+// as {"cmd":"NODE_HANDLE","type":"net.Socket","msg":{"adopted":ID}} with its descriptor. A kill
+// for an ID whose sockets have not both arrived is remembered (IDs only grow), so a tunnel cut
+// early never starts.
 const script = String.raw`
-use strict; use warnings; use POSIX ':sys_wait_h';
+use strict; use warnings; use POSIX ':sys_wait_h'; use Fcntl qw(F_GETFL F_SETFL O_NONBLOCK);
 ${relaySub}
-my ($nr_splice, $nr_recvmsg, $nr_prctl) = @ARGV;
+my ($nr_splice, $nr_recvmsg, $nr_prctl, $nr_sendmsg) = @ARGV;
 $0 = '${relayProcessName}';
 $SIG{PIPE} = 'IGNORE';
 $SIG{CHLD} = sub {};
 my $helper = $$;
 open(my $chan, '+<&=', $ENV{NODE_CHANNEL_FD}) or die "the IPC channel: $!\n";
-my (%half, %pid, %id, %dead, %cut, %ctl, @fds);
+my (%half, %pid, %id, %dead, %cut, %ctl, %pass, @fds);
 my ($in, $highest) = ('', 0);
 my $buf = "\0" x 65536; my $ctl = "\0" x 512;
 my $iov = pack('QQ', unpack('J', pack('p', $buf)), length $buf);
 while (1) {
   while ((my $p = waitpid(-1, WNOHANG)) > 0) { ended($p, $?) }
   my $rin = ''; vec($rin, 0, 1) = 1; vec($rin, fileno($chan), 1) = 1;
+  vec($rin, fileno($_), 1) = 1 for values %pass;
   next if select(my $rout = $rin, undef, undef, undef) <= 0;
+  for my $p (keys %pass) { passed($p) if $pass{$p} && vec($rout, fileno($pass{$p}), 1) }
   if (vec($rout, 0, 1)) {
     my $got = sysread(STDIN, my $commands, 65536);
     quit() unless $got;
     while ($commands =~ /^grant (\d+) (\d+ ?(?:final)?)$/mg) { syswrite($ctl{$1}, "$2\n") if $ctl{$1} }
+    for my $p ($commands =~ /^drop (\d+)$/mg) { close(delete $pass{$p}) if $pass{$p} }
     for my $c ($commands =~ /^kill (\d+)$/mg) {
       if ($pid{$c} && waitpid($pid{$c}, WNOHANG) == $pid{$c}) { ended($pid{$c}, $?) }
       elsif ($pid{$c}) { kill 'KILL', $pid{$c}; $cut{$c} = 1 }
@@ -66,6 +79,14 @@ while (1) {
     next unless $line =~ /"cmd":"NODE_HANDLE"/;
     my $fd = shift @fds;
     syswrite($chan, qq({"cmd":"NODE_HANDLE_ACK"}\n));
+    if ($line =~ /"pass":(\d+)/) {
+      my $p = $1;
+      next unless defined $fd && open(my $fh, '+<&=', $fd);
+      fcntl($fh, F_SETFL, fcntl($fh, F_GETFL, 0) | O_NONBLOCK);
+      # 'P': the forwarder passes its connections here from now on.
+      if ($nr_sendmsg && (syswrite($fh, 'P') // 0) == 1) { $pass{$p} = $fh } else { close $fh }
+      next;
+    }
     my ($c) = $line =~ /"relay":(\d+)/;
     my ($side) = $line =~ /"side":"(client|upstream)"/;
     next unless defined $fd && defined $c && defined $side && open(my $fh, '+<&=', $fd);
@@ -95,10 +116,11 @@ sub start {
     syscall($nr_prctl, 1, 9);
     exit 0 if getppid() != $helper;
     $SIG{CHLD} = 'DEFAULT';
-    close $chan; close STDIN; close $_ for values %ctl;
+    close $chan; close STDIN; close $_ for values %ctl, values %pass;
     for my $other (values %half) { close $_ for grep { ref eq 'GLOB' } values %$other }
     if ($h->{cap}) { close $granter; $h->{cap}{control} = $grants }
     $0 = '${relayProcessName}: tunnel';
+    local_leg($h->{client});
     exit relay($h->{client}, $h->{upstream}, \*STDOUT, $c, $h->{cap}, $nr_splice);
   }
   $pid{$c} = $p; $id{$p} = $c;
@@ -114,6 +136,61 @@ sub ended {
   syswrite(STDOUT, "$c end $status" . (delete $cut{$c} ? " cut\n" : "\n"));
 }
 sub quit { kill 'KILL', values %pid; exit 0 }
+${localLegSub}
+# One message on forwarder channel $p: exactly one byte with exactly one descriptor, which must be
+# a connected TCP socket; it goes to Node, anything else is closed and reported.
+sub passed {
+  my ($p) = @_;
+  my $data = "\0" x 16; my $control = "\0" x 256;
+  my $iov = pack('QQ', unpack('J', pack('p', $data)), length $data);
+  my $msg = pack('QLx4QQQQLx4', 0, 0, unpack('J', pack('p', $iov)), 1, unpack('J', pack('p', $control)), length $control, 0);
+  # MSG_CMSG_CLOEXEC | MSG_DONTWAIT
+  my $got = syscall($nr_recvmsg, fileno($pass{$p}), $msg, 0x40000040);
+  return if $got < 0 && ($!{EAGAIN} || $!{EINTR});
+  if ($got <= 0) { close(delete $pass{$p}); return }
+  my ($clen, $flags) = (unpack('QLx4QQQQLx4', $msg))[5, 6];
+  my @got;
+  for (my $at = 0; $at + 16 <= $clen;) {
+    my ($len, $level, $type) = unpack('QLL', substr($control, $at, 16));
+    last if $len < 16 || $at + $len > $clen;
+    push @got, unpack('L*', substr($control, $at + 16, $len - 16)) if $level == 1 && $type == 1;
+    $at += ($len + 7) & ~7;
+  }
+  my @handles;
+  for my $fd (@got) {
+    if (open(my $h, '+<&=', $fd)) { push @handles, $h } else { POSIX::close($fd) }
+  }
+  my $why = ($flags & 8) || @got > 1 ? 'more than one descriptor in a message'
+    : !@got ? 'a message without a descriptor'
+    : @handles != 1 ? 'a descriptor that cannot be opened'
+    : $got != 1 ? 'more than one byte with a descriptor'
+    : not_tcp($handles[0]);
+  if (defined $why) {
+    close $_ for @handles;
+    syswrite(STDOUT, "pass $p refused $why\n");
+    return;
+  }
+  my $json = qq({"cmd":"NODE_HANDLE","type":"net.Socket","msg":{"adopted":$p}}\n);
+  my $out = pack('QQ', unpack('J', pack('p', $json)), length $json);
+  my $cmsg = pack('QLLLx4', 20, 1, 1, fileno($handles[0]));
+  my $send = pack('QLx4QQQQLx4', 0, 0, unpack('J', pack('p', $out)), 1, unpack('J', pack('p', $cmsg)), 24, 0);
+  my $sent = syscall($nr_sendmsg, fileno($chan), $send, 0);
+  close $handles[0];
+  quit() if $sent != length $json;
+}
+# Why a passed descriptor is not a connected TCP socket, or undef when it is.
+sub not_tcp {
+  my ($h) = @_;
+  return 'a descriptor that is not a socket' unless -S $h;
+  my $int = sub { my $v = getsockopt($h, 1, $_[0]); defined $v ? unpack('i', $v) : -1 };
+  return 'a socket that is not a stream' unless $int->(3) == 1;
+  my $domain = $int->(39);
+  return 'a socket that is not IPv4 or IPv6' unless $domain == 2 || $domain == 10;
+  return 'a socket that is not TCP' unless $int->(38) == 6;
+  return 'a listening socket' unless $int->(30) == 0;
+  return 'a socket that is not connected' unless defined getpeername($h);
+  return undef;
+}
 `;
 
 /** How a tunnel's relay reports to the proxy. */
@@ -134,6 +211,20 @@ export interface HostRelay {
   grant(bytes: number, final: boolean): void;
   /** Once the tunnel's relay is gone and every count it wrote has been read. */
   once(event: 'close', listener: () => void): unknown;
+}
+
+/** Where the client sockets passed over one forwarder channel go. */
+export interface ForwarderChannelHandlers {
+  /** A connected TCP socket the forwarder accepted, now Node's (read the proxy request from it). */
+  adopted(socket: Socket): void;
+  /** A descriptor the helper refused (not one connected TCP socket), and why. */
+  refused(detail: string): void;
+}
+
+/** A forwarder channel the helper holds. */
+export interface ForwarderChannel {
+  /** Closes the channel in the helper (no more sockets come over it). */
+  close(): void;
 }
 
 /** The proxy's side of one tunnel in the helper. */
@@ -180,6 +271,8 @@ export class HostRelays {
   #child: ChildProcess | undefined;
   #next = 0;
   readonly #tunnels = new Map<number, Tunnel>();
+  readonly #channels = new Map<number, ForwarderChannelHandlers>();
+  #nextChannel = 0;
   #closing = false;
 
   /** @param perl - the perl that runs the helper. */
@@ -189,14 +282,20 @@ export class HostRelays {
 
   /** Starts the helper now, if it is not running (spawn blocks the event loop for a fork). */
   start(): ChildProcess | undefined {
-    if (this.#closing || relaySyscalls.recvmsg === 0 || relaySyscalls.prctl === 0) return undefined;
+    if (
+      this.#closing ||
+      relaySyscalls.recvmsg === 0 ||
+      relaySyscalls.prctl === 0 ||
+      relaySyscalls.sendmsg === 0
+    )
+      return undefined;
     if (this.#child !== undefined) return this.#child;
-    const { splice, recvmsg, prctl } = relaySyscalls;
+    const { splice, recvmsg, prctl, sendmsg } = relaySyscalls;
     let child: ChildProcess;
     try {
       child = spawn(
         this.#perl,
-        ['-e', script, '--', String(splice), String(recvmsg), String(prctl)],
+        ['-e', script, '--', String(splice), String(recvmsg), String(prctl), String(sendmsg)],
         {
           stdio: ['pipe', 'pipe', 'pipe', 'ipc'],
           serialization: 'json',
@@ -211,6 +310,7 @@ export class HostRelays {
     if (child.pid === undefined) return undefined;
     this.#child = child;
     child.on('error', () => {});
+    child.on('message', (message: unknown, handle: unknown) => this.#adopt(message, handle));
     child.stdin?.on('error', () => {});
     let stderr = '';
     child.stderr?.setEncoding('utf8');
@@ -296,6 +396,47 @@ export class HostRelays {
     };
   }
 
+  /**
+   * Gives a run's forwarder channel (forwarder.ts) to the helper, which answers 'P' on it and
+   * from then on receives the client sockets the forwarder passes, checks each, and sends it to
+   * `handlers`. Node must not have read from `channel` (a read would drop the descriptors
+   * riding with the bytes); Node's descriptor is closed once sent. Undefined when the helper
+   * cannot take it (the caller answers 'R': the forwarder then relays each connection).
+   */
+  takeChannel(channel: Socket, handlers: ForwarderChannelHandlers): ForwarderChannel | undefined {
+    const child = this.start();
+    const handle = handleOf(channel);
+    if (child === undefined || !child.connected || handle === undefined) return undefined;
+    const id = ++this.#nextChannel;
+    this.#channels.set(id, handlers);
+    handle.readStop();
+    handle.reading = false;
+    child.send({ pass: id }, handle as unknown as SendHandle, { keepOpen: true }, (error) => {
+      channel.destroy();
+      if (error !== null && error !== undefined) {
+        this.#channels.delete(id);
+        handlers.refused(`the egress relay could not take the forwarder channel: ${error.message}`);
+      }
+    });
+    return {
+      close: () => {
+        if (!this.#channels.delete(id)) return;
+        this.#child?.stdin?.write(`drop ${id}\n`);
+      },
+    };
+  }
+
+  /** A client socket from a forwarder channel, sent by the helper as `{ adopted: ID }`. */
+  #adopt(message: unknown, handle: unknown): void {
+    const id = (message as { adopted?: unknown } | null)?.adopted;
+    if (typeof id !== 'number') return;
+    const socket = handle as Socket | undefined;
+    const handlers = this.#channels.get(id);
+    if (socket === undefined || typeof socket.destroy !== 'function') return;
+    if (handlers === undefined) socket.destroy();
+    else handlers.adopted(socket);
+  }
+
   /** Kills the helper and every tunnel it carries; resolves once all of them are gone. */
   async close(): Promise<void> {
     this.#closing = true;
@@ -314,8 +455,13 @@ export class HostRelays {
     this.#child?.stdin?.write(`kill ${id}\n`);
   }
 
-  /** One line from the helper: counts, or a tunnel's end. */
+  /** One line from the helper: counts, a tunnel's end, or a refused passed descriptor. */
   #report(line: string): void {
+    const refused = /^pass (\d+) refused (.*)$/.exec(line);
+    if (refused !== null) {
+      this.#channels.get(Number(refused[1]))?.refused(refused[2] ?? '');
+      return;
+    }
     const [idText, what, value, cut] = line.split(' ');
     const tunnel = this.#tunnels.get(Number(idText));
     const number = Number(value);

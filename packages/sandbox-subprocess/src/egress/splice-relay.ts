@@ -13,19 +13,34 @@ const syscalls =
   process.arch === 'arm64' ? aarch64Syscalls : process.arch === 'x64' ? x86_64Syscalls : undefined;
 
 /**
- * The numbers perl's syscall() needs: splice(2) for the relays, recvmsg(2) and prctl(2) for the
- * host-side relay (descriptors passed in, and PR_SET_PDEATHSIG). 0 where none is known: the
- * relays then copy with read/write, and the host-side relay is not used.
+ * The numbers perl's syscall() needs: splice(2) for the relays, recvmsg(2), sendmsg(2) and
+ * prctl(2) for the host-side relay and the forwarder (descriptors passed over Unix sockets,
+ * PR_SET_PDEATHSIG, PR_SET_DUMPABLE). 0 where none is known: the relays then copy with
+ * read/write, the host-side relay is not used and the forwarder relays every connection.
  */
 export const relaySyscalls: {
   readonly splice: number;
   readonly recvmsg: number;
+  readonly sendmsg: number;
   readonly prctl: number;
 } = {
   splice: syscalls?.splice ?? 0,
   recvmsg: syscalls?.recvmsg ?? 0,
+  sendmsg: syscalls?.sendmsg ?? 0,
   prctl: syscalls?.prctl ?? 0,
 };
+
+/**
+ * `local_leg($socket)`: the socket towards the client, always a local one (the host's loopback,
+ * or the run's own namespace's), sends with Reno (TCP_CONGESTION; Reno is open to every user)
+ * instead of the host's default when that is BBR: BBR paces with a timer per burst where no fq
+ * qdisc does it, which on a loopback leg is pure cost (measured: a relayed 100 MB download
+ * 1.21× faster, median of 20 paired rounds, 15 won). No effect on a Unix socket (it fails,
+ * ignored); the server's leg keeps the host's choice.
+ */
+export const localLegSub = String.raw`
+sub local_leg { setsockopt($_[0], 6, 13, 'reno') }
+`;
 
 /** Bytes one splice moves at most, and the pipe size asked for (F_SETPIPE_SZ) to hold them. */
 export const relayChunkBytes = 1 << 20;

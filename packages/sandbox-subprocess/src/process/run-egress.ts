@@ -22,7 +22,7 @@ export class RunEgress implements EgressEndpoints {
   }
 
   unixSocket(): string {
-    const listener = this.#proxy.openUnix(this.#policy);
+    const listener = this.#proxy.openUnix(this.#policy, { forwarded: true });
     this.#listener = listener;
     this.#take(listener);
     if (!('path' in listener.address)) throw new Error('openUnix gave no socket path');
