@@ -5,7 +5,7 @@
 import type { TerminalEvent } from '@coda/sandbox-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
-import { expectError, expectHealthy, expectResult } from './helpers.ts';
+import { expectError, expectHealthy, expectResult, workerDeathLog } from './helpers.ts';
 
 const modes = ['process', 'in-process'] as const;
 const loop = 'for (;;) {}';
@@ -88,9 +88,11 @@ const underTheClock: { name: string; code: string }[] = [
 ];
 
 describe.each(modes)('no user code outside the clock (%s)', (isolation) => {
+  const { logger, deaths } = workerDeathLog();
   const engine = new SandboxEngine({
     isolation,
     workers: 2,
+    logger,
     dataHandler: () => 1,
     tools: { lookup: { handler: () => 1 } },
   });
@@ -101,7 +103,7 @@ describe.each(modes)('no user code outside the clock (%s)', (isolation) => {
   it.each(underTheClock)(
     '$name: TIMEOUT within timeoutMs + 1 s, the co-tenant served, the workers kept',
     async ({ code }) => {
-      const pids = engine.stats().workerPids;
+      deaths.length = 0;
       const started = performance.now();
       const [attack, benign] = await Promise.all([
         engine.run({ code, limits: { timeoutMs: 1_000 } }).then((event) => ({
@@ -113,7 +115,7 @@ describe.each(modes)('no user code outside the clock (%s)', (isolation) => {
       expect(expectError(attack.event, 'TIMEOUT').details).toEqual({ timeoutMs: 1_000 });
       expect(attack.ms).toBeLessThan(2_000);
       expect(expectResult(benign).payload).toBe(coTenantSum);
-      expect(engine.stats().workerPids).toEqual(pids);
+      expect(deaths).toEqual([]);
     },
     20_000,
   );
@@ -162,11 +164,13 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
   let gate = Promise.resolve();
   let waiting = 0;
   let expected = 0;
+  const { logger, deaths } = workerDeathLog();
   const engine = new SandboxEngine({
     isolation,
     workers: 1,
     maxConcurrent: 16,
     poolSize: 0,
+    logger,
     dataHandler: async (params) => {
       const { units, twoByte } = params as { units: number; twoByte: boolean };
       // Every answer is released at once, so all of them are in flight together.
@@ -190,7 +194,7 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
   it.each(answerFloods)(
     '$name: OOM, the worker and a co-tenant kept',
     async ({ fill, answers, units, twoByte }) => {
-      const pids = engine.stats().workerPids;
+      deaths.length = 0;
       arm(answers);
       const code = `const keep = []; for (let i = 0; i < ${fill}; i++) keep.push(new Array(131072).fill(i + 0.5));
         const calls = []; for (let i = 0; i < ${answers}; i++) calls.push(dataProxy.request({ units: ${units}, twoByte: ${twoByte} }));
@@ -201,7 +205,7 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
       ]);
       expect(expectError(attack, 'OOM').details).toEqual({ memoryMb: 32 });
       expect(expectResult(benign).payload).toBe(coTenantSum);
-      expect(engine.stats().workerPids).toEqual(pids);
+      expect(deaths).toEqual([]);
       await expectHealthy(engine);
     },
     30_000,
@@ -269,22 +273,12 @@ const heapPaths: { name: string; code: string; limits: Record<string, number> }[
 ];
 
 describe.each(modes)('heap exhaustion is OOM on further paths (%s)', (isolation) => {
-  // Worker deaths with jobs (the supervisor's warning); a worker replaced while idle because
-  // what earlier rows left made it big is not one (worker-recycle.test.ts).
-  const deaths: unknown[] = [];
-  const ignore = () => {};
+  const { logger, deaths } = workerDeathLog();
   const engine = new SandboxEngine({
     isolation,
     workers: 1,
     maxConcurrent: 16,
-    logger: {
-      debug: ignore,
-      info: ignore,
-      warn: (object: unknown, message?: string) => {
-        if (message === 'sandbox worker process ended') deaths.push(object);
-      },
-      error: ignore,
-    },
+    logger,
     dataHandler: (params) => {
       const objects = (params as { objects?: number } | null)?.objects;
       return objects === undefined ? 1 : Array.from({ length: objects }, () => ({}));

@@ -9,7 +9,7 @@
 import type { TerminalEvent } from '@coda/sandbox-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
-import { expectError, expectResult } from './helpers.ts';
+import { expectError, expectResult, workerDeathLog } from './helpers.ts';
 
 // Short, so the 384 rows (most end at their limit) take about a minute: the bound is what matters.
 const timeoutMs = 250;
@@ -279,9 +279,11 @@ describe.each(['process', 'in-process'] as const)(
   (isolation) => {
     // A co-tenant's 'hold' request waits on the host until the test lets it go.
     let onHold: ((release: (value: string) => void) => void) | undefined;
+    const { logger, deaths } = workerDeathLog();
     const engine = new SandboxEngine({
       isolation,
       workers: 1,
+      logger,
       limits: { timeoutMs },
       dataHandler: (params) =>
         params === 'hold' ? new Promise((resolve) => onHold?.(resolve)) : params,
@@ -308,7 +310,7 @@ describe.each(['process', 'in-process'] as const)(
       '$name',
       async ({ code, expected }) => {
         await engine.ready();
-        const pids = engine.stats().workerPids;
+        deaths.length = 0;
         // Beside a co-tenant that waits on the host (it would die with a killed worker).
         const coTenant = await startCoTenant();
         const beside = await runTimed(code);
@@ -322,7 +324,7 @@ describe.each(['process', 'in-process'] as const)(
           expectOutcome(alone.event, expected);
           expect(alone.elapsed).toBeLessThan(boundMs);
         }
-        expect(engine.stats().workerPids).toEqual(pids);
+        expect(deaths).toEqual([]);
       },
       30_000,
     );

@@ -2,6 +2,7 @@
 import type {
   ErrorEvent,
   ExecutionHandle,
+  Logger,
   ResultEvent,
   SandboxEvent,
   TerminalEvent,
@@ -37,4 +38,24 @@ export async function expectHealthy(engine: {
 }): Promise<void> {
   const event = await engine.run({ code: 'return globalThis.leftover ?? "fresh"' });
   expect(expectResult(event).payload).toBe('fresh');
+}
+
+/**
+ * A logger that records each worker process death that ended executions (the supervisor's
+ * warning). "The worker was kept" is `deaths` staying empty: comparing worker pids would also
+ * count a worker replaced while idle because earlier executions made it big (worker-recycle
+ * test), which ends nothing.
+ */
+export function workerDeathLog(): { logger: Logger; deaths: unknown[] } {
+  const deaths: unknown[] = [];
+  const ignore = () => {};
+  const logger: Logger = {
+    debug: ignore,
+    info: ignore,
+    warn: (object: unknown, message?: string) => {
+      if (message === 'sandbox worker process ended') deaths.push(object);
+    },
+    error: ignore,
+  };
+  return { logger, deaths };
 }

@@ -4,7 +4,7 @@
 // survives (its pid does not change). Real isolates, real workers.
 import { afterAll, describe, expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
-import { expectError, expectHealthy } from './helpers.ts';
+import { expectError, expectHealthy, workerDeathLog } from './helpers.ts';
 
 /** Fills the heap until it is exhausted. */
 const bomb = "const a = []; for (;;) a.push('x'.repeat(1000) + Math.random());";
@@ -40,9 +40,11 @@ const paths: { path: string; code: string; workerSurvives: boolean }[] = [
 describe.each(['process', 'in-process'] as const)(
   'heap exhaustion is OOM on every path (%s)',
   (isolation) => {
+    const { logger, deaths } = workerDeathLog();
     const engine = new SandboxEngine({
       isolation,
       workers: 1,
+      logger,
       dataHandler: (params) => {
         const units = (params as { units?: number }).units;
         return units === undefined ? 1 : 'x'.repeat(units);
@@ -53,10 +55,10 @@ describe.each(['process', 'in-process'] as const)(
 
     it.each(paths)('$path', async ({ code, workerSurvives }) => {
       await engine.ready();
-      const pids = engine.stats().workerPids;
+      deaths.length = 0;
       const event = expectError(await engine.run({ code, limits: { memoryMb: 32 } }), 'OOM');
       expect(event.details).toMatchObject({ memoryMb: 32 });
-      if (workerSurvives) expect(engine.stats().workerPids).toEqual(pids);
+      if (workerSurvives) expect(deaths).toEqual([]);
       await expectHealthy(engine);
     });
   },

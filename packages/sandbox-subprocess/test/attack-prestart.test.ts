@@ -199,7 +199,8 @@ const keyRows: {
     warm: false,
     line: [2, '64'],
   },
-  { name: 'per-call cpuSecs', policy, options: { cpuSecs: 7 }, warm: false, line: [3, '7'] },
+  // RLIMIT_CPU is not in the key: the stub sets the run's own (prestart-cpu-limit.test.ts).
+  { name: 'per-call cpuSecs', policy, options: { cpuSecs: 7 }, warm: true, line: [3, '7'] },
   {
     name: 'per-call maxMemoryMb (tmpfs size)',
     policy,
@@ -218,6 +219,7 @@ const keyRows: {
     name: 'per-call timeoutMs 0 (no CPU limit)',
     policy,
     options: { timeoutMs: 0 },
+    // Whether there is a CPU limit is in the key (the stub sets one or none), not its value.
     warm: false,
     line: [3, 'unlimited'],
   },
@@ -353,7 +355,7 @@ describe('the stub’s pipe protocol', () => {
     { identity: 'dropped', runAs: undefined },
     { identity: 'host', runAs: 'host' as const },
   ])(
-    'variables bash treats as its own start cold, and arrive as a cold run’s ($identity identity)',
+    'variables bash treats as its own are served warm and arrive as passed, as cold ($identity identity)',
     async ({ runAs }) => {
       const input = { ...policy, runAs };
       const sandbox = await warmSandbox(input);
@@ -367,9 +369,18 @@ describe('the stub’s pipe protocol', () => {
         const warmRun = await runResult(sandbox, script, { env: { ...env, KEPT: 'k' } });
         const coldRun = await runResult(cold, script, { env: { ...env, KEPT: 'k' } });
         expect(warmRun.result).toEqual(coldRun.result);
-        seen.push([Object.keys(env).join('+'), warmRun.warm, warmRun.result.success]);
+        seen.push([warmRun.warm, warmRun.result.stdout, warmRun.result.stderr]);
       }
-      expect(seen).toEqual(bashNames.map((env) => [Object.keys(env).join('+'), false, true]));
+      // env sets the command's environment (src/linux/exact-environment.ts), not bash.
+      expect(seen).toEqual(
+        bashNames.map((env) => [
+          true,
+          Object.entries(env)
+            .map(([name, value]) => `${name}=${value};`)
+            .join(''),
+          '',
+        ]),
+      );
     },
   );
 

@@ -210,8 +210,8 @@ describe('process confinement', () => {
         .split('\n')
         .map((line) => line.split('=')[0])
         .sort();
-      // HOME is the private home, PWD the cwd; SHLVL comes from the bash that restores the
-      // environment after the identity drop.
+      // HOME is the private home, PWD the cwd; SHLVL=0 the sandbox's default (once exported by
+      // the bash that restored the environment; env sets it now, exact-environment.ts).
       const always = ['EXTRA', 'GREETING', 'HOME', 'PWD', 'SHLVL'];
       const fromHost = ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM'].filter(
         (name) => process.env[name] !== undefined,

@@ -66,7 +66,6 @@ const warmUpCode = 'return null';
 const warmUpLimitsJson = JSON.stringify(defaultExecutionLimits);
 const warmUpOptions = {
   arguments: { copy: true },
-  result: { promise: true },
   timeout: 1_000,
 } as const;
 /** What the warm-up delivers (see bootstrap-source.ts): `ok`, nothing dropped, a heap, `null`. */
@@ -93,6 +92,11 @@ export class ContextBuilder {
   /**
    * Creates an isolate with `memoryMb` as its memoryLimit and builds its context. With `warm`
    * (for isolates that wait in a pool), it also runs the bootstrap's run path once.
+   *
+   * Every step runs on the calling thread (isolated-vm's synchronous calls), about 2 ms in one
+   * go: each asynchronous step was a hand-off to the isolate's thread and back, and the build
+   * cost about 1 ms more CPU that way than in one piece on one thread (docs/performance.md,
+   * perf-23). Only the bootstrap and the warm-up run in the isolate here, never user code.
    */
   async prepare(memoryMb: number, warm = true): Promise<PreparedIsolate> {
     const isolate = new ivm.Isolate({
@@ -100,7 +104,7 @@ export class ContextBuilder {
       onCatastrophicError: this.#onCatastrophicError,
     });
     try {
-      const context = await isolate.createContext();
+      const context = isolate.createContextSync();
       const holder: {
         host: JobHost | undefined;
         timers: ExecutionTimers | undefined;
@@ -204,10 +208,10 @@ export class ContextBuilder {
         module.bytes.slice().buffer,
         module.binding,
       ]);
-      const bootstrap = (await (
-        await compileBootstrap(isolate)
-      ).run(context, { reference: true })) as ivm.Reference<(...args: unknown[]) => unknown>;
-      const functions = (await bootstrap.apply(
+      const bootstrap = compileBootstrap(isolate).runSync(context, {
+        reference: true,
+      }) as ivm.Reference<(...args: unknown[]) => unknown>;
+      const functions = bootstrap.applySync(
         undefined,
         [
           status,
@@ -224,29 +228,30 @@ export class ContextBuilder {
           takeAnswer,
         ],
         { result: { reference: true } },
-      )) as ivm.Reference<[IsolateRunFunction]>;
+      ) as ivm.Reference<[IsolateRunFunction]>;
       bootstrap.release();
       const run = functions.getSync(0, { reference: true }) as ivm.Reference<IsolateRunFunction>;
       functions.release();
-      // The first run in a fresh context compiles the bootstrap's run path and sets up
-      // isolated-vm's side of the call, about 0.1 ms of a user's first execution here: run it
-      // once now, with a trivial body, on the isolate's thread while the pool refills. Its
-      // outcome arrives before the call settles (isolated-vm queues the delivery ahead of the
-      // settlement; one more turn covers a reordering, as CodeExecutor does) and is forgotten;
-      // an isolate whose warm-up delivered anything else, or nothing, is not used, so no
-      // warm-up outcome can reach a user's run. The next run replaces everything it
-      // set (the limits, the pending outcome), and it made no status event.
+      // The first run in a fresh context sets up the bootstrap's run path (its feedback, and
+      // isolated-vm's side of the call), about 0.1 ms of a user's first execution: run it once
+      // now, with a trivial body, while the pool refills. Started synchronously (as a job
+      // started on the calling thread is), it delivers through the blocking callback, so its
+      // outcome is here when the call returns; it is forgotten, and an isolate whose warm-up
+      // delivered anything else, or nothing, is not used, so no warm-up outcome can reach a
+      // user's run. The next run replaces everything it set (the limits, the pending outcome),
+      // and it made no status event.
       if (warm) {
         try {
-          await run.apply(undefined, [warmUpCode, warmUpLimitsJson, false], warmUpOptions);
+          run.applySync(undefined, [warmUpCode, warmUpLimitsJson, true], warmUpOptions);
         } catch (error) {
           if (error !== runEnded) throw error;
         }
-        if (holder.delivered === undefined) await new Promise((resolve) => setImmediate(resolve));
         if (!warmUpOutcome.test(holder.delivered ?? '')) {
           throw new Error('The isolate warm-up did not run');
         }
         holder.delivered = undefined;
+        // The first warm-up of this process: its compiled run path goes into the code cache.
+        if (!bootstrapCacheHasRunPath) recacheBootstrap(isolate);
       }
       const prepared: PreparedIsolate = {
         isolate,
@@ -307,30 +312,53 @@ function crossing(text: string): string[] {
 
 /** The bootstrap as a function of its twelve arguments (see bootstrap-source.ts). */
 const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) {\n${bootstrapSource}\n})`;
-/** V8's code cache of the bootstrap, made by the first isolate of this process. */
+/** V8's code cache of the bootstrap, made by the first isolates of this process. */
 let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
+/** Whether {@link bootstrapCache} was made after a warm-up, with the run path compiled. */
+let bootstrapCacheHasRunPath = false;
+const bootstrapOrigin = { filename: 'sandbox:bootstrap' };
 
 /**
  * Compiles the bootstrap in `isolate`, from V8's code cache after the first time: every isolate
  * is used once, so parsing the bootstrap's ~15 kB again would cost each execution about 0.2 ms
  * (measured: 1.19 ms without the cache, 0.96 ms with it, for context and bootstrap together).
  */
-async function compileBootstrap(isolate: ivm.Isolate): Promise<ivm.Script> {
-  const origin = { filename: 'sandbox:bootstrap' };
+function compileBootstrap(isolate: ivm.Isolate): ivm.Script {
+  const origin = bootstrapOrigin;
   if (bootstrapCache !== undefined) {
     // isolated-vm sets these on the script at run time; its typings leave them out.
-    const script = (await isolate.compileScript(bootstrapFunction, {
+    const script = isolate.compileScriptSync(bootstrapFunction, {
       ...origin,
       cachedData: bootstrapCache,
-    })) as ivm.Script & { cachedDataRejected?: boolean };
+    }) as ivm.Script & { cachedDataRejected?: boolean };
     if (script.cachedDataRejected !== true) return script;
   }
-  const script = (await isolate.compileScript(bootstrapFunction, {
+  const script = isolate.compileScriptSync(bootstrapFunction, {
     ...origin,
     produceCachedData: true,
-  })) as ivm.Script & ivm.CachedDataResult;
+  }) as ivm.Script & ivm.CachedDataResult;
   bootstrapCache = script.cachedData;
   return script;
+}
+
+/**
+ * Makes the code cache again from `isolate`, whose bootstrap ran and whose warm-up just ran: V8
+ * puts in a code cache only the functions compiled so far, and the first compile of a script
+ * compiles only its outer function, so the cache made then left every isolate compiling the run
+ * path (the encoder, the outcome, `observe`) again in its warm-up, about 0.3 ms each. Compiling
+ * the same source again in the same isolate finds the script in V8's compilation cache, with
+ * those functions compiled, and the cache made from it holds their bytecode too (9 KB became
+ * 12.7 KB here). Only our own code ran in this isolate (the bootstrap and a `return null` body);
+ * a cache holds compiled code, not values, and isolates reject one from another V8 build.
+ */
+function recacheBootstrap(isolate: ivm.Isolate): void {
+  bootstrapCacheHasRunPath = true;
+  const script = isolate.compileScriptSync(bootstrapFunction, {
+    ...bootstrapOrigin,
+    produceCachedData: true,
+  }) as ivm.Script & ivm.CachedDataResult;
+  if (script.cachedData !== undefined) bootstrapCache = script.cachedData;
+  script.release();
 }
 
 /** Disposes `isolate` unless it already is; never throws. */

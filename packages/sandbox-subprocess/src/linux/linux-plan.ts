@@ -18,6 +18,12 @@ import { type CgroupSupport, createRunCgroups, detectCgroups, type RunCgroups } 
 import { type CheckedPath, pathError, releasePins } from './checked-path.ts';
 import { bashPath, perlPath, setprivPath } from './detect.ts';
 import {
+  envExpandsSplitStrings,
+  envPath,
+  envRunnable,
+  exactEnvironmentExec,
+} from './exact-environment.ts';
+import {
   defaultFilesystemView,
   type HostPaths,
   sandboxHome,
@@ -30,12 +36,7 @@ import { landlockArguments } from './landlock/landlock-plan.ts';
 import { type Launcher, type LauncherShape, takeLauncher } from './launcher-pool.ts';
 import { maskStamp } from './mask-stamp.ts';
 import type { PrestartedSandbox, PrestartPool, PrestartSpec } from './prestart-pool.ts';
-import {
-  bashOwnVariables,
-  commandMessage,
-  stubScript,
-  stubVariablePrefix,
-} from './prestart-stub.ts';
+import { commandMessage, stubScript, stubVariablePrefix } from './prestart-stub.ts';
 import { runAdditions } from './run-paths.ts';
 import { seccompProgram } from './seccomp/program-cache.ts';
 import {
@@ -82,6 +83,12 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
   refuseBelowMinimum(choice, policy);
   const { backend, identity, bwrap: support } = choice;
   const useBwrap = backend === 'bubblewrap' || backend === 'bubblewrap-as-caller';
+  if (useBwrap && !envExpandsSplitStrings()) {
+    throw new SandboxUnavailableError(
+      'The sandbox needs GNU env (coreutils 8.30 or later, in /usr/bin or /bin, with -S) to set the command’s environment',
+      { details: { reason: envPath === undefined ? 'env not found' : 'env without -S' } },
+    );
+  }
   const landlockAbi = backend === 'landlock' ? choice.landlockAbi : undefined;
   const confined = useBwrap || landlockAbi !== undefined;
   // A network allowlist: bubblewrap binds the proxy's Unix socket into the run's own network
@@ -119,23 +126,33 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
   let prestart: { steps: string; options: Buffer; message: Buffer } | undefined;
   try {
     let ulimits: string[] | undefined; // built (and its controls listed) on first use
+    const hasPidsCgroup = shape.pids;
+    const dataFallback = !shape.memory && limits.memoryFallback === 'rlimit-data';
+    const needsNproc = !hasPidsCgroup && identity.kind !== 'drop' && process.getuid?.() !== 0;
+    const choices = {
+      data: dataFallback,
+      nprocFlag: needsNproc ? ('-u' as const) : undefined,
+      fileBlockBytes: 1024 as const,
+    };
+    // The host's umask now, not the one a pooled wrapper inherited when it was spawned.
+    const umask = umaskStep();
     const line = (exec: string): string => {
       if (ulimits === undefined) {
-        const hasPidsCgroup = shape.pids;
-        const dataFallback = !shape.memory && limits.memoryFallback === 'rlimit-data';
-        const needsNproc = !hasPidsCgroup && identity.kind !== 'drop' && process.getuid?.() !== 0;
-        ulimits = ulimitSteps(
-          limits,
-          { data: dataFallback, nprocFlag: needsNproc ? '-u' : undefined, fileBlockBytes: 1024 },
-          controls,
-        );
+        ulimits = ulimitSteps(limits, choices, controls);
         if (dataFallback && limits.maxMemoryMb > 0) controls.push(SandboxControl.memoryRlimitData);
-        // The host's umask now, not the one a pooled wrapper inherited when it was spawned.
-        const umask = umaskStep();
         if (umask !== undefined) ulimits.push(umask);
       }
       return [...ulimits, exec].join(' && ');
     };
+    // A pre-started sandbox's wrapper: the same steps without RLIMIT_CPU, which varies with
+    // every per-call timeoutMs or cpuSecs (it kept every such run cold, and the pool refilled a
+    // sandbox for a key no later run had). The stub sets the run's own value (prestart-stub.ts).
+    const warmLine = (exec: string): string =>
+      [
+        ...ulimitSteps({ ...limits, cpuSecs: 0 }, choices, []),
+        ...(umask === undefined ? [] : [umask]),
+        exec,
+      ].join(' && ');
     // bwrap takes its options from the pipe; the command must follow on its own argv.
     const bwrapExec = (command: readonly string[]): string =>
       `exec ${[support.bwrap!, '--args', String(instructionsDescriptor(request)), '--', ...command].map(shellQuote).join(' ')}`;
@@ -153,11 +170,12 @@ export function linuxPlan(planned: LaunchRequest): LaunchPlan {
       const bwrap = coldBwrapArguments(confinement, request);
       instructions = `${line(bwrapExec(bwrap.command))}\0${nulSeparated(bwrap.options)}`;
       if (prestartable(request, confinement, pins)) {
-        const warm = prestartBwrapArguments(confinement, request);
+        const cpuSecs = limits.cpuSecs > 0 ? limits.cpuSecs : undefined;
+        const warm = prestartBwrapArguments(confinement, request, cpuSecs !== undefined);
         prestart = {
-          steps: line(bwrapExec(warm.command)),
+          steps: warmLine(bwrapExec(warm.command)),
           options: Buffer.from(nulSeparated(warm.options)),
-          message: commandMessage(confinement.cwd, confinement.env, confinement.command),
+          message: commandMessage(cpuSecs, confinement.cwd, confinement.env, confinement.command),
         };
       }
     } else if (landlockAbi !== undefined) {
@@ -408,9 +426,10 @@ function prestartKey(
  * Whether a pre-started sandbox can run `request` exactly as a cold run would: bubblewrap, no
  * path pinned for the run (a pinned descriptor is the run's own: binding an earlier one could
  * show a path since replaced), no egress forwarder (its socket is the run's), not a spawnSync,
- * no variable of the stub's reserved prefix (the stub would unset it) nor one its bash treats as
- * its own ({@link bashOwnVariables}), and an argv and
- * environment that exec surely takes (see {@link prestartExecBytes}).
+ * no variable of the stub's reserved prefix (refused cold in a dropped identity), and an argv
+ * and environment that exec surely takes (see {@link prestartExecBytes}). Variables bash treats
+ * as its own (`UID`, `SHLVL`, `BASH_ENV`) no longer matter: env sets the command's environment,
+ * warm and cold (exact-environment.ts).
  */
 function prestartable(
   request: LaunchRequest,
@@ -422,9 +441,7 @@ function prestartable(
     request.synchronous !== true &&
     request.egressSocket === undefined &&
     pins.length === 0 &&
-    !Object.keys(confinement.env).some(
-      (name) => name.startsWith(stubVariablePrefix) || bashOwnVariables.has(name),
-    ) &&
+    !Object.keys(confinement.env).some((name) => name.startsWith(stubVariablePrefix)) &&
     execBytes(confinement) <= prestartExecBytes
   );
 }
@@ -451,15 +468,14 @@ function execBytes(confinement: BwrapConfinement): number {
 const envPrefix = stubVariablePrefix;
 
 /**
- * Restores the prefixed variables (bash, already unprivileged), writes the start byte to `fd`,
- * then becomes the command.
+ * After setpriv (bash, already unprivileged): enters the cwd, writes the start byte to `fd`,
+ * then becomes the command through env, which sets the prefixed variables unprefixed
+ * (exact-environment.ts).
  */
-// The loop variable is the bare prefix, a name no caller's variable can have (they are refused).
-const loopVariable = envPrefix;
 const unprefixScript = (fd: number): string =>
-  `cd -- "$1" || exit 126; shift; unset OLDPWD; for ${loopVariable} in "\${!${envPrefix}@}"; do export "\${${loopVariable}#${envPrefix}}=\${!${loopVariable}}"; unset "$${loopVariable}"; done; unset ${loopVariable}; ${startedSteps(fd)} && exec -- "$@"`;
-/** Without an identity to drop to: only the start byte, then the command (its argv as given). */
-const startScript = (fd: number): string => `${startedSteps(fd)} && exec -- "$@"`;
+  `cd -- "$1" || exit 126; shift; ${exactEnvironmentExec(startedSteps(fd))}`;
+/** Without an identity to drop to: the start byte, then the command through env alike. */
+const startScript = (fd: number): string => exactEnvironmentExec(startedSteps(fd));
 
 /**
  * bubblewrap's options (namespaces, the view with the run's additions, each pinned in `pins`,
@@ -557,6 +573,9 @@ export function bwrapConfinement(
   const cwd = request.cwd ?? sandboxHome;
   const env: Record<string, string> = {
     HOME: sandboxHome,
+    // What a bash that exec'd the command always exported, kept (documented) now that env sets
+    // the environment instead (exact-environment.ts); a caller's own SHLVL replaces it.
+    SHLVL: '0',
     ...request.env,
     // Last, so no caller's variable points a program elsewhere (it would fail anyway).
     ...(egress === undefined ? {} : proxyEnvironment()),
@@ -564,6 +583,7 @@ export function bwrapConfinement(
   };
   let command = [request.executable, ...request.args];
   if (egress !== undefined) command = withForwarder(perlPath!, egress, command);
+  command = [...envRunnable(command)]; // env, the last step, would read `a=b` as a variable
   controls.push(
     SandboxControl.newSession,
     SandboxControl.capabilitiesDropped,
@@ -599,7 +619,7 @@ export function coldBwrapArguments(
       throw pathError(`env.${reserved}`, `names starting with ${envPrefix} are reserved`, reserved);
     }
     // setpriv holds CAP_SETUID until it drops, so it must not see LD_PRELOAD and the like: the
-    // environment reaches it prefixed (inert), and bash, already unprivileged, restores it.
+    // environment reaches it prefixed (inert), and env, already unprivileged, sets it.
     for (const [name, value] of Object.entries(env))
       args.push('--setenv', `${envPrefix}${name}`, value);
     command = [
@@ -614,7 +634,9 @@ export function coldBwrapArguments(
       ...command,
     ];
   } else {
-    for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
+    // Prefixed too: bash, started by bwrap, would read some names as its own (BASH_ENV, SHLVL).
+    for (const [name, value] of Object.entries(env))
+      args.push('--setenv', `${envPrefix}${name}`, value);
     const shell = [
       bashPath!,
       '--norc',
@@ -636,6 +658,7 @@ export function coldBwrapArguments(
 export function prestartBwrapArguments(
   confinement: BwrapConfinement,
   request: Pick<LaunchRequest, 'extraPipes'>,
+  cpu: boolean,
 ): { options: string[]; command: string[] } {
   const { identity } = confinement;
   const layout = { extraPipes: request.extraPipes, commandPipe: true };
@@ -644,7 +667,7 @@ export function prestartBwrapArguments(
     '--norc',
     '--noprofile',
     '-c',
-    stubScript(startedDescriptor(layout), commandDescriptor(layout)),
+    stubScript(startedDescriptor(layout), commandDescriptor(layout), cpu),
     'coda-sandbox',
   ];
   return {

@@ -2,69 +2,74 @@
 // (after setpriv, when the host is root: so it is already unprivileged) and that waits for the
 // run's command on a pipe. The command, its environment and its cwd arrive only there, never on
 // a command line, and only after every privileged step is over, as in a cold run (linux-plan.ts,
-// where bash restores the environment from CODA_SANDBOX_ENV_* after setpriv).
+// where bash holds the environment as CODA_SANDBOX_ENV_* past setpriv and env sets it).
+import { exactEnvironmentExec, heldVariablePrefix } from './exact-environment.ts';
 import { startedSteps } from './wrapper-shell.ts';
 
 /**
- * The stub's own variables. Every name with this prefix is refused in a dropped identity's
- * environment and keeps a run of any identity on the cold path, so unsetting them removes
- * nothing of the caller's.
+ * The prefix of the variables that carry a dropped identity's environment past setpriv (and
+ * that the stub holds the command's variables under, see exact-environment.ts). Every name with
+ * it is refused in a dropped identity's environment and keeps a run of any identity on the cold
+ * path.
  */
-export const stubVariablePrefix = 'CODA_SANDBOX_ENV_';
+export const stubVariablePrefix = heldVariablePrefix;
 
-/**
- * Variables bash sets or reads itself (bash 5: read-only, dynamic, reset at start-up, or with a
- * meaning to the shell). Exported by the stub they reach the command changed (`UID`, `SHLVL`,
- * `RANDOM`), as the stub's own (`BASH_COMMAND`) or not at all (`GROUPS`, `OLDPWD`, `PS1`), and
- * `POSIXLY_CORRECT` before a read-only one ends the stub; a cold run's shell, which gets the
- * environment at its start, treats each otherwise. An attack review compared the two name by
- * name: a run whose environment names one starts cold, so it gets the cold run's result.
- */
-export const bashOwnVariables: ReadonlySet<string> = new Set([
-  ...['BASH', 'BASHOPTS', 'BASHPID', 'BASH_ALIASES', 'BASH_ARGC', 'BASH_ARGV', 'BASH_ARGV0'],
-  ...['BASH_CMDS', 'BASH_COMMAND', 'BASH_COMPAT', 'BASH_ENV', 'BASH_EXECUTION_STRING'],
-  ...['BASH_LINENO', 'BASH_LOADABLES_PATH', 'BASH_REMATCH', 'BASH_SOURCE', 'BASH_SUBSHELL'],
-  ...['BASH_VERSINFO', 'BASH_VERSION', 'BASH_XTRACEFD', 'COMP_WORDBREAKS', 'DIRSTACK'],
-  ...['ENV', 'EPOCHREALTIME', 'EPOCHSECONDS', 'EUID', 'FUNCNAME', 'FUNCNEST', 'GLOBIGNORE'],
-  ...['GROUPS', 'HISTCMD', 'IFS', 'LINENO', 'OLDPWD', 'OPTERR', 'OPTIND', 'PIPESTATUS'],
-  ...['POSIXLY_CORRECT', 'PPID', 'PS1', 'PS2', 'PS4', 'RANDOM', 'SECONDS', 'SHELLOPTS'],
-  ...['SHLVL', 'SRANDOM', 'UID', '_'],
-]);
-
-const fields = stubVariablePrefix;
-const index = `${stubVariablePrefix}i`;
+/** The largest CPU limit the stub takes: 16 digits, below 2^53 (a JS integer) and bash's 2^63. */
+const cpuPattern = '^[1-9][0-9]{0,15}$';
+/** A `NAME=value` entry as the host validated it (names as zod's `envName`). */
+const entryPattern = '^[A-Za-z_][A-Za-z0-9_]*=';
 
 /**
  * The stub: checks that its bash can read NUL-separated fields (`mapfile -d`, bash 4.4) before
  * it says it is ready (`r` on the start descriptor `startFd`), reads the message from
- * `commandFd` to its end and closes it, enters the cwd, exports the environment, writes the
- * start byte and closes that descriptor too, then becomes the command. A pipe closed without a
- * message (the host went away or discarded the sandbox) ends it with 125 and no start byte.
+ * `commandFd` to its end and closes it, sets the run's own CPU limit when `cpu` (see
+ * {@link commandMessage}; the pre-started sandbox has none, so that its key does not depend on
+ * the value, and an unprivileged process can always lower one), enters the cwd, holds the
+ * environment under {@link stubVariablePrefix}, writes the start byte and closes that
+ * descriptor too, then becomes the command through env (exact-environment.ts). A pipe closed
+ * without a message (the host went away or discarded the sandbox), or a field it does not take
+ * (a CPU limit that is not a positive integer of at most 16 digits, an entry that is not
+ * `NAME=value`), ends it with 125 and no start byte: the run fails `UNAVAILABLE`, never runs
+ * without its limit.
  */
-export function stubScript(startFd: number, commandFd: number): string {
+export function stubScript(startFd: number, commandFd: number, cpu: boolean): string {
+  const first = cpu ? 1 : 0; // index of the cwd
   return [
-    `mapfile -d '' ${fields} </dev/null || exit 125`,
+    `mapfile -d '' coda_fields </dev/null || exit 125`,
     `printf r >&${startFd} || exit 125`,
-    `mapfile -d '' -u ${commandFd} ${fields}`,
+    `mapfile -d '' -u ${commandFd} coda_fields`,
     `exec ${commandFd}<&-`,
-    `[ "\${#${fields}[@]}" -ge 3 ] || exit 125`,
-    `cd -- "\${${fields}[0]}" || exit 126`,
-    'unset OLDPWD', // set by `cd`; not the command's
-    `for ((${index} = 2; ${index} < 2 + ${fields}[1]; ${index}++)); do export "\${${fields}[${index}]}"; done`,
-    `set -- "\${${fields}[@]:${index}}"`,
-    `unset ${fields} ${index}`,
-    `${startedSteps(startFd)} && exec -- "$@"`,
+    `[ "\${#coda_fields[@]}" -ge ${first + 3} ] || exit 125`,
+    ...(cpu
+      ? [
+          `[[ "\${coda_fields[0]}" =~ ${cpuPattern} ]] || exit 125`,
+          // Soft first, as a cold run's wrapper does (ulimit.ts); the hard one a second above.
+          `ulimit -S -t "\${coda_fields[0]}" && ulimit -H -t "$((coda_fields[0] + 1))" || exit 125`,
+        ]
+      : []),
+    `cd -- "\${coda_fields[${first}]}" || exit 126`,
+    `[[ "\${coda_fields[${first + 1}]}" =~ ^[0-9]+$ ]] || exit 125`,
+    `for ((coda_index = ${first + 2}; coda_index < ${first + 2} + coda_fields[${first + 1}]; coda_index++)); do [[ "\${coda_fields[coda_index]}" =~ ${entryPattern} ]] || exit 125; export "${heldVariablePrefix}\${coda_fields[coda_index]}"; done`,
+    `set -- "\${coda_fields[@]:coda_index}"`,
+    '[ "$#" -ge 1 ] || exit 125',
+    'unset coda_fields coda_index',
+    exactEnvironmentExec(startedSteps(startFd)),
   ].join('; ');
 }
 
-/** What the stub reads: the cwd, the number of variables, `NAME=value` each, then the argv. */
+/**
+ * What the stub reads: the run's CPU seconds when it has a CPU limit (`cpuSecs`, else
+ * undefined and no field), the cwd, the number of variables, `NAME=value` each, then the argv.
+ */
 export function commandMessage(
+  cpuSecs: number | undefined,
   cwd: string,
   env: Readonly<Record<string, string>>,
   argv: readonly string[],
 ): Buffer {
   const entries = Object.entries(env).map(([name, value]) => `${name}=${value}`);
+  const cpu = cpuSecs === undefined ? [] : [String(cpuSecs)];
   return Buffer.from(
-    [cwd, String(entries.length), ...entries, ...argv].map((f) => `${f}\0`).join(''),
+    [...cpu, cwd, String(entries.length), ...entries, ...argv].map((f) => `${f}\0`).join(''),
   );
 }
