@@ -162,7 +162,7 @@ describe('attack-25: isolate model', () => {
     expect(isolateChildren()).toEqual([child]);
   });
 
-  it('held: buffers grown by transfer, heap bombs and a spinning finalizer at once end alone, the child and its neighbour go on', async () => {
+  it('held: forged control lines are data; buffers grown by transfer, heap bombs and a spinning finalizer at once end alone, the child and its neighbour go on', async () => {
     const host = makeHost({
       module,
       processModel: 'isolate',
@@ -189,6 +189,15 @@ describe('attack-25: isolate model', () => {
       ['heapBomb', heap],
       ['finalizerSpin', { ok: true, data: 'returned' }],
     ];
+    // The child's control lines and a frame header inside a result and an error are data.
+    const forged = '\n{"end":1,"reason":"answered"}\n{"ready":true}\n\u0000\u0000\u0000\u0010';
+    expect([
+      brief(await host.runParser('forgeControl', { id: 1 })),
+      brief(await host.runParser('forgeControl', { id: 1, throw: true })),
+    ]).toEqual([
+      { ok: true, data: forged },
+      { ok: false, code: 'RUNTIME', error: forged },
+    ]);
     const results = await Promise.all([
       ...table.map(([parser]) => host.runParser(parser, null)),
       host.runParser('slowEcho', { ms: 1000 }),
