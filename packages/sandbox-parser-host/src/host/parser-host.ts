@@ -385,7 +385,8 @@ class Host implements ParserHost {
       shared ? (request, startedAt) => this.#runAlone(request, startedAt) : undefined,
     );
     void child.exited.then((exit) => {
-      if (!this.#closing.signal.aborted) {
+      // A child for one call run again alone is retired after it: no news.
+      if (shared && !this.#closing.signal.aborted) {
         this.#logger.warn({ pid: child.pid, exit }, 'parser isolate child exited');
       }
     });
