@@ -350,7 +350,7 @@ export class WorkerProcess {
 
   #onExit(code: number | null, signal: NodeJS.Signals | null): void {
     this.#alive = false;
-    this.#supervision.stop();
+    this.#supervision.end();
     const stderr = this.#supervision.stderr;
     const { how, outOfMemory } = describeDeath(stderr, code, signal);
     this.#outOfMemory = outOfMemory && this.#jobs.size === 1;

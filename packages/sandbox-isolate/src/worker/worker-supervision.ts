@@ -3,7 +3,7 @@
 // resident memory over its bound, and V8's heap-exhaustion report on its stderr. How the death
 // is then told to the jobs is worker-death.ts.
 import type { ExecutionJob } from '../isolate/job.ts';
-import { readRss } from './process-memory.ts';
+import { ResidentMemoryReader } from './process-memory.ts';
 import { type KillReason, v8OutOfMemoryBanner } from './worker-death.ts';
 
 /** The supervised facts of one job in the worker. */
@@ -51,12 +51,14 @@ export class WorkerSupervision {
   readonly #baseMemoryMb: number;
   #sampler: NodeJS.Timeout | undefined;
   #stderr = '';
+  readonly #memory: ResidentMemoryReader;
   /** Resident memory when the worker became ready, in MiB. */
   #readyRssMb: number | undefined;
 
   constructor(worker: SupervisedWorker, baseMemoryMb: number) {
     this.#worker = worker;
     this.#baseMemoryMb = baseMemoryMb;
+    this.#memory = new ResidentMemoryReader(worker.pid);
   }
 
   /** The end of the worker's stderr, kept to tell why it died. */
@@ -105,6 +107,12 @@ export class WorkerSupervision {
     this.#sampler = undefined;
   }
 
+  /** The worker exited: nothing more to read. */
+  end(): void {
+    this.stop();
+    this.#memory.close();
+  }
+
   #sample(): void {
     const worker = this.#worker;
     const now = performance.now();
@@ -132,6 +140,6 @@ export class WorkerSupervision {
 
   #rssMb(): number {
     const worker = this.#worker;
-    return Math.round((readRss(worker.pid) ?? worker.reportedRss()) / 1_048_576);
+    return Math.round((this.#memory.read() ?? worker.reportedRss()) / 1_048_576);
   }
 }
