@@ -40,8 +40,8 @@ const policy = {
   allowNetwork: false,
   allowFileWrites: false,
   timeoutMs: 20_000,
-  allowedEnv: [],
-} as const;
+  allowedEnv: [] as string[],
+};
 
 /** A sandbox whose pool is warm for `env -0`, and a cold twin (its pool closed). */
 async function sandboxes(runAs: 'host' | undefined) {
