@@ -12,6 +12,7 @@ import { lengthBytes, nonceBytes, runnerExitCode } from '../protocol/wire.ts';
 import type { ChildExit, ParserChild } from '../spawn/child.ts';
 import { watchCall } from './call-watch.ts';
 import { classify, type KillReason, signalNames } from './classify.ts';
+import { ControlLines } from './control-lines.ts';
 import { OutputCapture } from './output-capture.ts';
 import { ResponseReader } from './response-reader.ts';
 import type { ParserResult } from './result.ts';
@@ -58,7 +59,9 @@ export class ForkServerSlot {
   #current: CurrentCall | undefined;
   #retired = false;
   #exited = false;
-  #controlBuffer = '';
+  readonly #controlLines = new ControlLines(maxControlLineBytes, (line) =>
+    this.#onControlLine(line),
+  );
   /** Children the zygote said were ready, and calls sent: ready while the first is ahead. */
   #childrenReady = 0;
   #callsSent = 0;
@@ -85,7 +88,9 @@ export class ForkServerSlot {
     for (const stream of [child.stdout, child.stderr]) {
       stream.on('data', (chunk: Buffer) => this.#current?.capture.push(chunk));
     }
-    control.on('data', (chunk: Buffer) => this.#onControl(chunk.toString('latin1')));
+    control.on('data', (chunk: Buffer) => {
+      if (!this.#controlLines.push(chunk.toString('latin1'))) this.retire();
+    });
     for (const stream of [child.stdin, child.stdout, child.stderr, child.response, control]) {
       stream.on('error', () => {});
     }
@@ -195,18 +200,6 @@ export class ForkServerSlot {
 
   #wakeReadyWaiters(): void {
     for (const wake of this.#waitingForReady.splice(0)) wake();
-  }
-
-  #onControl(text: string): void {
-    this.#controlBuffer += text;
-    let newline = this.#controlBuffer.indexOf('\n');
-    while (newline !== -1) {
-      const line = this.#controlBuffer.slice(0, newline);
-      this.#controlBuffer = this.#controlBuffer.slice(newline + 1);
-      this.#onControlLine(line);
-      newline = this.#controlBuffer.indexOf('\n');
-    }
-    if (this.#controlBuffer.length > maxControlLineBytes) this.retire();
   }
 
   #onControlLine(line: string): void {

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { lengthBytes, nonceBytes, runnerExitCode } from '../protocol/wire.ts';
 import type { ChildExit, ParserChild } from '../spawn/child.ts';
 import { classify, effectiveExit, type KillReason } from './classify.ts';
+import { ControlLines } from './control-lines.ts';
 import { watchMemory } from './memory-watch.ts';
 import { OutputCapture } from './output-capture.ts';
 import { type ReaderState, ResponseReader } from './response-reader.ts';
@@ -89,7 +90,9 @@ export class IsolateServer {
   #retired = false;
   #exited = false;
   #killedFor: string | undefined;
-  #controlBuffer = '';
+  readonly #controlLines = new ControlLines(maxControlLineBytes, (line) =>
+    this.#onControlLine(line),
+  );
   /** The frame being read on fd 3: its call (undefined: not one in flight) and bytes left. */
   #frameHeader = Buffer.alloc(0);
   #frameCall: InFlight | undefined;
@@ -109,7 +112,10 @@ export class IsolateServer {
     const { control } = child;
     if (control === undefined) throw new Error('the isolate child needs its control channel');
     child.response.on('data', (chunk: Buffer) => this.#onResponse(chunk));
-    control.on('data', (chunk: Buffer) => this.#onControl(chunk.toString('utf8')));
+    control.on('data', (chunk: Buffer) => {
+      if (!this.#controlLines.push(chunk.toString('utf8')))
+        this.#retire('wrote a bad control line');
+    });
     // Parser code has no console: what arrives here is the child's own (a crash report).
     for (const stream of [child.stdout, child.stderr]) {
       stream.on('data', (chunk: Buffer) => this.#stderr.push(chunk));
@@ -339,18 +345,6 @@ export class IsolateServer {
         if (call.endSeen) this.#byNonce.delete(call.nonceKey);
       }
     }
-  }
-
-  #onControl(text: string): void {
-    this.#controlBuffer += text;
-    let newline = this.#controlBuffer.indexOf('\n');
-    while (newline !== -1) {
-      const line = this.#controlBuffer.slice(0, newline);
-      this.#controlBuffer = this.#controlBuffer.slice(newline + 1);
-      this.#onControlLine(line);
-      newline = this.#controlBuffer.indexOf('\n');
-    }
-    if (this.#controlBuffer.length > maxControlLineBytes) this.#retire('wrote a bad control line');
   }
 
   #onControlLine(line: string): void {

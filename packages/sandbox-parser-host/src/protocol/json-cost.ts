@@ -26,6 +26,28 @@ export function overBudgetMessage(maxOutputBytes: number, characters: number): s
   );
 }
 
+/**
+ * Why a result's JSON text may not be sent, in the same words from every runner: over
+ * `maxOutputBytes` (`size` is its UTF-8 length, measured by the caller with the functions it
+ * bound before parser code ran), or over {@link resultMemoryBudget} once parsed. Undefined when
+ * it may be sent.
+ */
+export function resultRefusal(
+  dataJson: string,
+  size: number,
+  maxOutputBytes: number,
+): string | undefined {
+  if (size > maxOutputBytes) {
+    return `parser result is ${size} bytes, over maxOutputBytes (${maxOutputBytes})`;
+  }
+  const budget = resultMemoryBudget(maxOutputBytes);
+  const cost = estimateParsedCost(dataJson, Number.POSITIVE_INFINITY, budget);
+  if ('bytes' in cost && cost.bytes > budget) {
+    return overBudgetMessage(maxOutputBytes, dataJson.length);
+  }
+  return undefined;
+}
+
 /** Bytes charged per item (upper bounds of what V8 took in the measurements above). */
 const cost = Object.freeze({
   /** Each byte of text: the text itself (UTF-16 at worst) while it is parsed, and string contents. */

@@ -22,11 +22,7 @@ import { createRequire } from 'node:module';
 import { dirname, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type IvmNamespace from 'isolated-vm';
-import {
-  estimateParsedCost,
-  overBudgetMessage,
-  resultMemoryBudget,
-} from '../protocol/json-cost.ts';
+import { resultRefusal } from '../protocol/json-cost.ts';
 import { lengthBytes, nonceBytes, responseFd } from '../protocol/wire.ts';
 
 type Ivm = typeof IvmNamespace;
@@ -414,22 +410,9 @@ class IsolateServer {
 
 /** The response body for a result's JSON text, under the output cap and the memory budget. */
 function encodeResult(dataJson: string, maxOutputBytes: number): string {
-  const size = Buffer.byteLength(dataJson, 'utf8');
-  if (size > maxOutputBytes) {
-    return JSON.stringify({
-      ok: false,
-      kind: 'result-too-large',
-      error: `parser result is ${size} bytes, over maxOutputBytes (${maxOutputBytes})`,
-    });
-  }
-  const budget = resultMemoryBudget(maxOutputBytes);
-  const cost = estimateParsedCost(dataJson, Number.POSITIVE_INFINITY, budget);
-  if ('bytes' in cost && cost.bytes > budget) {
-    return JSON.stringify({
-      ok: false,
-      kind: 'result-too-large',
-      error: overBudgetMessage(maxOutputBytes, dataJson.length),
-    });
+  const refusal = resultRefusal(dataJson, Buffer.byteLength(dataJson, 'utf8'), maxOutputBytes);
+  if (refusal !== undefined) {
+    return JSON.stringify({ ok: false, kind: 'result-too-large', error: refusal });
   }
   return `{"ok":true,"data":${dataJson}}`;
 }

@@ -18,11 +18,7 @@ import { closeSync, readdirSync, readFileSync, readSync, writeSync } from 'node:
 import { syncBuiltinESMExports } from 'node:module';
 import os from 'node:os';
 import v8 from 'node:v8';
-import {
-  estimateParsedCost,
-  overBudgetMessage,
-  resultMemoryBudget,
-} from '../protocol/json-cost.ts';
+import { resultRefusal } from '../protocol/json-cost.ts';
 import {
   lengthBytes,
   nonceBytes,
@@ -289,24 +285,11 @@ function encodeResult(nonce: Buffer, data: unknown, maxOutputBytes: number): nev
   }
   // `undefined` (a parser without a return value) travels as null, like Python's None.
   const dataJson = json ?? 'null';
-  const size = byteLength(dataJson, 'utf8');
-  if (size > maxOutputBytes) {
-    respondError(nonce, {
-      ok: false,
-      kind: 'result-too-large',
-      error: `parser result is ${size} bytes, over maxOutputBytes (${maxOutputBytes})`,
-    });
-  }
-  // What the host would hold once it parsed this; it checks again, but need not receive it.
-  const budget = resultMemoryBudget(maxOutputBytes);
-  const cost = estimateParsedCost(dataJson, Number.POSITIVE_INFINITY, budget);
-  if ('bytes' in cost && cost.bytes > budget) {
-    respondError(nonce, {
-      ok: false,
-      kind: 'result-too-large',
-      error: overBudgetMessage(maxOutputBytes, dataJson.length),
-    });
-  }
+  // Over the cap, or more than the host would hold once it parsed it (the host checks again,
+  // but need not receive it).
+  const refusal = resultRefusal(dataJson, byteLength(dataJson, 'utf8'), maxOutputBytes);
+  if (refusal !== undefined)
+    respondError(nonce, { ok: false, kind: 'result-too-large', error: refusal });
   // Spliced rather than stringified twice: the result can be megabytes.
   return respond(nonce, `{"ok":true,"data":${dataJson}}`, runnerExitCode.ok);
 }
