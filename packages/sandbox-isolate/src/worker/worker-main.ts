@@ -188,3 +188,11 @@ setInterval(() => {
 // handlers include isolated-vm's, which wait for the isolate threads, and an isolate thread in a
 // synchronous call to this thread (a console call, a delivery) waits for this thread forever.
 process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
+
+// Node ends a process on an uncaught exception through those same exit handlers: a worker whose
+// host died while user code flooded console calls hung there for good (the send of a status
+// line failed with EPIPE, which Node re-throws as the process's 'error' event before it reports
+// the disconnect). Whatever throws here, the worker ends at once and says why on stderr.
+process.on('uncaughtException', (error) => {
+  onCatastrophicError(`uncaught exception in the worker: ${String(error)}`);
+});
