@@ -5,10 +5,12 @@
 //    (forwarder.ts, host-relay.ts).
 // Each test is what a command could try; each asserts the exact outcome: what the command saw
 // (errno numbers from the kernel's documented errors) and what reached servers the test runs.
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { randomLoopback, tableLookup } from './support/egress-servers.ts';
@@ -109,7 +111,7 @@ describe('the Landlock connect supervisor', () => {
    * while the test listens on that port of another loopback address (ELSEWHERE in the script),
    * and writes what it saw to fd 3, which the test reads until every holder closed it.
    */
-  async function elsewhereRun(script: string) {
+  async function elsewhereRun(script: string, sniff?: string) {
     const elsewhere = randomLoopback();
     rmSync(join(scratch, 'told.txt'), { force: true });
     const child = sandbox.spawn(
@@ -143,15 +145,25 @@ describe('the Landlock connect supervisor', () => {
     const port = await portLine;
     const outside = await counting(elsewhere, port);
     closing.push(outside.server);
+    let sniffing: Promise<string> | undefined;
+    if (sniff !== undefined) {
+      const watcher = spawn(python, ['-c', sniff, elsewhere, String(port), '2.5'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      const lines = createInterface({ input: watcher.stdout! })[Symbol.asyncIterator]();
+      await lines.next(); // ready
+      sniffing = lines.next().then((line) => String(line.value ?? ''));
+    }
     child.stdin.end('go\n');
     const exit = await child.exited;
     await closed;
+    const sniffed = await sniffing;
     // A process that outlived the run writes to told.txt (the run's pipes close with it).
     await sleep(1_000);
     const late = existsSync(join(scratch, 'told.txt'))
       ? readFileSync(join(scratch, 'told.txt'), 'utf8')
       : '';
-    return { exit, told: told + late, stderr, outside };
+    return { exit, told: told + late, stderr, outside, sniffed };
   }
 
   it("a command's own seccomp listener is refused (EPERM by the filter; EBUSY by the kernel before)", async () => {
@@ -226,6 +238,53 @@ os.write(3, (' '.join(sorted(seen)) + '\n').encode())
     expect(outside.accepted).toBe(0);
   });
 
+  // What leaves on loopback for ADDRESS:PORT (host side, root: a packet socket on lo), as
+  // `S` for a SYN and `.payload` for a segment, each packet once (the outgoing copy skipped).
+  const sniffer = String.raw`
+import socket, struct, sys, time
+target, port, secs = socket.inet_aton(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind(('lo', 0)); s.settimeout(0.05)
+print('ready', flush=True)
+end, seen = time.time() + secs, []
+while time.time() < end:
+    try: f, addr = s.recvfrom(65535)
+    except socket.timeout: continue
+    if addr[2] == 4: continue
+    ip = f[14:]
+    if len(ip) < 20 or ip[0] >> 4 != 4 or ip[9] != 6 or ip[16:20] != target: continue
+    tcp = ip[(ip[0] & 15) * 4:]
+    if struct.unpack('!H', tcp[2:4])[0] != port: continue
+    seen.append(('S' if tcp[13] & 2 else '.') + tcp[(tcp[12] >> 4) * 4:].decode('latin1'))
+print(' '.join(seen), flush=True)
+`;
+
+  it('IP options with a source route (the packets would go to the first hop) are refused (held: kernel)', async () => {
+    // A loose source route sets where a connect's packets go (tcp_v4_connect routes to the
+    // first hop, whatever address connect names); on a connected socket a changed IP_TOS drops
+    // the cached route, so the next segment would be routed by the options again.
+    const { exit, told, stderr, outside, sniffed } = await elsewhereRun(
+      String.raw`
+lsrr = b'\x83\x07\x04' + socket.inet_aton('ELSEWHERE') + b'\x00'
+def attempt(name, action):
+    try: os.write(3, b'%s %s\n' % (name.encode(), str(action()).encode()))
+    except OSError as e: os.write(3, b'%s %d\n' % (name.encode(), e.errno))
+a = socket.socket(); a.setblocking(False)
+attempt('options', lambda: a.setsockopt(socket.IPPROTO_IP, socket.IP_OPTIONS, lsrr))
+attempt('syn', lambda: a.connect(('127.0.0.1', port)))
+b = socket.create_connection(('127.0.0.1', port))
+attempt('options-connected', lambda: b.setsockopt(socket.IPPROTO_IP, socket.IP_OPTIONS, lsrr))
+attempt('tos', lambda: b.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x10))
+attempt('send', lambda: b.send(b'escaped'))
+time.sleep(1)
+`,
+      sniffer,
+    );
+    expect([exit.exitCode, stderr]).toEqual([0, '']);
+    // EPERM: the kernel takes a source route from CAP_NET_RAW only; the SYN goes to the proxy.
+    expect(told).toBe('options 1\nsyn 115\noptions-connected 1\ntos None\nsend 7\n');
+    expect([sniffed, outside.accepted]).toEqual(['', 0]);
+  });
+
   it('IPv4-mapped IPv6, short lengths, a Unix-family address, io_uring: refused (held)', async () => {
     const { exit, told, stderr, outside } = await elsewhereRun(String.raw`
 def attempt(name, action):
@@ -241,6 +300,9 @@ attempt('mapped-proxy', lambda: six().connect(('::ffff:127.0.0.1', port)))
 attempt('loopback6', lambda: six().connect(('::1', port)))
 attempt('short-8', lambda: raw_connect(socket.AF_INET, sockaddr_in('127.0.0.1', port)[:8], 8))
 attempt('unix-family', lambda: raw_connect(socket.AF_INET, struct.pack('=H', 1) + b'/tmp/x' + bytes(100), 110))
+c = socket.socket(); c.setsockopt(socket.IPPROTO_TCP, 30, 1)  # TCP_FASTOPEN_CONNECT
+attempt('tfo-connect', lambda: c.connect(('127.0.0.1', port)))
+attempt('tfo-sendto-elsewhere', lambda: c.sendto(b'escaped', ('ELSEWHERE', port)))
 attempt('huge-length', lambda: raw_connect(socket.AF_INET, sockaddr_in('ELSEWHERE', port), 1 << 32 | 16))
 r = libc.syscall(NR_IO_URING_SETUP, 8, ctypes.create_string_buffer(120))
 os.write(3, b'io_uring %d\n' % (ctypes.get_errno() if r < 0 else 0))
@@ -253,6 +315,10 @@ os.write(3, b'io_uring %d\n' % (ctypes.get_errno() if r < 0 else 0))
         'loopback6 13',
         'short-8 13', // shorter than a sockaddr_in: refused before it is read
         'unix-family 13',
+        // A Fast Open connect is deferred to the first send; that send names ELSEWHERE, but the
+        // socket's destination is the proxy's, set by the supervisor's connect.
+        'tfo-connect ok',
+        'tfo-sendto-elsewhere ok',
         'huge-length 13', // the kernel reads an int length (16); the supervisor refuses > 128
         'io_uring 38', // ENOSYS: no io_uring at all (its queued connect passes seccomp)
         '',
@@ -332,6 +398,152 @@ print('vm_readv', ctypes.get_errno() if r < 0 else 'read')
         'no tunnel relay left',
       );
       expect(raw.accepted.length).toBe(0);
+    } finally {
+      await sandbox.close();
+    }
+  });
+});
+
+describe('maxEgressBytes with passed connections (bubblewrap)', () => {
+  // Three tunnels at once, each with 64 KiB sent right after the CONNECT request (before the
+  // proxy answered: the passed socket holds it queued when the host takes it) and 1 MiB more
+  // after the answer: what reaches the server (and the command) must stay within the cap.
+  const flood = String.raw`
+import socket, sys, threading
+port, cap = int(sys.argv[1]), int(sys.argv[2])
+got = []
+def one():
+    s = socket.create_connection(('127.0.0.1', 3128))
+    try:
+        s.sendall(b'CONNECT raw.test:%d HTTP/1.1\r\n\r\n1048576\n' % port)
+        s.sendall(b'x' * 65536)
+        head = b''
+        while b'\r\n\r\n' not in head:
+            d = s.recv(1)
+            if not d: break
+            head += d
+        s.sendall(b'y' * (1 << 20))
+    except OSError: pass
+    n = 0
+    try:
+        while True:
+            d = s.recv(1 << 16)
+            if not d: break
+            n += len(d)
+    except OSError: pass
+    got.append(n)
+ts = [threading.Thread(target=one) for _ in range(3)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(sum(got) <= cap)
+`;
+  it('no byte past the cap reaches the server or the command (held)', async () => {
+    const cap = 200_000;
+    const sandbox = createSandbox(
+      {
+        network: { allow: ['raw.test'], allowPrivate: true, maxEgressBytes: cap },
+        timeoutMs: 30_000,
+      },
+      { lookup: tableLookup({ 'raw.test': ['127.0.0.1'] }) },
+    );
+    try {
+      const before = raw.accepted.length;
+      const result = await sandbox.run(python, ['-c', flood, String(raw.port), String(cap)]);
+      const sockets = raw.accepted.slice(before);
+      const toServer = sockets.reduce((sum, socket) => sum + socket.bytesRead, 0);
+      const fromServer = sockets.reduce((sum, socket) => sum + socket.bytesWritten, 0);
+      const counted = result.network?.allowed.reduce((sum, entry) => sum + entry.bytes, 0) ?? 0;
+      expect([result.stderr, result.stdout]).toEqual(['', 'True\n']);
+      // What moved either way is within the cap, and every byte of it was counted (the count
+      // also has bytes read from the command and cut before they went on).
+      expect(toServer + fromServer).toBeLessThanOrEqual(cap);
+      expect(counted).toBeGreaterThanOrEqual(toServer + fromServer);
+      // The cap's refusal (once), and any tunnel opened after it refused for the same reason.
+      expect(new Set(result.network?.denied.map((entry) => entry.reason))).toEqual(
+        new Set(['egress-limit']),
+      );
+      expect(result.network?.denied).toContainEqual({
+        host: 'raw.test',
+        port: raw.port,
+        reason: 'egress-limit',
+        detail: `maxEgressBytes (${cap}) reached`,
+      });
+    } finally {
+      await sandbox.close();
+    }
+  });
+});
+
+describe('what the host holds after runs with passed connections (bubblewrap)', () => {
+  const finder = String.raw`
+import os, signal, socket, sys, time
+def forwarder():
+    for p in os.listdir('/proc'):
+        if not p.isdigit() or int(p) == os.getpid(): continue
+        try: cmd = open('/proc/%s/cmdline' % p, 'rb').read().split(b'\0')
+        except OSError: continue
+        if any(a.endswith(b'.sock') for a in cmd): return int(p)
+mode = sys.argv[1]
+if mode == 'kill':
+    try: os.kill(forwarder(), signal.SIGKILL); print('killed')
+    except OSError as e: print('kill', e.errno)
+    time.sleep(0.2)
+    try: socket.create_connection(('127.0.0.1', 3128), 1); print('connected')
+    except OSError as e: print('connect', e.errno)
+elif mode == 'stop':
+    try: os.kill(forwarder(), signal.SIGSTOP); print('stopped')
+    except OSError as e: print('stop', e.errno)
+    held = [socket.create_connection(('127.0.0.1', 3128)) for _ in range(3)]
+    time.sleep(0.3)
+elif mode == 'idle':
+    held = [socket.create_connection(('127.0.0.1', 3128)) for _ in range(20)]
+    time.sleep(0.3); print('left')
+elif mode == 'hang':
+    held = [socket.create_connection(('127.0.0.1', 3128)) for _ in range(5)]
+    held[0].sendall(b'CONNECT raw.test:%s HTTP/1.1\r\n\r\n' % sys.argv[2].encode())
+    print('hanging', flush=True); time.sleep(60)
+`;
+  /** The relay helper's open descriptors (it is shared by every run of the sandbox). */
+  function helperDescriptors(): number {
+    const helper = relayProcesses().filter((entry) => entry.name === 'coda-egress-relay');
+    expect(helper.length).toBe(1);
+    return readdirSync(`/proc/${helper[0]!.pid}/fd`).length;
+  }
+
+  it('a killed or stopped forwarder, idle and hanging connections: the helper holds no more descriptors after each run, and no tunnel relay is left (held)', async () => {
+    const sandbox = createSandbox(
+      { network: { allow: ['raw.test'], allowPrivate: true }, timeoutMs: 30_000 },
+      { lookup: tableLookup({ 'raw.test': ['127.0.0.1'] }) },
+    );
+    try {
+      const run = (mode: string, timeoutMs = 30_000) =>
+        sandbox.run(python, ['-c', finder, mode, String(raw.port)], { timeoutMs });
+      const first = await run('idle');
+      expect(first.stdout).toBe('left\n');
+      const baseline = helperDescriptors();
+      const outcomes: string[] = [];
+      for (const [mode, timeoutMs] of [
+        ['kill', 30_000],
+        ['stop', 30_000],
+        ['idle', 30_000],
+        ['hang', 1_000],
+      ] as const) {
+        const result = await run(mode, timeoutMs);
+        outcomes.push(`${mode}: ${result.stdout.trim().replace(/\n/g, ', ')}`);
+        await until(
+          () => helperDescriptors() === baseline,
+          `the helper's descriptors after ${mode}`,
+        );
+      }
+      // EPERM: the command may not signal the forwarder (it runs as another identity); the
+      // run's listener still takes the command's connections.
+      expect(outcomes).toEqual([
+        'kill: kill 1, connected',
+        'stop: stop 1',
+        'idle: left',
+        'hang: hanging',
+      ]);
+      expect(relayProcesses().map((entry) => entry.name)).toEqual(['coda-egress-relay']);
     } finally {
       await sandbox.close();
     }
