@@ -285,6 +285,40 @@ time.sleep(1)
     expect([sniffed, outside.accepted]).toEqual(['', 0]);
   });
 
+  it('a thread taking a descriptor table of its own (the supervisor takes the descriptor from the leader): unshare refused (held)', async () => {
+    // unshare(CLONE_FILES) in a thread, then another socket at the same number there: the
+    // supervisor takes the descriptor from the thread group's leader (pidfd_open of the Tgid),
+    // so it would connect the leader's socket, not the caller's. seccomp refuses unshare.
+    const { exit, told, stderr, outside } = await elsewhereRun(String.raw`
+def peer(fd):
+    sa, n = ctypes.create_string_buffer(128), ctypes.c_uint(128)
+    if libc.getpeername(fd, sa, ctypes.byref(n)) != 0: return str(ctypes.get_errno())
+    return socket.inet_ntoa(sa.raw[4:8])
+a = socket.socket(); n = a.fileno()
+res = []
+def thread():
+    if libc.unshare(0x400) != 0: res.append('unshare %d' % ctypes.get_errno()); return
+    b = socket.socket(); os.dup2(b.fileno(), n)
+    r = libc.connect(n, ctypes.create_string_buffer(sockaddr_in('ELSEWHERE', port), 16), 16)
+    res.append('elsewhere %d' % (0 if r == 0 else ctypes.get_errno()))
+    r = libc.connect(n, ctypes.create_string_buffer(sockaddr_in('127.0.0.1', port), 16), 16)
+    res.append('proxy %d' % (0 if r == 0 else ctypes.get_errno()))
+    res.append('thread-socket %s' % peer(n))
+t = threading.Thread(target=thread); t.start(); t.join()
+res.append('leader-socket %s' % peer(n))
+os.write(3, ('\n'.join(res) + '\n').encode())
+`);
+    expect([exit.exitCode, stderr]).toEqual([0, '']);
+    expect(told).toBe(
+      [
+        'unshare 1', // EPERM
+        'leader-socket 107', // ENOTCONN
+        '',
+      ].join('\n'),
+    );
+    expect(outside.accepted).toBe(0);
+  });
+
   it('IPv4-mapped IPv6, short lengths, a Unix-family address, io_uring: refused (held)', async () => {
     const { exit, told, stderr, outside } = await elsewhereRun(String.raw`
 def attempt(name, action):
