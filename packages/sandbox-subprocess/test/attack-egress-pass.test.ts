@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { EgressProxy } from '../src/egress/egress-proxy.ts';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { randomLoopback, tableLookup } from './support/egress-servers.ts';
 import { pathWithBwrap, removeFakeBwraps } from './support/fake-bwrap.ts';
@@ -580,6 +581,54 @@ elif mode == 'hang':
       expect(relayProcesses().map((entry) => entry.name)).toEqual(['coda-egress-relay']);
     } finally {
       await sandbox.close();
+    }
+  });
+});
+
+describe('a forged channel sending descriptors in bulk (a stand-in for the forwarder)', () => {
+  // Were the channel ever the command's: the helper must refuse and close everything beyond one
+  // descriptor with one byte, whatever the message holds, and keep no descriptor of it.
+  const standIn = String.raw`
+import os, socket, sys, time
+ch = socket.socket(socket.AF_UNIX); ch.connect(sys.argv[1])
+print(ch.recv(1).decode(), flush=True)
+r, w = os.pipe()
+t = socket.socket(); l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(); t.connect(l.getsockname())
+socket.send_fds(ch, [b'c'], [r] * 200)                       # past the helper's 256-byte buffer
+ch.sendmsg([b'c'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, r.to_bytes(4, 'little')), (socket.SOL_SOCKET, socket.SCM_RIGHTS, w.to_bytes(4, 'little'))])
+socket.send_fds(ch, [b'cc'], [t.fileno()])                   # two bytes with a descriptor
+socket.send_fds(ch, [b'c'], [t.fileno(), t.fileno()])        # the same socket twice
+print('sent', flush=True)
+time.sleep(30)
+`;
+  it('200 descriptors (MSG_CTRUNC), two SCM_RIGHTS messages in one, two bytes, one socket twice: refused, reported, none kept (held)', async () => {
+    const proxy = new EgressProxy({ lookup: tableLookup({ 'raw.test': ['127.0.0.1'] }) });
+    const listener = proxy.openUnix(
+      { allow: ['raw.test'], allowPrivate: true },
+      { forwarded: true },
+    );
+    const path = (listener.address as { path: string }).path;
+    const child = spawn(python, ['-c', standIn, path], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+      expect(String((await lines.next()).value)).toBe('P');
+      // The helper's descriptors with the channel in hand, before any message.
+      await until(() => relayProcesses().length === 1, 'the helper');
+      const helper = relayProcesses()[0]!.pid;
+      const before = readdirSync(`/proc/${helper}/fd`).length;
+      expect(String((await lines.next()).value)).toBe('sent');
+      await until(() => listener.session.report().denied.length === 4, 'four refusals');
+      expect(listener.session.report().denied.map((entry) => entry.detail)).toEqual([
+        'a passed connection: more than one descriptor in a message',
+        'a passed connection: more than one descriptor in a message',
+        'a passed connection: more than one byte with a descriptor',
+        'a passed connection: more than one descriptor in a message',
+      ]);
+      expect(readdirSync(`/proc/${helper}/fd`).length).toBe(before);
+    } finally {
+      child.kill('SIGKILL');
+      await listener.close();
+      await proxy.close();
     }
   });
 });
