@@ -52,7 +52,9 @@ export interface SeccompFilterOptions {
    * Fast Open send connects without Landlock's connect check). Both bypasses were seen on this
    * project's kernel (6.18). `connect(2)` returns SECCOMP_RET_USER_NOTIF: the Landlock applier's
    * supervisor (connect-supervisor.ts) refuses any address but the proxy's and connects the
-   * socket itself; installed without a listener, every connect fails with ENOSYS.
+   * socket itself; installed without a listener, every connect fails with ENOSYS. `seccomp(2)`
+   * with SECCOMP_FILTER_FLAG_NEW_LISTENER is refused: a listener of the command's own would
+   * decide its connects once the supervisor is gone.
    */
   readonly tcpClientOnly?: boolean | undefined;
 }
@@ -86,6 +88,8 @@ const AF_INET6 = 10;
 const IPPROTO_TCP = 6;
 /** A send flag: connect and send in one call (TCP Fast Open), past Landlock's connect check. */
 const MSG_FASTOPEN = 0x20000000;
+/** seccomp(2)'s flag that returns a user-notification listener for the new filter. */
+const SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3;
 /** The flags argument of each send call that can carry MSG_FASTOPEN. */
 const sendFlagsArgument = { sendto: 3, sendmsg: 2, sendmmsg: 3 } as const;
 
@@ -182,6 +186,13 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
     }
     // seccomp cannot read connect's address: the applier's supervisor does, and connects.
     rule('connect', [bpf.ret(SeccompRet.USER_NOTIF)]);
+    // No seccomp listener of the command's own. The kernel allows one per filter chain, so none
+    // while the supervisor's exists; but the command may kill the supervisor (its parent: same
+    // uid and Landlock domain), whose listener then goes, and a filter of its own returning
+    // USER_NOTIF for connect takes precedence over the supervisor's (the newest filter wins a
+    // tie): its listener answers SECCOMP_USER_NOTIF_FLAG_CONTINUE, and connect reaches any
+    // address on the proxy's port past Landlock's per-port rule (attack-egress-pass.test.ts).
+    rule('seccomp', argumentBody(1, { kind: 'no-bit', mask: SECCOMP_FILTER_FLAG_NEW_LISTENER }));
     return finish(block, options, wanted, nr);
   }
   const families = options.allowNetwork ? socketFamilies.on : socketFamilies.off;
