@@ -211,6 +211,23 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
     30_000,
   );
 
+  it('a heap past its limit as user code returns is OOM, every run (isolated-vm ends it only later)', async () => {
+    // 30 MiB kept, then 20 answers of 200 KB: the heap passes its limit (35 MiB for memoryMb 32:
+    // the limit plus V8's young generation) while the answers are copied in, outside user code.
+    // isolated-vm ends such a run from an interrupt that came after the return in about half the
+    // runs, which then delivered a result at 40 MB (a CI run: 54 MB). Ten runs: all OOM.
+    const code = `const keep = []; for (let i = 0; i < 30; i++) keep.push(new Array(131072).fill(i + 0.5));
+      const calls = []; for (let i = 0; i < 20; i++) calls.push(dataProxy.request({ units: 100000, twoByte: true }));
+      return (await Promise.all(calls)).length`;
+    const codes: string[] = [];
+    for (let run = 0; run < 10; run++) {
+      arm(20);
+      const attack = await engine.run({ code, limits: { memoryMb: 32, timeoutMs: 10_000 } });
+      codes.push(attack.type === 'error' ? attack.code : `result at ${attack.stats.heapUsedBytes} bytes`);
+    }
+    expect(codes).toEqual(Array(10).fill('OOM'));
+  }, 60_000);
+
   it('answers that fit are delivered, however many crossed before (no false OOM)', async () => {
     arm(1);
     // 40 MB of answers through a 32 MiB isolate, each dropped after use; then 20 at once that fit.

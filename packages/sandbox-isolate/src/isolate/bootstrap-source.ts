@@ -22,7 +22,7 @@
 // never an object: resolving a promise with an object looks up its `then`, which user code could
 // have planted on a prototype. The string is `kind\ndropped\nheap\nbody`, where kind is ok |
 // too-big | too-deep | unsupported | unserializable | throw | oom (an error the allocator's
-// refusal made, checked by the bootstrap) | syntax (the code does not compile;
+// refusal made, checked by the bootstrap, or a heap in use past its limit as the run ends) | syntax (the code does not compile;
 // the host finds where, see user-code-location.ts) and heap the bytes of heap in use as it ends.
 //
 // No user value ever leaves through isolated-vm itself: isolated-vm copies an unhandled
@@ -160,11 +160,17 @@ function figure(stats, key) {
   return typeof value === 'number' && NumberIsFinite(value) && value > 0 ? value : 0;
 }
 
+// The heap's limit as the isolate was made (memoryLimit plus V8's young generation; 0 when
+// unknown). V8 cannot pass it: when a full collection leaves more live than it, isolated-vm raises
+// the limit by 1 GiB and ends the run from a later interrupt, which may come only after user code
+// has returned, with the heap already far past it (a CI run returned a result at 54 MB under a
+// 32 MiB limit). Read now, before user code, so a raised limit never counts as room.
+const heapLimit = figure(heapFigures(), 'heap_size_limit');
+
 // Bytes the heap can still take below its limit (0 when unknown).
 function heapRoom() {
   const stats = heapFigures();
-  const room =
-    figure(stats, 'heap_size_limit') - figure(stats, 'used_heap_size') - figure(stats, 'externally_allocated_size');
+  const room = heapLimit - figure(stats, 'used_heap_size') - figure(stats, 'externally_allocated_size');
   return room > 0 ? room : 0;
 }
 
@@ -747,9 +753,13 @@ global.console = ObjectFreeze({
 });
 
 // The outcome text of kind with body, as the file comment says; read last, so dropped and the heap
-// count what encoding the body did.
+// count what encoding the body did. A heap in use past the limit it was made with is past what V8
+// can hold without isolated-vm raising it, which it does only once a full collection left more
+// live than the limit: the run passed its memory limit, whatever it was about to deliver (oom).
 function outcome(kind, body) {
-  return kind + '\n' + dropped + '\n' + figure(heapFigures(), 'used_heap_size') + '\n' + body;
+  const used = figure(heapFigures(), 'used_heap_size');
+  const passed = heapLimit > 0 && used > heapLimit;
+  return (passed ? 'oom' : kind) + '\n' + dropped + '\n' + used + '\n' + (passed ? '' : body);
 }
 
 // The outcome text of a value user code returned. Never throws. Primitives, the common case of
