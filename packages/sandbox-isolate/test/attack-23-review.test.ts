@@ -223,7 +223,9 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
     for (let run = 0; run < 10; run++) {
       arm(20);
       const attack = await engine.run({ code, limits: { memoryMb: 32, timeoutMs: 10_000 } });
-      codes.push(attack.type === 'error' ? attack.code : `result at ${attack.stats.heapUsedBytes} bytes`);
+      codes.push(
+        attack.type === 'error' ? attack.code : `result at ${attack.stats.heapUsedBytes} bytes`,
+      );
     }
     expect(codes).toEqual(Array(10).fill('OOM'));
   }, 60_000);
