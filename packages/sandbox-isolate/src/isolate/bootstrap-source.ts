@@ -22,8 +22,9 @@
 // never an object: resolving a promise with an object looks up its `then`, which user code could
 // have planted on a prototype. The string is `kind\ndropped\nheap\nbody`, where kind is ok |
 // too-big | too-deep | unsupported | unserializable | throw | oom (an error the allocator's
-// refusal made, checked by the bootstrap, or a heap in use past its limit as the run ends) | syntax (the code does not compile;
-// the host finds where, see user-code-location.ts) and heap the bytes of heap in use as it ends.
+// refusal made, checked by the bootstrap, or a heap in use past its limit as the run ends) |
+// syntax (the code does not compile; the host finds where, see user-code-location.ts) and heap
+// the bytes of heap in use as it ends.
 //
 // No user value ever leaves through isolated-vm itself: isolated-vm copies an unhandled
 // rejection's reason at the end of every task it runs in the isolate (reading its message, stack
