@@ -159,6 +159,41 @@ const answerFloods: {
   },
 ];
 
+/**
+ * Ways user code can hide a heap figure isolated-vm writes into the object it makes inside the
+ * isolate (a helper's attack on the heap-past-limit check: the object is filled with ordinary
+ * assignments, which consult Object.prototype).
+ */
+const heapFigurePlants: { name: string; plant: string }[] = [
+  {
+    name: 'plants a setter for used_heap_size',
+    plant:
+      "Object.defineProperty(Object.prototype, 'used_heap_size', { set() {}, configurable: true })",
+  },
+  {
+    name: 'plants a read-only used_heap_size',
+    plant:
+      "Object.defineProperty(Object.prototype, 'used_heap_size', { value: 1, writable: false })",
+  },
+  {
+    name: 'plants a setter that forges used_heap_size as 1',
+    plant:
+      "Object.defineProperty(Object.prototype, 'used_heap_size', { set() { Object.defineProperty(this, 'used_heap_size', { value: 1, enumerable: true }) } })",
+  },
+  {
+    name: 'plants a throwing setter for total_heap_size (set first: the whole read throws)',
+    plant: "Object.defineProperty(Object.prototype, 'total_heap_size', { set() { throw 1 } })",
+  },
+  {
+    name: 'plants a throwing setter for does_zap_garbage',
+    plant: "Object.defineProperty(Object.prototype, 'does_zap_garbage', { set() { throw 1 } })",
+  },
+  {
+    name: 'plants a setter with __defineSetter__',
+    plant: "Object.prototype.__defineSetter__('used_heap_size', function () {})",
+  },
+];
+
 describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
   let release: () => void = () => {};
   let gate = Promise.resolve();
@@ -229,6 +264,42 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
     }
     expect(codes).toEqual(Array(10).fill('OOM'));
   }, 60_000);
+
+  it.each(heapFigurePlants)(
+    'a heap past its limit is OOM after user code $name (the figure it hides is reserved)',
+    async ({ plant }) => {
+      // The same 30 MiB + 20 answers. Before the names were reserved, each plant hid the heap
+      // figure from the bootstrap and the run ended with a result: 20 of 20 runs in process
+      // mode, 9-15 of 20 in-process. Now the plant throws (caught) or is a no-op.
+      const code = `try { ${plant} } catch {}
+        const keep = []; for (let i = 0; i < 30; i++) keep.push(new Array(131072).fill(i + 0.5));
+        const calls = []; for (let i = 0; i < 20; i++) calls.push(dataProxy.request({ units: 100000, twoByte: true }));
+        return (await Promise.all(calls)).length`;
+      const codes: string[] = [];
+      for (let run = 0; run < 4; run++) {
+        arm(20);
+        const attack = await engine.run({ code, limits: { memoryMb: 32, timeoutMs: 10_000 } });
+        codes.push(
+          attack.type === 'error' ? attack.code : `result at ${attack.stats.heapUsedBytes} bytes`,
+        );
+      }
+      expect(codes).toEqual(Array(4).fill('OOM'));
+    },
+    60_000,
+  );
+
+  it('the reserved heap-figure names behave as ordinary properties to user code', async () => {
+    const run = await engine.run({
+      code: `const o = {}; o.used_heap_size = 5; const f = function () {}; f.heap_size_limit = 6;
+        const frozen = Object.freeze({}); frozen.externally_allocated_size = 7;
+        Object.prototype.used_heap_size = 8;
+        return [o.used_heap_size, Object.keys(o), f.heap_size_limit, frozen.externally_allocated_size === undefined,
+          ({}).used_heap_size === undefined, 'used_heap_size' in {}, Object.keys({})]`,
+    });
+    // A frozen object takes no new property (strict mode would throw; the reserved setter refuses
+    // silently), and an assignment on Object.prototype itself changes nothing.
+    expect(expectResult(run).payload).toEqual([5, ['used_heap_size'], 6, true, true, true, []]);
+  });
 
   it('answers that fit are delivered, however many crossed before (no false OOM)', async () => {
     arm(1);

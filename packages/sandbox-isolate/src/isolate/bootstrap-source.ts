@@ -22,7 +22,8 @@
 // never an object: resolving a promise with an object looks up its `then`, which user code could
 // have planted on a prototype. The string is `kind\ndropped\nheap\nbody`, where kind is ok |
 // too-big | too-deep | unsupported | unserializable | throw | oom (an error the allocator's
-// refusal made, checked by the bootstrap, or a heap in use past its limit as the run ends) |
+// refusal made, checked by the bootstrap, or more than memoryMb held after a full collection as
+// the run ends or as a data answer arrives: heapPassed) |
 // syntax (the code does not compile; the host finds where, see user-code-location.ts) and heap
 // the bytes of heap in use as it ends.
 //
@@ -84,6 +85,7 @@ const DateNow = Date.now;
 const ObjectKeys = Object.keys;
 const ObjectGetPrototypeOf = Object.getPrototypeOf;
 const ObjectDefineProperty = Object.defineProperty;
+const ReflectDefineProperty = Reflect.defineProperty;
 const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
 const ObjectPrototype = Object.prototype;
 const ObjectFreeze = Object.freeze;
@@ -145,8 +147,9 @@ function breach(field, size, message, label) {
 function noop() {}
 
 // A figure of this isolate's heap, read through isolated-vm's same-isolate path (no task, so no
-// end-of-task copy; see the file comment). Its object is made here: a setter user code planted on
-// Object.prototype for one of its keys runs in user code's time and leaves that figure unread.
+// end-of-task copy; see the file comment). isolated-vm fills the object it makes here with
+// ordinary assignments, which consult Object.prototype: the names read below are reserved there
+// first (reserveFigure), so that no setter or read-only property user code plants can hide one.
 function heapFigures() {
   let stats = null;
   try {
@@ -161,12 +164,69 @@ function figure(stats, key) {
   return typeof value === 'number' && NumberIsFinite(value) && value > 0 ? value : 0;
 }
 
+// Reserves a heap figure's name on Object.prototype before user code runs: a non-configurable
+// accessor whose setter makes the assigned value an own data property of the receiver, as an
+// ordinary assignment would. User code can no longer plant a setter or a read-only property of
+// that name (one did, and a heap past its limit ended with a result in 20 of 20 runs); what it
+// sees is an inherited accessor that reads undefined, and the name among Object.prototype's keys.
+function reserveFigure(key) {
+  ObjectDefineProperty(ObjectPrototype, key, {
+    __proto__: null,
+    get: undefined,
+    set(value) {
+      if ((typeof this === 'object' && this !== null) || typeof this === 'function') {
+        ReflectDefineProperty(this, key, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
+      }
+    },
+  });
+}
+// Every name isolated-vm 7 assigns, in its order (isolate_handle.cc, GetHeapStatistics): a setter
+// that throws on any one of them would abort the whole read, so all are reserved, not only those
+// read here. Runs before user code, so the loop's own reads are untouched.
+const heapFigureNames = [
+  'total_heap_size', 'total_heap_size_executable', 'total_physical_size', 'total_available_size',
+  'used_heap_size', 'heap_size_limit', 'malloced_memory', 'peak_malloced_memory', 'does_zap_garbage',
+  'externally_allocated_size',
+];
+for (let i = 0; i < heapFigureNames.length; i++) reserveFigure(heapFigureNames[i]);
+
 // The heap's limit as the isolate was made (memoryLimit plus V8's young generation; 0 when
 // unknown). V8 cannot pass it: when a full collection leaves more live than it, isolated-vm raises
 // the limit by 1 GiB and ends the run from a later interrupt, which may come only after user code
 // has returned, with the heap already far past it (a CI run returned a result at 54 MB under a
 // 32 MiB limit). Read now, before user code, so a raised limit never counts as room.
 const heapLimit = figure(heapFigures(), 'heap_size_limit');
+
+// Runs a full collection: isolated-vm's allocator, asked for a buffer past memoryMb, collects
+// (LowMemoryNotification) before it refuses. 2^52 bytes is past any point up to which the
+// allocator trusts its cached heap figure; the refusal throws nothing user code can see.
+function collectGarbage() {
+  try {
+    new ArrayBufferCtor(4503599627370496);
+  } catch {}
+}
+
+// Bytes of heap in use at the last heapPassed() (after its collection, when it ran one).
+let heapInUse = 0;
+
+// Whether the run holds more than memoryMb now: heap in use plus external buffers, as isolated-vm
+// counts memoryMb, after a full collection. isolated-vm checks this itself when a script run
+// returns, but a run here never returns (it throws runEnded, see the file comment), and while
+// it runs isolated-vm only raises V8's limit by 1 GiB when a collection left more live than the
+// limit, ending the run from an interrupt that may come after user code dropped what it held or
+// returned (a CI run returned a result at 54 MB under 32 MiB). The figure alone counts garbage
+// (31 MiB live and 2 MiB of temporaries is no breach), so the collection decides; it runs only
+// when the figure is past memoryMb, and a run well inside its limit pays one read.
+function heapPassed() {
+  let stats = heapFigures();
+  heapInUse = figure(stats, 'used_heap_size');
+  const limit = limits !== null && typeof limits.memoryMb === 'number' ? limits.memoryMb * 1048576 : 0;
+  if (limit === 0 || heapInUse + figure(stats, 'externally_allocated_size') <= limit) return false;
+  collectGarbage();
+  stats = heapFigures();
+  heapInUse = figure(stats, 'used_heap_size');
+  return heapInUse + figure(stats, 'externally_allocated_size') > limit;
+}
 
 // Bytes the heap can still take below its limit (0 when unknown).
 function heapRoom() {
@@ -394,6 +454,12 @@ function answerOf(answer) {
       ? takeAnswer(ReflectApply(stringSlice, crossed, [1]), heapRoom())
       : crossed;
   if (typeof text !== 'string' || breached !== null) throw new ErrorCtor('Execution has ended');
+  // Answers are copied in by isolated-vm, outside user code: a run that holds more than memoryMb
+  // once one arrived ends OOM here, even if it would drop what it holds before returning.
+  if (finish !== null && heapPassed()) {
+    finish(outcome('oom', ''));
+    throw new ErrorCtor('Execution has ended');
+  }
   const body = ReflectApply(stringSlice, text, [1]);
   if (text[0] !== '1') throw new ErrorCtor(body);
   dataUnits += body.length;
@@ -754,12 +820,11 @@ global.console = ObjectFreeze({
 });
 
 // The outcome text of kind with body, as the file comment says; read last, so dropped and the heap
-// count what encoding the body did. A heap in use past the limit it was made with is past what V8
-// can hold without isolated-vm raising it, which it does only once a full collection left more
-// live than the limit: the run passed its memory limit, whatever it was about to deliver (oom).
+// count what encoding the body did. A run that holds more than memoryMb as it ends (heapPassed)
+// passed its limit, whatever it was about to deliver (oom).
 function outcome(kind, body) {
-  const used = figure(heapFigures(), 'used_heap_size');
-  const passed = heapLimit > 0 && used > heapLimit;
+  const passed = heapPassed();
+  const used = heapInUse;
   return (passed ? 'oom' : kind) + '\n' + dropped + '\n' + used + '\n' + (passed ? '' : body);
 }
 
