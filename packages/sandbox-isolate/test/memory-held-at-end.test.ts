@@ -58,4 +58,41 @@ describe.each(['process', 'in-process'] as const)('memory held as a run ends (%s
     },
     60_000,
   );
+
+  it("the result's own encoding is not counted as what the run holds, every run", async () => {
+    // 29 MiB kept and a 1.5 MB string returned: the encoder's JSON copy took the figure to 32.5
+    // MiB when the check ran after it (OOM 10 of 10 in both modes, a helper's attack).
+    const lengths: (number | string)[] = [];
+    for (let run = 0; run < 5; run++) {
+      const event = await engine.run({
+        code: `${keepMiB(29)} return 'x'.repeat(1500000)`,
+        limits: { memoryMb: 32, timeoutMs: 10_000, maxResultBytes: 4_000_000 },
+      });
+      lengths.push(event.type === 'error' ? event.code : (event.payload as string).length);
+    }
+    expect(lengths).toEqual(Array(5).fill(1_500_000));
+  }, 60_000);
+
+  it('a resizable ArrayBuffer cannot be made, by any constructor path', async () => {
+    // Its pages are committed outside isolated-vm's allocator (memory.test.ts has the attack);
+    // each path must throw the refusal.
+    const paths = [
+      'new ArrayBuffer(8, { maxByteLength: 16 })',
+      'Reflect.construct(ArrayBuffer, [8, { maxByteLength: 16 }])',
+      'new (new Uint8Array(1).buffer.constructor)(8, { maxByteLength: 16 })',
+      'new (Object.getPrototypeOf(new ArrayBuffer(1)).constructor)(8, { maxByteLength: 16 })',
+      'new (class extends ArrayBuffer {})(8, { maxByteLength: 16 })',
+      'new ArrayBuffer(8, { get maxByteLength() { return 16 } })',
+    ];
+    const attempts = paths.map(
+      (path) =>
+        `(() => { try { return ${path}.resizable } catch (e) { return e instanceof TypeError && e.message } })()`,
+    );
+    const event = await engine.run({
+      code: `return [${attempts.join(', ')}, new ArrayBuffer(8, undefined).byteLength]`,
+    });
+    const refusal =
+      'resizable ArrayBuffers are not available in the sandbox (their memory is outside memoryMb)';
+    expect(event.type === 'result' && event.payload).toEqual([...paths.map(() => refusal), 8]);
+  });
 });

@@ -206,7 +206,8 @@ function collectGarbage() {
   } catch {}
 }
 
-// Bytes of heap in use at the last heapPassed() (after its collection, when it ran one).
+// Bytes of heap in use at the last heapPassed() (after its collection, when it ran one): the
+// figure an outcome reports (0 when nothing ran: a syntax error).
 let heapInUse = 0;
 
 // Whether the run holds more than memoryMb now: heap in use plus external buffers, as isolated-vm
@@ -739,13 +740,15 @@ function typedArrayBytes(size, args) {
   }
 }
 
-function wrapConstructor(name, bytesOf) {
+// argumentsOf (optional) gives the arguments the builtin gets, or throws to refuse the call.
+function wrapConstructor(name, bytesOf, argumentsOf) {
   const target = global[name];
   const proxy = new ProxyCtor(target, {
     __proto__: null,
     construct(_, args, newTarget) {
+      const passed = argumentsOf === undefined ? args : argumentsOf(args);
       try {
-        return ReflectConstruct(target, args, newTarget === proxy ? target : newTarget);
+        return ReflectConstruct(target, passed, newTarget === proxy ? target : newTarget);
       } catch (error) {
         noteRefusal(error, bytesOf(args));
         throw error;
@@ -782,7 +785,19 @@ function byteLengthOf(self) {
   }
 }
 
-wrapConstructor('ArrayBuffer', (args) => primitiveLength(args[0]));
+// A resizable ArrayBuffer commits its pages as it grows, outside isolated-vm's allocator, so
+// neither memoryMb nor the heap check counts them (a helper's attack: a 32 MiB run held 256 MiB
+// of them and returned its result). Options are refused, and the builtin gets the length
+// alone; this Proxy is the only way to the native constructor (resize is deleted above).
+function fixedLengthArguments(args) {
+  const options = args[1];
+  if ((typeof options === 'object' && options !== null) || typeof options === 'function') {
+    throw new TypeErrorCtor('resizable ArrayBuffers are not available in the sandbox (their memory is outside memoryMb)');
+  }
+  return [args[0]];
+}
+
+wrapConstructor('ArrayBuffer', (args) => primitiveLength(args[0]), fixedLengthArguments);
 const typedArrays = [
   'Int8Array', 'Uint8Array', 'Uint8ClampedArray', 'Int16Array', 'Uint16Array', 'Int32Array',
   'Uint32Array', 'Float16Array', 'Float32Array', 'Float64Array', 'BigInt64Array', 'BigUint64Array',
@@ -819,18 +834,20 @@ global.console = ObjectFreeze({
   error: consoleMethod('error'),
 });
 
-// The outcome text of kind with body, as the file comment says; read last, so dropped and the heap
-// count what encoding the body did. A run that holds more than memoryMb as it ends (heapPassed)
-// passed its limit, whatever it was about to deliver (oom).
+// The outcome text of kind with body, as the file comment says; dropped is read last, so it
+// counts what encoding the body did; the heap is the figure of the last check (heapPassed).
 function outcome(kind, body) {
-  const passed = heapPassed();
-  const used = heapInUse;
-  return (passed ? 'oom' : kind) + '\n' + dropped + '\n' + used + '\n' + (passed ? '' : body);
+  return kind + '\n' + dropped + '\n' + heapInUse + '\n' + body;
 }
 
-// The outcome text of a value user code returned. Never throws. Primitives, the common case of
-// a trivial execution, skip the encoder (whose first call in an isolate compiles it).
+// The outcome text of a value user code returned. Never throws. A run that holds more than
+// memoryMb as it ends passed its limit, whatever it was about to deliver (oom); checked before
+// the encoder runs, whose copy of the result (at most maxResultBytes) is the sandbox's, not the
+// run's (counted after it, 29 MiB kept and a 1.5 MB string returned ended OOM under 32).
+// Primitives, the common case of a trivial execution, skip the encoder (whose first call in an
+// isolate compiles it).
 function valueOutcome(value) {
+  if (heapPassed()) return outcome('oom', '');
   const type = typeof value;
   if (value === undefined || value === null) return outcome('ok', 'null');
   if (type === 'boolean') return outcome('ok', value ? 'true' : 'false');
@@ -854,7 +871,7 @@ function valueOutcome(value) {
 
 // An error ends the run with OOM only when the bootstrap saw the allocator refuse it (above).
 function errorOutcome(error) {
-  if (ReflectApply(WeakSetHas, refusals, [error])) return outcome('oom', '');
+  if (heapPassed() || ReflectApply(WeakSetHas, refusals, [error])) return outcome('oom', '');
   return outcome('throw', describe(error));
 }
 
