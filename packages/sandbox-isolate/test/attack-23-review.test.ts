@@ -246,44 +246,43 @@ describe.each(modes)('data answers at the memory limit (%s)', (isolation) => {
     30_000,
   );
 
-  it('a heap past its limit as user code returns is OOM, every run (isolated-vm ends it only later)', async () => {
-    // 30 MiB kept, then 20 answers of 200 KB: the heap passes its limit (35 MiB for memoryMb 32:
-    // the limit plus V8's young generation) while the answers are copied in, outside user code.
-    // isolated-vm ends such a run from an interrupt that came after the return in about half the
-    // runs, which then delivered a result at 40 MB (a CI run: 54 MB). Ten runs: all OOM.
-    const code = `const keep = []; for (let i = 0; i < 30; i++) keep.push(new Array(131072).fill(i + 0.5));
+  /**
+   * 30 MiB kept, then 20 answers of 200 KB in flight at once, under memoryMb 32, `runs` times
+   * (after `before`): each run's error code, or the heap of its result.
+   */
+  async function heldWhileAnswersArrive(runs: number, before = ''): Promise<string[]> {
+    const code = `${before}
+      const keep = []; for (let i = 0; i < 30; i++) keep.push(new Array(131072).fill(i + 0.5));
       const calls = []; for (let i = 0; i < 20; i++) calls.push(dataProxy.request({ units: 100000, twoByte: true }));
       return (await Promise.all(calls)).length`;
     const codes: string[] = [];
-    for (let run = 0; run < 10; run++) {
+    for (let run = 0; run < runs; run++) {
       arm(20);
       const attack = await engine.run({ code, limits: { memoryMb: 32, timeoutMs: 10_000 } });
       codes.push(
         attack.type === 'error' ? attack.code : `result at ${attack.stats.heapUsedBytes} bytes`,
       );
     }
-    expect(codes).toEqual(Array(10).fill('OOM'));
+    return codes;
+  }
+
+  it('a heap past its limit as user code returns is OOM, every run (isolated-vm ends it only later)', async () => {
+    // The heap passes its limit (35 MiB for memoryMb 32: the limit plus V8's young generation)
+    // while the answers are copied in, outside user code. isolated-vm ends such a run from an
+    // interrupt that came after the return in about half the runs, which then delivered a result
+    // at 40 MB (a CI run: 54 MB). Ten runs: all OOM.
+    expect(await heldWhileAnswersArrive(10)).toEqual(Array(10).fill('OOM'));
   }, 60_000);
 
   it.each(heapFigurePlants)(
     'a heap past its limit is OOM after user code $name (the figure it hides is reserved)',
     async ({ plant }) => {
-      // The same 30 MiB + 20 answers. Before the names were reserved, each plant hid the heap
-      // figure from the bootstrap and the run ended with a result: 20 of 20 runs in process
-      // mode, 9-15 of 20 in-process. Now the plant throws (caught) or is a no-op.
-      const code = `try { ${plant} } catch {}
-        const keep = []; for (let i = 0; i < 30; i++) keep.push(new Array(131072).fill(i + 0.5));
-        const calls = []; for (let i = 0; i < 20; i++) calls.push(dataProxy.request({ units: 100000, twoByte: true }));
-        return (await Promise.all(calls)).length`;
-      const codes: string[] = [];
-      for (let run = 0; run < 4; run++) {
-        arm(20);
-        const attack = await engine.run({ code, limits: { memoryMb: 32, timeoutMs: 10_000 } });
-        codes.push(
-          attack.type === 'error' ? attack.code : `result at ${attack.stats.heapUsedBytes} bytes`,
-        );
-      }
-      expect(codes).toEqual(Array(4).fill('OOM'));
+      // Before the names were reserved, each plant hid the heap figure from the bootstrap and the
+      // run ended with a result: 20 of 20 runs in process mode, 9-15 of 20 in-process. Now the
+      // plant throws (caught) or is a no-op.
+      expect(await heldWhileAnswersArrive(4, `try { ${plant} } catch {}`)).toEqual(
+        Array(4).fill('OOM'),
+      );
     },
     60_000,
   );

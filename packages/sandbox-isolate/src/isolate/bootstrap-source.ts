@@ -869,7 +869,8 @@ function valueOutcome(value) {
   return outcome('unsupported', stringify({ __proto__: null, path: encoded.path, what: encoded.what }));
 }
 
-// An error ends the run with OOM only when the bootstrap saw the allocator refuse it (above).
+// An error ends the run with OOM when the run holds more than memoryMb (heapPassed) or when the
+// bootstrap saw the allocator refuse it (above); any other is the code's own.
 function errorOutcome(error) {
   if (heapPassed() || ReflectApply(WeakSetHas, refusals, [error])) return outcome('oom', '');
   return outcome('throw', describe(error));
