@@ -36,6 +36,24 @@ const held: { name: string; code: string; expected: string }[] = [
     code: `globalThis.buffers = []; for (let i = 0; i < 20; i++) globalThis.buffers.push(new ArrayBuffer(1048576)); ${keepMiB(14)} return keep.length`,
     expected: 'OOM',
   },
+  {
+    // Code the encoder runs after the end-of-run check (a helper's attack: a result 5 of 5).
+    name: "30 MiB kept and 3 MiB more added by the result's toJSON: OOM",
+    code: `${keepMiB(30)} return { toJSON() { for (let i = 0; i < 3; i++) keep.push(new Array(131072).fill(i + 0.5)); return keep.length } }`,
+    expected: 'OOM',
+  },
+  {
+    name: 'a thrown value whose message getter adds 4 MiB to 30 kept: OOM',
+    code: `${keepMiB(30)} throw { get message() { for (let i = 0; i < 4; i++) keep.push(new Array(131072).fill(i + 0.5)); return 'm' + keep.length } }`,
+    expected: 'OOM',
+  },
+  {
+    // The after-encoding allowance once counted 2 bytes a unit: 2 MB of ASCII (1 byte a unit)
+    // left room for 3 MiB added by a later toJSON (a result 5 of 5, a helper's attack).
+    name: 'a 2 MB ASCII result, then 3 MiB added by a toJSON, on 29 MiB kept: OOM',
+    code: `${keepMiB(29)} return [{ toJSON() { return Array(500).fill('x'.repeat(3998)) } }, { toJSON() { for (let i = 0; i < 3; i++) keep.push(new Array(131072).fill(i + 0.5)); return keep.length } }]`,
+    expected: 'OOM',
+  },
 ];
 
 describe.each(['process', 'in-process'] as const)('memory held as a run ends (%s)', (isolation) => {
@@ -73,6 +91,34 @@ describe.each(['process', 'in-process'] as const)('memory held as a run ends (%s
     expect(lengths).toEqual(Array(5).fill(1_500_000));
   }, 60_000);
 
+  it('a result of a million numbers (2 MB of JSON, 4 MiB held) is delivered under 32, every run', async () => {
+    // The encoder's += made a rope node per value and comma, two million of them: OOM 5 of 5
+    // in both modes (a helper's attack).
+    const lengths: (number | string)[] = [];
+    for (let run = 0; run < 3; run++) {
+      const event = await engine.run({
+        code: 'return new Array(1000000).fill(0)',
+        limits: { memoryMb: 32, timeoutMs: 10_000 },
+      });
+      lengths.push(event.type === 'error' ? event.code : (event.payload as unknown[]).length);
+    }
+    expect(lengths).toEqual([1_000_000, 1_000_000, 1_000_000]);
+  }, 60_000);
+
+  it('a two-byte result near the limit is counted at its two bytes a unit (no false OOM), every run', async () => {
+    // 26 MiB kept and 2 M CJK units returned in an array: about 30 MiB held, and a 4 MB body
+    // the after-encoding check must not count.
+    const lengths: (number | string)[] = [];
+    for (let run = 0; run < 3; run++) {
+      const event = await engine.run({
+        code: `${keepMiB(26)} return ['\u4e2d'.repeat(2000000)]`,
+        limits: { memoryMb: 32, timeoutMs: 10_000, maxResultBytes: 8_000_000 },
+      });
+      lengths.push(event.type === 'error' ? event.code : (event.payload as [string])[0].length);
+    }
+    expect(lengths).toEqual([2_000_000, 2_000_000, 2_000_000]);
+  }, 60_000);
+
   it('a resizable ArrayBuffer cannot be made, by any constructor path', async () => {
     // Its pages are committed outside isolated-vm's allocator (memory.test.ts has the attack);
     // each path must throw the refusal.
@@ -89,10 +135,15 @@ describe.each(['process', 'in-process'] as const)('memory held as a run ends (%s
         `(() => { try { return ${path}.resizable } catch (e) { return e instanceof TypeError && e.message } })()`,
     );
     const event = await engine.run({
-      code: `return [${attempts.join(', ')}, new ArrayBuffer(8, undefined).byteLength]`,
+      code: `return [${attempts.join(', ')}, new ArrayBuffer(8, undefined).byteLength, new ArrayBuffer(8, {}).byteLength, new ArrayBuffer(8, { maxByteLength: undefined }).byteLength]`,
     });
     const refusal =
       'resizable ArrayBuffers are not available in the sandbox (their memory is outside memoryMb)';
-    expect(event.type === 'result' && event.payload).toEqual([...paths.map(() => refusal), 8]);
+    expect(event.type === 'result' && event.payload).toEqual([
+      ...paths.map(() => refusal),
+      8,
+      8,
+      8,
+    ]);
   });
 });

@@ -36,6 +36,13 @@ describe('wasmModules', () => {
       expect(expectResult(event).payload).toEqual([1, 1, ['pages'], 'undefined', 'undefined']);
       const fresh = await engine.run({ code: 'return raw.memory.buffer.byteLength / 65536' });
       expect(expectResult(fresh).payload).toBe(1);
+      // An exported memory leads to no memory constructor: a helper's attack made 64 MiB
+      // memories outside memoryMb through raw.memory.constructor.
+      const made = await engine.run({
+        code: `const M = raw.memory.constructor;
+          return [M === Object, Object.getPrototypeOf(raw.memory).constructor === Object, 'buffer' in new M({ initial: 1024 })]`,
+      });
+      expect(expectResult(made).payload).toEqual([true, true, false]);
     } finally {
       await engine.dispose();
     }

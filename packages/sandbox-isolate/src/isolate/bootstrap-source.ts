@@ -93,6 +93,9 @@ const ArrayIsArray = Array.isArray;
 const NumberIsFinite = Number.isFinite;
 const ArrayBufferIsView = ArrayBuffer.isView;
 const stringSlice = String.prototype.slice;
+const StringCharCodeAt = String.prototype.charCodeAt;
+const StringIndexOf = String.prototype.indexOf;
+const escapeText = escape;
 const RegExpTest = RegExp.prototype.test;
 const identifierPattern = /^[A-Za-z_$][\w$]*$/;
 // Brand checks (each throws for anything else): messages can say "a Map", not "an object".
@@ -218,11 +221,14 @@ let heapInUse = 0;
 // returned (a CI run returned a result at 54 MB under 32 MiB). The figure alone counts garbage
 // (31 MiB live and 2 MiB of temporaries is no breach), so the collection decides; it runs only
 // when the figure is past memoryMb, and a run well inside its limit pays one read.
-function heapPassed() {
+// allowance: bytes the bootstrap itself holds and does not count (a body it encoded).
+function heapPassed(allowance = 0) {
   let stats = heapFigures();
   heapInUse = figure(stats, 'used_heap_size');
-  const limit = limits !== null && typeof limits.memoryMb === 'number' ? limits.memoryMb * 1048576 : 0;
-  if (limit === 0 || heapInUse + figure(stats, 'externally_allocated_size') <= limit) return false;
+  const memoryMb = limits !== null && typeof limits.memoryMb === 'number' ? limits.memoryMb : 0;
+  if (memoryMb === 0) return false;
+  const limit = memoryMb * 1048576 + allowance;
+  if (heapInUse + figure(stats, 'externally_allocated_size') <= limit) return false;
   collectGarbage();
   stats = heapFigures();
   heapInUse = figure(stats, 'used_heap_size');
@@ -305,14 +311,39 @@ function refusal(reason, name, frame, what, units) {
   return { __proto__: null, reason, path: pathOf(name, frame), what, units };
 }
 
+// UTF-16 units of text the encoder builds before it flattens them onto what it built before.
+const encoderChunkUnits = 4096;
+
+// Bytes the text encode() returned last takes in the heap, at most (checkedOutcome's allowance).
+let encodedBytes = 0;
+
+// Bytes a flat chunk of text takes: V8 keeps it at one byte a unit unless a unit is past U+00FF,
+// and then at two. escape() writes those units, and only those, as %uXXXX; it reads a slice at a
+// time so that its copy stays small. Counting two a unit for all (a helper's attack) let a run
+// returning 2 MB of ASCII hold about 1.9 MiB more than memoryMb unseen.
+function chunkBytes(chunk) {
+  for (let at = 0; at < chunk.length; at += encoderChunkUnits) {
+    const part = ReflectApply(stringSlice, chunk, [at, at + encoderChunkUnits]);
+    if (ReflectApply(StringIndexOf, escapeText(part), ['%u']) !== -1) return chunk.length * 2;
+  }
+  return chunk.length;
+}
+
 // JSON text of value (what JSON.stringify makes for a JSON-safe value, toJSON included), or a
 // refusal { reason: 'type' | 'depth' | 'size' | 'values', path, what, units }. Iterative, so no
 // depth overflows the stack; stops at once when maxUnits UTF-16 units or maxValues values are
 // passed. Getters, proxies and toJSON run here, in user code's time.
+// Each += makes a rope node (about 24 bytes) over what came before: a million numbers made two
+// million, and a 2 MB result of zeros ended OOM under memoryMb 32. So the text is built in a
+// chunk that is flattened (charCodeAt flattens a rope in place) and appended to the rest once it
+// holds encoderChunkUnits: the nodes left are two per chunk.
 function encode(root, name, maxUnits, maxValues) {
   // No value at all (a function body without return) is null, as before; undefined inside an
   // array is refused (JSON would turn it into null).
+  encodedBytes = 0;
   if (root === undefined) return 'null';
+  let done = '';
+  let doneBytes = 0;
   let text = '';
   let values = 0;
   let depth = 0;
@@ -323,7 +354,7 @@ function encode(root, name, maxUnits, maxValues) {
   for (;;) {
     if (pendingValue) {
       pendingValue = false;
-      if (++values > maxValues) return refusal('values', name, frame, 'too many values', text.length);
+      if (++values > maxValues) return refusal('values', name, frame, 'too many values', done.length + text.length);
       if (value !== null && typeof value === 'object') {
         const toJSON = value.toJSON;
         if (typeof toJSON === 'function') value = ReflectApply(toJSON, value, [key]);
@@ -355,9 +386,20 @@ function encode(root, name, maxUnits, maxValues) {
       } else {
         return refusal('type', name, frame, describePrimitive(value), 0);
       }
-      if (text.length > maxUnits) return refusal('size', name, frame, 'too big', text.length);
+      if (text.length >= encoderChunkUnits) {
+        ReflectApply(StringCharCodeAt, text, [0]);
+        doneBytes += chunkBytes(text);
+        done += text;
+        text = '';
+      }
+      if (done.length + text.length > maxUnits) {
+        return refusal('size', name, frame, 'too big', done.length + text.length);
+      }
     }
-    if (frame === null) return text;
+    if (frame === null) {
+      encodedBytes = doneBytes + text.length * 2;
+      return done + text;
+    }
     if (frame.index < frame.length) {
       const index = frame.index++;
       if (frame.array) {
@@ -665,6 +707,16 @@ for (let index = 0; index < wasmModules.length; index++) {
       : new FunctionCtor('wasmModule', 'WebAssembly', entry[2])(compiled, WebAssembly);
 }
 
+// A module that exports its memory hands user code that memory, and through its constructor
+// WebAssembly.Memory (and, for a shared one, SharedArrayBuffer through its buffer's): new
+// memories outside memoryMb (a helper's attack: 64 MiB each, and a growable SharedArrayBuffer,
+// a result 5 of 5). Those links are cut, for tables and globals too; the binding files above
+// already ran with the constructors.
+delete WebAssembly.Memory.prototype.constructor;
+delete WebAssembly.Table.prototype.constructor;
+delete WebAssembly.Global.prototype.constructor;
+delete SharedArrayBuffer.prototype.constructor;
+
 // Memory that isolated-vm's memoryLimit does not count: WebAssembly memories, growable and
 // resizable buffers. Shared memory is not needed by user code either.
 delete global.WebAssembly;
@@ -787,14 +839,19 @@ function byteLengthOf(self) {
 
 // A resizable ArrayBuffer commits its pages as it grows, outside isolated-vm's allocator, so
 // neither memoryMb nor the heap check counts them (a helper's attack: a 32 MiB run held 256 MiB
-// of them and returned its result). Options are refused, and the builtin gets the length
-// alone; this Proxy is the only way to the native constructor (resize is deleted above).
+// of them and returned its result). Options asking for one (a maxByteLength, read once, as the
+// builtin reads it) are refused, and the builtin gets the length alone; this Proxy is the only
+// way to the native constructor (resize is deleted above). args is read by its own length, so
+// an index planted on Array.prototype changes nothing.
 function fixedLengthArguments(args) {
-  const options = args[1];
-  if ((typeof options === 'object' && options !== null) || typeof options === 'function') {
+  const options = args.length > 1 ? args[1] : undefined;
+  if (
+    ((typeof options === 'object' && options !== null) || typeof options === 'function') &&
+    options.maxByteLength !== undefined
+  ) {
     throw new TypeErrorCtor('resizable ArrayBuffers are not available in the sandbox (their memory is outside memoryMb)');
   }
-  return [args[0]];
+  return [args.length > 0 ? args[0] : undefined];
 }
 
 wrapConstructor('ArrayBuffer', (args) => primitiveLength(args[0]), fixedLengthArguments);
@@ -840,6 +897,16 @@ function outcome(kind, body) {
   return kind + '\n' + dropped + '\n' + heapInUse + '\n' + body;
 }
 
+// The outcome of kind with a body the bootstrap made by running user code (toJSON, getters, a
+// thrown value's message): code that grew what the run holds past memoryMb while it ran is OOM,
+// as if it had held it before (a helper's attack: 30 MiB kept and 3 MiB added by a toJSON gave a
+// result). The body itself is the sandbox's: its bytes (bodyBytes; 2 a unit, the most a string
+// takes, when not known) and 128 KiB for the rope nodes left of its building (two a chunk, and
+// under encoderChunkUnits in the last one, about 24 bytes each) are not counted.
+function checkedOutcome(kind, body, bodyBytes = body.length * 2) {
+  return heapPassed(bodyBytes + 131072) ? outcome('oom', '') : outcome(kind, body);
+}
+
 // The outcome text of a value user code returned. Never throws. A run that holds more than
 // memoryMb as it ends passed its limit, whatever it was about to deliver (oom); checked before
 // the encoder runs, whose copy of the result (at most maxResultBytes) is the sandbox's, not the
@@ -861,19 +928,19 @@ function valueOutcome(value) {
   try {
     encoded = encode(value, 'result', limits.maxResultBytes, limits.maxResultBytes + 1);
   } catch (error) {
-    return outcome('unserializable', describe(error));
+    return checkedOutcome('unserializable', describe(error));
   }
-  if (typeof encoded === 'string') return outcome('ok', encoded);
-  if (encoded.reason === 'size') return outcome('too-big', '' + encoded.units);
-  if (encoded.reason === 'depth') return outcome('too-deep', '');
-  return outcome('unsupported', stringify({ __proto__: null, path: encoded.path, what: encoded.what }));
+  if (typeof encoded === 'string') return checkedOutcome('ok', encoded, encodedBytes);
+  if (encoded.reason === 'size') return checkedOutcome('too-big', '' + encoded.units);
+  if (encoded.reason === 'depth') return checkedOutcome('too-deep', '');
+  return checkedOutcome('unsupported', stringify({ __proto__: null, path: encoded.path, what: encoded.what }));
 }
 
 // An error ends the run with OOM when the run holds more than memoryMb (heapPassed) or when the
 // bootstrap saw the allocator refuse it (above); any other is the code's own.
 function errorOutcome(error) {
   if (heapPassed() || ReflectApply(WeakSetHas, refusals, [error])) return outcome('oom', '');
-  return outcome('throw', describe(error));
+  return checkedOutcome('throw', describe(error));
 }
 
 let pending = null;
