@@ -4,9 +4,10 @@
 // loopback TCP listener (plain HTTP forwarding; CONNECT tunnels with the bytes moved by Node and
 // by the host-side splice relay), (c) inside the sandbox through the forwarder and the proxy:
 // the client socket passed to the host (the default), and relayed over the Unix socket by the
-// forwarder (`egressForwarding: 'relay'`, the way before connections were passed). The variants are interleaved round by round (the machine is shared: load hits
-// all of them alike); medians over the rounds. Times come from curl's own -w figures, so sandbox
-// start-up is not in them.
+// forwarder (`egressForwarding: 'relay'`, the way before connections were passed), and (d) inside
+// the sandbox with `allowNetwork: true`, the direct figure for a sandboxed command. The variants
+// are interleaved round by round (the machine is shared: load hits all of them alike); medians
+// over the rounds. Times come from curl's own -w figures, so sandbox start-up is not in them.
 import { execFile, spawn } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { promisify } from 'node:util';
@@ -93,6 +94,13 @@ const curlIn =
     return result.stdout;
   };
 const inSandbox = curlIn(sandbox);
+// The sandboxed direct row: the same confinement with the host's network (no proxy), the
+// baseline a sandboxed command gives up by taking the allowlist instead of allowNetwork: true.
+const openSandbox = createSandbox({
+  allowNetwork: true,
+  allowFileWrites: false,
+  timeoutMs: 120_000,
+});
 const relayedInSandbox = curlIn(relayingSandbox);
 
 /** One row: how curl is run, with which extra arguments, to which host name. */
@@ -104,6 +112,12 @@ interface Variant {
 }
 const variants: readonly Variant[] = [
   { name: 'direct (host curl)', curl: onHost, flags: [], host: '127.0.0.1' },
+  {
+    name: 'sandboxed curl, allowNetwork: true (no proxy)',
+    curl: curlIn(openSandbox),
+    flags: [],
+    host: '127.0.0.1',
+  },
   { name: 'host curl → proxy (TCP)', curl: onHost, flags: ['-x', spliceUrl], host: 'bench.test' },
   {
     name: 'host curl → proxy (TCP), CONNECT, Node relay',
@@ -161,6 +175,7 @@ await Promise.all([
   spliceProxy.close(),
   sandbox.close(),
   relayingSandbox.close(),
+  openSandbox.close(),
 ]);
 serverProcess.kill();
 
