@@ -60,4 +60,21 @@ describe('sandbox policy', () => {
     ]);
     expect(error.message).toMatch(/^Invalid sandbox policy: /);
   });
+
+  it('takes allowEncryptedClientHello as a boolean only, naming the field otherwise', () => {
+    const network = { allow: ['api.example.com'], allowEncryptedClientHello: true };
+    expect(resolveSandboxPolicy({ network }).network).toEqual(network);
+    let caught: unknown;
+    try {
+      resolveSandboxPolicy({
+        network: { allow: ['api.example.com'], allowEncryptedClientHello: 'yes' },
+      } as never);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(SandboxValidationError);
+    expect(
+      (caught as SandboxValidationError).issues.map(({ path, received }) => ({ path, received })),
+    ).toEqual([{ path: 'network.allowEncryptedClientHello', received: '"yes"' }]);
+  });
 });

@@ -14,6 +14,7 @@ export const NetworkPolicySchema = z.strictObject({
   allow: z.array(PatternSchema).max(1024),
   deny: z.array(PatternSchema).max(1024).optional(),
   allowPrivate: z.boolean().optional(),
+  allowEncryptedClientHello: z.boolean().optional(),
   maxEgressBytes: z.number().int().positive().optional(),
 });
 
@@ -38,6 +39,17 @@ export interface NetworkPolicy {
    */
   allowPrivate?: boolean | undefined;
   /**
+   * Let a CONNECT or SOCKS5 tunnel carry a TLS ClientHello with the Encrypted Client Hello
+   * extension (ECH, type 0xfe0d, or the draft ESNI's 0xffce). ECH puts the real server name in
+   * an encrypted inner ClientHello: a server in front of many sites (a CDN) then serves the
+   * inner name, whatever outer name the tunnel's check saw, so a tunnel to one allowed host
+   * reaches every site behind the same server. Refused by default (`sni-mismatch`).
+   * Chromium sends the extension in every ClientHello (as GREASE when it has no ECH key for the
+   * site), so a Chromium-based browser going through the proxy needs `true`. The isolate's
+   * fetch tool makes its own TLS connections and ignores it. Default `false`.
+   */
+  allowEncryptedClientHello?: boolean | undefined;
+  /**
    * Bytes a run may move through the proxy, both directions together; beyond it, open
    * connections are cut and new ones refused (`egress-limit`). Default: no cap.
    */
@@ -49,7 +61,7 @@ export interface NetworkPolicy {
  * matches), `ip-literal` (an address no IP or CIDR entry names), `invalid-host` (not a host
  * name), `private-address` (the name resolved to an address of a refused class),
  * `resolve-failed`, `sni-mismatch` (the TLS server name is not the host the tunnel was opened
- * to, or is missing), `host-mismatch` (the `Host` header names another host),
+ * to, is missing, or is hidden by Encrypted Client Hello), `host-mismatch` (the `Host` header names another host),
  * `protocol` (not HTTP, CONNECT or SOCKS5, or an unsupported request), `egress-limit`
  * (`maxEgressBytes` reached), `unreachable` (allowed, but the server could not be reached).
  */

@@ -117,7 +117,8 @@ const looseningRules: RuleTable<SubprocessPolicy> = {
   writablePaths: added,
   allowUnixSockets: added,
   // Setting or removing an egress policy changes what is reachable either way; within one, a
-  // new allow entry, a dropped deny entry, private addresses or a larger (or no) byte cap.
+  // new allow entry, a dropped deny entry, private addresses, encrypted ClientHellos or a larger
+  // (or no) byte cap.
   network: (before, after) => {
     if (before === undefined || after === undefined) return before !== after;
     const cap = (policy: typeof before): number =>
@@ -126,6 +127,7 @@ const looseningRules: RuleTable<SubprocessPolicy> = {
       added(before.allow, after.allow) ||
       removed(before.deny ?? [], after.deny ?? []) ||
       (!(before.allowPrivate ?? false) && (after.allowPrivate ?? false)) ||
+      (!(before.allowEncryptedClientHello ?? false) && (after.allowEncryptedClientHello ?? false)) ||
       cap(after) > cap(before)
     );
   },

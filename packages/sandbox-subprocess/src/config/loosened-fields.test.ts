@@ -305,6 +305,12 @@ const cases: { readonly [K in keyof SubprocessPolicy]-?: readonly Case[] } = {
       loosened: ['network'],
     },
     {
+      change: 'allowEncryptedClientHello turned on',
+      before: { network: { allow: ['a.example'] } },
+      after: { network: { allow: ['a.example'], allowEncryptedClientHello: true } },
+      loosened: ['network'],
+    },
+    {
       change: 'the byte cap raised',
       before: { network: { allow: ['a.example'], maxEgressBytes: 10 } },
       after: { network: { allow: ['a.example'], maxEgressBytes: 11 } },

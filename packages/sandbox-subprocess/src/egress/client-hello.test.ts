@@ -1,40 +1,19 @@
 // The ClientHello reader on real ClientHellos (Node's TLS client, captured by a bare TCP server)
 // and on the ways a hostile client can bend one.
-import { createServer } from 'node:net';
-import { connect } from 'node:tls';
 import { describe, expect, it } from 'vitest';
+import {
+  captureClientHello as capture,
+  echBody,
+  withExtension,
+} from '../../test/support/client-hello-bytes.ts';
 import { readClientHello } from './client-hello.ts';
-
-/** The first bytes Node's TLS client sends for `servername` (undefined: none sent). */
-async function capture(servername: string | undefined): Promise<Buffer> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  const first = new Promise<Buffer>((resolve) =>
-    server.once('connection', (socket) =>
-      socket.once('data', (data: Buffer) => {
-        resolve(data);
-        socket.destroy();
-      }),
-    ),
-  );
-  const client = connect({
-    host: '127.0.0.1',
-    port,
-    ...(servername === undefined ? {} : { servername }),
-  });
-  client.on('error', () => {});
-  const data = await first;
-  client.destroy();
-  server.close();
-  return data;
-}
 
 describe('readClientHello', () => {
   it('reads the server name of a real ClientHello, lowercased', async () => {
     expect(readClientHello(await capture('API.Example.test'))).toEqual({
       kind: 'client-hello',
       serverName: 'api.example.test',
+      encrypted: false,
     });
   });
 
@@ -42,7 +21,25 @@ describe('readClientHello', () => {
     expect(readClientHello(await capture(undefined))).toEqual({
       kind: 'client-hello',
       serverName: undefined,
+      encrypted: false,
     });
+  });
+
+  it('tells an Encrypted Client Hello (0xfe0d) and the draft ESNI (0xffce) from other extensions', async () => {
+    const hello = await capture('a.test');
+    const table: [number, boolean][] = [
+      [0xfe0d, true],
+      [0xffce, true],
+      [0xfe0c, false], // a neighbouring number, an extension nobody assigned
+      [0x4469, false], // application settings, which Chromium sends beside ECH
+    ];
+    for (const [type, encrypted] of table) {
+      expect(readClientHello(withExtension(hello, type, echBody))).toEqual({
+        kind: 'client-hello',
+        serverName: 'a.test',
+        encrypted,
+      });
+    }
   });
 
   it('waits for the whole first record, and tells plain text from TLS', async () => {

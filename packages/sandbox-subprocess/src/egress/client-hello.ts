@@ -7,10 +7,24 @@ export type FirstBytes =
   | { readonly kind: 'incomplete' }
   /** Not a TLS handshake record. */
   | { readonly kind: 'not-tls' }
-  /** A ClientHello; `serverName` when it carries an SNI host name. */
-  | { readonly kind: 'client-hello'; readonly serverName: string | undefined }
+  /**
+   * A ClientHello; `serverName` when it carries an SNI host name, `encrypted` when it carries
+   * an Encrypted Client Hello extension (the real server name is then inside, unreadable).
+   */
+  | {
+      readonly kind: 'client-hello';
+      readonly serverName: string | undefined;
+      readonly encrypted: boolean;
+    }
   /** A TLS record that is not a well-formed ClientHello. */
   | { readonly kind: 'malformed' };
+
+/**
+ * Extension types that carry an encrypted inner ClientHello or server name: Encrypted Client
+ * Hello (0xfe0d, the type the IETF drafts and their deployments settled on) and the earlier
+ * draft's encrypted_server_name (0xffce, ESNI).
+ */
+const encryptedHelloExtensions: ReadonlySet<number> = new Set([0xfe0d, 0xffce]);
 
 /** The largest first record read: a TLS record holds at most 2^14 bytes plus its 5-byte header. */
 export const maxClientHelloBytes = 16_384 + 5;
@@ -26,14 +40,14 @@ export function readClientHello(data: Uint8Array): FirstBytes {
   if (data.length < 5 + recordLength) return { kind: 'incomplete' };
   const record = data.subarray(5, 5 + recordLength);
   try {
-    return { kind: 'client-hello', serverName: serverNameOf(record) };
+    return { kind: 'client-hello', ...namesOf(record) };
   } catch {
     return { kind: 'malformed' };
   }
 }
 
 /** Walks a ClientHello handshake message; throws on anything out of bounds. */
-function serverNameOf(record: Uint8Array): string | undefined {
+function namesOf(record: Uint8Array): { serverName: string | undefined; encrypted: boolean } {
   let offset = 0;
   const need = (count: number): void => {
     if (offset + count > record.length) throw new RangeError('truncated ClientHello');
@@ -55,15 +69,17 @@ function serverNameOf(record: Uint8Array): string | undefined {
   skip(u8()); // session id
   skip(u16()); // cipher suites
   skip(u8()); // compression methods
-  if (offset === 4 + bodyLength) return undefined; // no extensions
+  if (offset === 4 + bodyLength) return { serverName: undefined, encrypted: false }; // no extensions
   const extensionsEnd = offset + 2 + u16();
   if (extensionsEnd > 4 + bodyLength) throw new RangeError('extensions overrun');
   let name: string | undefined;
+  let encrypted = false;
   while (offset < extensionsEnd) {
     const type = u16();
     const length = u16();
     const end = offset + length;
     if (end > extensionsEnd) throw new RangeError('extension overruns');
+    if (encryptedHelloExtensions.has(type)) encrypted = true;
     if (type === 0) {
       if (name !== undefined) throw new RangeError('two server_name extensions');
       const listEnd = offset + 2 + u16();
@@ -83,5 +99,5 @@ function serverNameOf(record: Uint8Array): string | undefined {
     }
     offset = end;
   }
-  return name;
+  return { serverName: name, encrypted };
 }

@@ -141,6 +141,12 @@ export async function joinTunnel(
         `the TLS ClientHello names ${hello.serverName}; the tunnel is for ${named}`,
       );
     }
+    if (hello.encrypted && session.rules.policy.allowEncryptedClientHello !== true) {
+      return refuse(
+        'sni-mismatch',
+        `the TLS ClientHello carries Encrypted Client Hello, which hides the server it is for; the tunnel is for ${named} (network.allowEncryptedClientHello lets it through)`,
+      );
+    }
   } else if (hello.kind === 'malformed' || mustBeTls) {
     return refuse(
       'protocol',
