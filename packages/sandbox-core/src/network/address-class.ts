@@ -52,7 +52,11 @@ const specialRanges: readonly (readonly [string, AddressClass])[] = [
   ['::/128', 'unspecified'],
   ['::1/128', 'loopback'],
   ['::/96', 'reserved'], // IPv4-compatible, deprecated
+  ['::/8', 'reserved'], // the rest of the IETF-reserved block (mapped and translated forms are unwrapped first)
   ['100::/64', 'reserved'], // discard
+  // Local-use NAT64 (RFC 8215): where the IPv4 sits depends on the operator's prefix length
+  // (RFC 6052 allows /48 to /96), so no one reading is safe; only a CIDR entry reaches it.
+  ['64:ff9b:1::/48', 'reserved'],
   ['2001::/32', 'reserved'], // Teredo: the IPv4 inside is obfuscated
   ['2001:db8::/32', 'reserved'], // documentation
   ['fc00::/7', 'private'], // unique local
@@ -66,15 +70,28 @@ const compiled: readonly (readonly [IpRange, AddressClass])[] = specialRanges.ma
 );
 
 /** IPv6 ranges that carry an IPv4 address a gateway may forward to: [range, offset of the IPv4]. */
-const embeddedIpv4: readonly (readonly [IpRange, number])[] = [
+const embeddedRanges: readonly (readonly [IpRange, number])[] = [
   [parseIpRange('64:ff9b::/96')!, 12], // NAT64
-  [parseIpRange('64:ff9b:1::/48')!, 12], // local-use NAT64
+  [parseIpRange('::ffff:0:0:0/96')!, 12], // IPv4-translated (SIIT, RFC 2765)
   [parseIpRange('2002::/16')!, 2], // 6to4
 ];
 
 /**
- * The class of `address`. IPv4-mapped, NAT64 and 6to4 IPv6 addresses take the class of the IPv4
- * address inside (`::ffff:127.0.0.1` is loopback). `hostAddresses` are the host's own interface
+ * The IPv4 address a gateway would forward `address` to (NAT64, IPv4-translated, 6to4), or
+ * undefined. IPv4-mapped addresses are not here: `unmapIpv4` turns them into IPv4 first.
+ */
+export function embeddedIpv4(address: IpAddress): IpAddress | undefined {
+  for (const [range, offset] of embeddedRanges) {
+    if (inRange(address, range)) {
+      return { family: 4, bytes: address.bytes.slice(offset, offset + 4) };
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The class of `address`. IPv4-mapped, IPv4-translated, NAT64 and 6to4 IPv6 addresses take the
+ * class of the IPv4 address inside (`::ffff:127.0.0.1` is loopback). `hostAddresses` are the host's own interface
  * addresses: one of them is `host` unless the table already names it.
  */
 export function classifyAddress(
@@ -82,14 +99,8 @@ export function classifyAddress(
   hostAddresses: readonly IpAddress[] = [],
 ): AddressClass {
   const plain = unmapIpv4(address);
-  for (const [range, offset] of embeddedIpv4) {
-    if (inRange(plain, range)) {
-      return classifyAddress(
-        { family: 4, bytes: plain.bytes.slice(offset, offset + 4) },
-        hostAddresses,
-      );
-    }
-  }
+  const inner = embeddedIpv4(plain);
+  if (inner !== undefined) return classifyAddress(inner, hostAddresses);
   for (const [range, kind] of compiled) if (inRange(plain, range)) return kind;
   const own = hostAddresses.some((host) => {
     const other = unmapIpv4(host);

@@ -70,6 +70,12 @@ describe('address classes', () => {
     ['::', 'unspecified'],
     ['255.255.255.255', 'reserved'],
     ['64:ff9b::7f00:1', 'loopback'], // NAT64 of 127.0.0.1
+    ['::ffff:0:7f00:1', 'loopback'], // IPv4-translated (SIIT) of 127.0.0.1
+    ['::ffff:0:a9fe:a9fe', 'metadata'], // IPv4-translated of 169.254.169.254
+    ['::ffff:0:808:808', 'public'], // IPv4-translated of 8.8.8.8
+    ['64:ff9b:1:7f00:0:100:808:808', 'reserved'], // local-use NAT64, /48 layout of 127.0.0.1
+    ['64:ff9b:1::7f00:1', 'reserved'], // local-use NAT64, /96 layout: still no safe reading
+    ['0:0:0:1::1', 'reserved'], // elsewhere in ::/8
     ['2002:a9fe:a9fe::1', 'metadata'], // 6to4 of 169.254.169.254
     ['2001:db8::1', 'reserved'],
     ['2606:4700::1111', 'public'],
@@ -178,6 +184,10 @@ describe('resolved addresses', () => {
     ['::ffff:127.0.0.1', 'private-address', 'ok', 'ok'],
     ['10.1.1.1', 'private-address', 'ok', 'ok'],
     ['10.9.1.1', 'private-address', 'ok', 'denied'],
+    ['64:ff9b::a09:101', 'private-address', 'ok', 'denied'], // NAT64 of 10.9.1.1
+    ['::ffff:0:a09:101', 'private-address', 'ok', 'denied'], // IPv4-translated of 10.9.1.1
+    ['2002:a09:101::1', 'private-address', 'ok', 'denied'], // 6to4 of 10.9.1.1
+    ['64:ff9b::a08:101', 'private-address', 'ok', 'ok'], // NAT64 of 10.8.1.1, outside the deny range
     ['100.64.1.1', 'private-address', 'ok', 'ok'],
     ['169.254.169.254', 'private-address', 'private-address', 'ok'],
     ['fe80::1', 'private-address', 'private-address', 'private-address'],

@@ -5,6 +5,7 @@ import { validate } from '../limits/validate.ts';
 import {
   type AddressClass,
   classifyAddress,
+  embeddedIpv4,
   neverClasses,
   privateClasses,
 } from './address-class.ts';
@@ -120,7 +121,13 @@ export class NetworkRules {
   ): NetworkVerdict {
     const plain = unmapIpv4(address);
     const text = formatIpAddress(plain);
-    if (this.#deny.some((pattern) => matchesAddress(pattern, plain, port))) {
+    // A deny entry for an IPv4 address or range also covers the IPv6 forms a gateway forwards
+    // to it (NAT64, IPv4-translated, 6to4), as the address classes do.
+    const inner = embeddedIpv4(plain);
+    const denied = (pattern: HostPattern): boolean =>
+      matchesAddress(pattern, plain, port) ||
+      (inner !== undefined && matchesAddress(pattern, inner, port));
+    if (this.#deny.some(denied)) {
       return refuse('denied', `resolved to ${text}, which matches a deny entry`);
     }
     const kind: AddressClass = classifyAddress(plain, hostAddresses);
