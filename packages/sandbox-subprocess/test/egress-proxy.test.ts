@@ -116,6 +116,51 @@ describe('egress proxy, plain HTTP', () => {
     ]);
   });
 
+  it('forwards a chunked request body framed, so it cannot read as a second request upstream', async () => {
+    const { createServer } = await import('node:net');
+    let received = '';
+    const raw = createServer((socket) => {
+      const reply = () => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+      let paused = false;
+      socket.on('data', (data: Buffer) => {
+        received += data.toString('latin1');
+        if (received.includes('\r\n0\r\n\r\n')) reply();
+        // Headers in, no end of a chunked body: answer after a pause that collects stray bytes.
+        else if (!paused && received.includes('\r\n\r\n')) {
+          paused = true;
+          setTimeout(reply, 300);
+        }
+      });
+      socket.on('error', () => {});
+    });
+    await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+    const rawPort = (raw.address() as { port: number }).port;
+    const { proxy, listener, port } = await open(
+      { allow: ['api.test'], allowPrivate: true },
+      { 'api.test': ['127.0.0.1'] },
+    );
+    const smuggled = 'GET /smuggled HTTP/1.1\r\nHost: evil.test\r\n\r\n';
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    const answer = await exchange(
+      socket,
+      `GET http://api.test:${rawPort}/ HTTP/1.1\r\nHost: api.test:${rawPort}\r\nTransfer-Encoding: chunked\r\n\r\n` +
+        `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`,
+      (text) => text.endsWith('ok'),
+    );
+    socket.destroy();
+    raw.close();
+    await done(proxy, listener);
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    const headEnd = received.indexOf('\r\n\r\n') + 4;
+    expect(received.slice(0, headEnd).toLowerCase()).toContain(
+      '\r\ntransfer-encoding: chunked\r\n',
+    );
+    expect(received.slice(headEnd)).toBe(
+      `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`,
+    );
+  });
+
   it('refuses an IP literal no entry names', async () => {
     const { proxy, listener, url } = await open({ allow: ['api.test'], allowPrivate: true });
     const refused = await curl(['-x', url, '-i', `http://${http.address}:${http.port}/`]);
@@ -353,6 +398,31 @@ describe('egress proxy, tunnels', () => {
         }
       });
     }
+  });
+
+  it('refuses, on any port, TLS a lenient server would read after bytes the SNI check cannot (an alert first)', async () => {
+    // Go's crypto/tls skips a warning alert before the ClientHello: a tunnel to a port other
+    // than 443 passed such bytes as plain data, and the ClientHello for evil.test after them
+    // reached the server unread (seen end to end against a Go server by a review).
+    const { proxy, listener, port } = await open({ allow: ['api.test'], allowPrivate: true });
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    const granted = await exchange(
+      socket,
+      `CONNECT api.test:${http.port} HTTP/1.1\r\n\r\n`,
+      (text) => text.includes('\r\n\r\n'),
+    );
+    expect(granted).toMatch(/^HTTP\/1\.1 200 /);
+    const alert = Buffer.from([0x15, 0x03, 0x01, 0x00, 0x02, 0x01, 0x5a]);
+    socket.write(Buffer.concat([alert, await captureClientHello('evil.test')]));
+    await new Promise((resolve) => socket.once('close', resolve));
+    const report = await done(proxy, listener);
+    expect(report.denied).toEqual([
+      { host: 'api.test', port: http.port, reason: 'protocol', detail: 'a malformed TLS record' },
+    ]);
+    expect(report.allowed.map(({ host, bytesSent }) => ({ host, bytesSent }))).toEqual([
+      { host: 'api.test', bytesSent: 0 },
+    ]);
   });
 
   it('refuses anything but TLS through a tunnel to port 443', async () => {

@@ -47,7 +47,81 @@ describe('readClientHello', () => {
     expect(readClientHello(hello.subarray(0, 3))).toEqual({ kind: 'incomplete' });
     expect(readClientHello(hello.subarray(0, hello.length - 1))).toEqual({ kind: 'incomplete' });
     expect(readClientHello(Buffer.from('GET / HTTP/1.1\r\n'))).toEqual({ kind: 'not-tls' });
-    expect(readClientHello(Buffer.from([0x16, 0x01, 0x00]))).toEqual({ kind: 'not-tls' });
+    expect(readClientHello(Buffer.from([0x16, 0x01, 0x00]))).toEqual({ kind: 'incomplete' });
+  });
+
+  it('calls malformed every start a lenient TLS server (Go) reads as TLS, and only those', async () => {
+    const hello = await capture('evil.test');
+    const recordVersion = (version: number): Buffer => {
+      const changed = Buffer.from(hello);
+      changed.writeUInt16BE(version, 1);
+      return changed;
+    };
+    // The ClientHello's handshake message split over two records, the first with `version`.
+    const split = (version: number): Buffer => {
+      const message = hello.subarray(5);
+      const half = Math.floor(message.length / 2);
+      const record = (part: Buffer, recordVersion: number) =>
+        Buffer.concat([
+          Buffer.from([
+            0x16,
+            recordVersion >> 8,
+            recordVersion & 0xff,
+            part.length >> 8,
+            part.length & 0xff,
+          ]),
+          part,
+        ]);
+      return Buffer.concat([
+        record(message.subarray(0, half), version),
+        record(message.subarray(half), 0x0301),
+      ]);
+    };
+    const table: [string, Buffer, string][] = [
+      [
+        'a warning alert, then the ClientHello',
+        Buffer.concat([Buffer.from([0x15, 0x03, 0x01, 0x00, 0x02, 0x01, 0x5a]), hello]),
+        'malformed',
+      ],
+      [
+        'an alert with version 00 00',
+        Buffer.from([0x15, 0x00, 0x00, 0x00, 0x02, 0x01, 0x5a]),
+        'malformed',
+      ],
+      [
+        'a change_cipher_spec, then the ClientHello',
+        Buffer.concat([Buffer.from([0x14, 0x03, 0x03, 0x00, 0x01, 0x01]), hello]),
+        'malformed',
+      ],
+      ['record version 00 01', recordVersion(0x0001), 'malformed'],
+      ['record version 0f ff', recordVersion(0x0fff), 'malformed'],
+      ['split over records, the first 16 00 01', split(0x0001), 'malformed'],
+      ['split over records, the first 16 03 01', split(0x0301), 'malformed'],
+      ['record version 10 00 (no server reads it)', recordVersion(0x1000), 'not-tls'],
+      [
+        'an alert-shaped start of 3 bytes',
+        Buffer.from([0x15, 0x03, 0x01, 0x00, 0x03, 0x01, 0x5a, 0x00]),
+        'not-tls',
+      ],
+      [
+        'a handshake-shaped start that is no ClientHello',
+        Buffer.from([0x16, 0x01, 0x00, 0x00, 0x2a, 0x07, 0x00]),
+        'not-tls',
+      ],
+      [
+        'application data first',
+        Buffer.from([0x17, 0x03, 0x03, 0x00, 0x02, 0x00, 0x00]),
+        'not-tls',
+      ],
+      [
+        'a 16 03 record holding a ServerHello',
+        Buffer.from([0x16, 0x03, 0x01, 0x00, 0x04, 0x02, 0x00, 0x00, 0x00]),
+        'malformed',
+      ],
+    ];
+    expect(table.map(([name, bytes]) => [name, readClientHello(bytes).kind])).toEqual(
+      table.map(([name, , kind]) => [name, kind]),
+    );
   });
 
   it('refuses a ClientHello bent out of shape', async () => {

@@ -5,7 +5,7 @@
 export type FirstBytes =
   /** Not enough bytes yet to tell. */
   | { readonly kind: 'incomplete' }
-  /** Not a TLS handshake record. */
+  /** Bytes no TLS server reads as the start of TLS. */
   | { readonly kind: 'not-tls' }
   /**
    * A ClientHello; `serverName` when it carries an SNI host name, `encrypted` when it carries
@@ -16,7 +16,7 @@ export type FirstBytes =
       readonly serverName: string | undefined;
       readonly encrypted: boolean;
     }
-  /** A TLS record that is not a well-formed ClientHello. */
+  /** The start of TLS, but not one well-formed ClientHello in one `16 03` record. */
   | { readonly kind: 'malformed' };
 
 /**
@@ -29,13 +29,33 @@ const encryptedHelloExtensions: ReadonlySet<number> = new Set([0xfe0d, 0xffce]);
 /** The largest first record read: a TLS record holds at most 2^14 bytes plus its 5-byte header. */
 export const maxClientHelloBytes = 16_384 + 5;
 
-/** Classifies the bytes a client sent first (call again with more bytes while `incomplete`). */
+/** TLS record types a server may read before a ClientHello: change_cipher_spec, alert, handshake. */
+const earlyRecordTypes: ReadonlySet<number> = new Set([0x14, 0x15, 0x16]);
+
+/**
+ * Classifies the bytes a client sent first (call again with more bytes while `incomplete`).
+ *
+ * The only TLS start read as TLS is a whole ClientHello in one `16 03` record. Lenient servers
+ * accept other starts: Go's crypto/tls takes any record version below 0x1000 on the first
+ * record, a ClientHello split over records, and a warning alert skipped before it. Bytes such a
+ * server would read as TLS are therefore `malformed`, never `not-tls`, on every port. Otherwise
+ * a ClientHello for another host could follow them unread. These are a handshake record
+ * starting a ClientHello, an alert (2 bytes) or a change_cipher_spec (1 byte), each with a
+ * version byte below 0x10. Other bytes are plain data. A protocol whose first bytes happen to
+ * take that shape is refused, at odds of about 1 in 65 536 for a length-prefixed one.
+ */
 export function readClientHello(data: Uint8Array): FirstBytes {
   if (data.length === 0) return { kind: 'incomplete' };
-  if (data[0] !== 0x16) return { kind: 'not-tls' };
-  if (data.length >= 2 && data[1] !== 0x03) return { kind: 'not-tls' };
-  if (data.length < 5) return { kind: 'incomplete' };
+  const type = data[0] ?? 0;
+  if (!earlyRecordTypes.has(type)) return { kind: 'not-tls' };
+  if (data.length >= 2 && (data[1] ?? 0) >= 0x10) return { kind: 'not-tls' };
+  if (data.length < 6) return { kind: 'incomplete' };
   const recordLength = ((data[3] ?? 0) << 8) | (data[4] ?? 0);
+  if (type !== 0x16 || data[1] !== 0x03) {
+    const lenient =
+      type === 0x16 ? data[5] === 0x01 : type === 0x15 ? recordLength === 2 : recordLength === 1;
+    return lenient ? { kind: 'malformed' } : { kind: 'not-tls' };
+  }
   if (recordLength > 16_384 || recordLength < 4) return { kind: 'malformed' };
   if (data.length < 5 + recordLength) return { kind: 'incomplete' };
   const record = data.subarray(5, 5 + recordLength);

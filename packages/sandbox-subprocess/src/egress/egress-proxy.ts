@@ -373,6 +373,10 @@ async function forwardHttp(
     headers[name] = value;
   }
   headers.host = url.host;
+  // Node decoded a chunked body; without a framing header of its own, a GET, HEAD, DELETE or
+  // OPTIONS request would write it upstream raw, where it reads as a second request (with any
+  // Host) on the checked connection.
+  if (request.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
   const outgoing = httpRequest({
     method: request.method,
     path: `${url.pathname}${url.search}`,
