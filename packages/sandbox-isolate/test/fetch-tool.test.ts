@@ -18,6 +18,8 @@ let secure: Server;
 let port: number;
 let cert: string;
 const events: NetworkEvent[] = [];
+/** What the endless redirect body's server side saw: bytes written, when the socket closed. */
+const redirectBody = { written: 0, closedAt: 0 };
 
 function selfSigned(name: string): { cert: string; key: string } {
   const dir = mkdtempSync(join(tmpdir(), 'coda-fetch-cert-'));
@@ -76,6 +78,22 @@ beforeAll(async () => {
     if (url === '/to-other')
       return void response.writeHead(307, { location: `http://api.test:${port}/json` }).end();
     if (url === '/big') return void response.end(Buffer.alloc(200_000, 0x61));
+    if (url === '/headers') return void response.end(JSON.stringify(request.headers));
+    if (url === '/to-b-headers')
+      return void response.writeHead(307, { location: `http://b.test:${port}/headers` }).end();
+    if (url === '/to-json-endless') {
+      // A redirect whose body never ends: how much of it is read, and how long it stays open.
+      response.writeHead(302, { location: '/json' });
+      const chunk = Buffer.alloc(65_536, 0x62);
+      const pump = () => {
+        while (!response.destroyed && response.write(chunk)) redirectBody.written += chunk.length;
+        if (!response.destroyed) response.once('drain', pump);
+      };
+      response.once('close', () => {
+        redirectBody.closedAt = performance.now();
+      });
+      return pump();
+    }
     if (url === '/stall') return; // never answers
     if (url === '/echo') {
       const chunks: Buffer[] = [];
@@ -236,5 +254,163 @@ describe('createFetchTool', () => {
     expect(() =>
       createFetchTool({ allow: ['a.test'] }, { maxResponseBytes: 0, timeoutMs: -1 } as never),
     ).toThrow(/maxResponseBytes.*timeoutMs/);
+  });
+});
+
+describe('createFetchTool: bounds of an execution', () => {
+  const lookup = async (hostname: string) =>
+    hostname === 'api.test' ? [{ address: '127.0.0.1', family: 4 }] : [];
+
+  it("reads nothing of a redirect's body: its connection closes as the next hop starts", async () => {
+    // A long timeoutMs: draining the body (as before) kept reading until it, gigabytes later.
+    const patient = new SandboxEngine({
+      isolation: 'in-process',
+      tools: {
+        fetch: createFetchTool(
+          { allow: ['api.test'], allowPrivate: true },
+          { timeoutMs: 60_000, lookup },
+        ),
+      },
+    });
+    try {
+      const started = performance.now();
+      const result = expectResult(
+        await patient.run({
+          code: `const r = await tools.fetch({ url: 'http://api.test:${port}/to-json-endless', responseType: 'json' });
+            await new Promise((resolve) => setTimeout(resolve, 2000));
+            return r.body;`,
+        }),
+      );
+      const ended = performance.now();
+      expect(result.payload).toEqual({ items: [1, 2, 3] });
+      expect(redirectBody.closedAt).toBeGreaterThan(started);
+      // Closed while the code still waited its 2 s (before: open until timeoutMs).
+      expect(redirectBody.closedAt).toBeLessThan(ended - 1_000);
+      expect(redirectBody.written).toBeLessThan(64 * 1_048_576); // socket buffers, not gigabytes
+    } finally {
+      await patient.dispose();
+    }
+  });
+
+  it('holds maxEgressBytes per execution: the call that passes it and every later one are refused', async () => {
+    const capped = new SandboxEngine({
+      isolation: 'in-process',
+      tools: {
+        fetch: createFetchTool(
+          { allow: ['api.test'], allowPrivate: true, maxEgressBytes: 450_000 },
+          { maxResponseBytes: 1_000_000, lookup },
+        ),
+      },
+    });
+    const code = `const outcomes = [];
+      for (let i = 0; i < 4; i += 1) {
+        try { outcomes.push((await tools.fetch({ url: 'http://api.test:${port}/big' })).body.length); }
+        catch (error) { outcomes.push(error.message); }
+      }
+      return outcomes;`;
+    const refused = `egress refused api.test:${port}: egress-limit (maxEgressBytes (450000) reached)`;
+    try {
+      // 200 000 bytes a body: two fit in 450 000, the third passes the cap mid-body, the fourth
+      // is refused before it connects. A new execution starts from zero.
+      for (let execution = 0; execution < 2; execution += 1) {
+        const outcomes = expectResult(await capped.run({ code })).payload as unknown[];
+        expect(
+          outcomes.map((entry) =>
+            typeof entry === 'string' ? entry.slice(entry.indexOf('egress refused')) : entry,
+          ),
+        ).toEqual([200_000, 200_000, refused, refused]);
+      }
+    } finally {
+      await capped.dispose();
+    }
+  });
+
+  it('counts a request body against maxEgressBytes before it is sent', async () => {
+    const capped = new SandboxEngine({
+      isolation: 'in-process',
+      tools: {
+        fetch: createFetchTool(
+          { allow: ['api.test'], allowPrivate: true, maxEgressBytes: 1_000 },
+          { lookup },
+        ),
+      },
+    });
+    try {
+      const error = expectError(
+        await capped.run({
+          code: `return await tools.fetch({ url: 'http://api.test:${port}/echo', method: 'POST', body: 'x'.repeat(1_001) })`,
+        }),
+        'RUNTIME',
+      );
+      expect(error.message).toContain(
+        `egress refused api.test:${port}: egress-limit (maxEgressBytes (1000) reached)`,
+      );
+    } finally {
+      await capped.dispose();
+    }
+  });
+
+  it('drops authorization and cookie when a redirect leaves the origin, and keeps the rest', async () => {
+    const twoHosts = new SandboxEngine({
+      isolation: 'in-process',
+      tools: {
+        fetch: createFetchTool(
+          { allow: ['api.test', 'b.test'], allowPrivate: true },
+          {
+            lookup: async (hostname) =>
+              hostname === 'api.test' || hostname === 'b.test'
+                ? [{ address: '127.0.0.1', family: 4 }]
+                : [],
+          },
+        ),
+      },
+    });
+    try {
+      const seen = expectResult(
+        await twoHosts.run({
+          code: `const r = await tools.fetch({ url: 'http://api.test:${port}/to-b-headers', responseType: 'json',
+            headers: { authorization: 'Bearer secret', cookie: 'session=1', 'x-api-key': 'k' } });
+            return [r.url, r.body.host, r.body.authorization ?? null, r.body.cookie ?? null, r.body['x-api-key']];`,
+        }),
+      );
+      expect(seen.payload).toEqual([
+        `http://b.test:${port}/headers`,
+        `b.test:${port}`,
+        null,
+        null,
+        'k',
+      ]);
+    } finally {
+      await twoHosts.dispose();
+    }
+  });
+
+  it('keeps a slow name lookup inside timeoutMs', async () => {
+    const slow = new SandboxEngine({
+      isolation: 'in-process',
+      tools: {
+        fetch: createFetchTool(
+          { allow: ['api.test'], allowPrivate: true },
+          {
+            timeoutMs: 300,
+            lookup: () =>
+              new Promise((resolve) =>
+                setTimeout(() => resolve([{ address: '127.0.0.1', family: 4 }]), 5_000),
+              ),
+          },
+        ),
+      },
+    });
+    try {
+      const started = performance.now();
+      const error = expectError(
+        await slow.run({ code: `return await tools.fetch({ url: 'http://api.test:${port}/' })` }),
+        'RUNTIME',
+      );
+      expect(error.message).toContain(`the request to api.test:${port} timed out or was cancelled`);
+      expect(performance.now() - started).toBeLessThan(3_000); // the lookup takes 5 000
+    } finally {
+      await slow.dispose();
+    }
   });
 });

@@ -51,7 +51,8 @@ export interface NetworkPolicy {
   allowEncryptedClientHello?: boolean | undefined;
   /**
    * Bytes a run may move through the proxy, both directions together; beyond it, open
-   * connections are cut and new ones refused (`egress-limit`). Default: no cap.
+   * connections are cut and new ones refused (`egress-limit`). The isolate's fetch tool counts
+   * it per execution: request bodies sent and response bodies read. Default: no cap.
    */
   maxEgressBytes?: number | undefined;
 }

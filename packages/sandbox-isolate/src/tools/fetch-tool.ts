@@ -117,9 +117,11 @@ class EgressRefusal extends Error {
 /**
  * A named tool (`tools: { fetch: createFetchTool(policy) }`, listed by `toolDeclarations()`)
  * that fetches a URL on the host under `policy`: the same allow/deny patterns, resolution check
- * (every address, every hop), byte cap and timeout as the subprocess egress proxy. A refused
- * destination, a body over `maxResponseBytes` or a timeout rejects the call with a message
- * saying why (`egress refused other.test:443: not-allowed (...)`). The request body counts
+ * (every address, every hop), byte cap and timeout as the subprocess egress proxy. The policy's
+ * `maxEgressBytes` holds per execution (request bodies sent, response bodies read); a redirect's
+ * own body is never read. A refused destination, a body over `maxResponseBytes`, the egress cap
+ * or a timeout (name lookup included) rejects the call with a message saying why
+ * (`egress refused other.test:443: not-allowed (...)`). The request body counts
  * against the bridge limits (`maxRequestBytes`, `maxDataBytes`) like any tool input.
  */
 export function createFetchTool(
@@ -150,11 +152,23 @@ export function createFetchTool(
     throw new EgressRefusal(`egress refused ${host}:${port}: ${reason} (${detail})`);
   };
 
+  const cap = policy.maxEgressBytes;
+  // Bytes each execution moved (request bodies sent, response bodies read), against
+  // maxEgressBytes. Keyed by the execution's signal: one per execution, collected with it.
+  const movedBy = new WeakMap<AbortSignal, { bytes: number }>();
+
   /** Checks one hop; returns the address to connect to. */
-  const admit = async (url: URL): Promise<{ address: string; family: 4 | 6 }> => {
-    const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+  const admit = async (
+    url: URL,
+    signal: AbortSignal,
+  ): Promise<{ address: string; family: 4 | 6 }> => {
+    const port = portOf(url);
     const hostname = url.hostname.replace(/^\[|\]$/g, '');
-    const admission = await admitDestination(rules, hostname, port, resolve, ownAddresses());
+    const admission = await beforeAbort(
+      admitDestination(rules, hostname, port, resolve, ownAddresses()),
+      signal,
+      `the request to ${url.host}`,
+    );
     if (!admission.ok) return refuse(admission.host, port, admission.reason, admission.detail);
     emit({ type: 'allowed', host: admission.host, port, address: admission.address });
     return admission;
@@ -166,6 +180,20 @@ export function createFetchTool(
     input: FetchInputSchema,
     handler: async (input, info) => {
       const signal = AbortSignal.any([info.signal, AbortSignal.timeout(timeoutMs)]);
+      let moved = movedBy.get(info.signal);
+      if (moved === undefined) {
+        moved = { bytes: 0 };
+        movedBy.set(info.signal, moved);
+      }
+      const execution = moved;
+      /** Counts `bytes` moved to or from `url`; past maxEgressBytes, refuses (egress-limit). */
+      const count = (url: URL, bytes: number): void => {
+        if (cap === undefined) return;
+        execution.bytes += bytes;
+        if (execution.bytes > cap || (bytes === 0 && execution.bytes >= cap)) {
+          refuse(url.hostname, portOf(url), 'egress-limit', `maxEgressBytes (${cap}) reached`);
+        }
+      };
       let url = parseUrl(input.url);
       let method: string = input.method;
       let body: string | undefined =
@@ -181,7 +209,10 @@ export function createFetchTool(
       if (body !== undefined && typeof input.body !== 'string')
         headers['content-type'] ??= 'application/json';
       for (let hop = 0; ; hop += 1) {
-        const pinned = await admit(url);
+        // No new connection once the cap is reached; a request body counts as it is sent.
+        count(url, 0);
+        const pinned = await admit(url, signal);
+        if (body !== undefined) count(url, Buffer.byteLength(body));
         const response = await send(url, method, headers, body, pinned, signal, settings.ca);
         const location = response.headers.location;
         if (
@@ -189,7 +220,9 @@ export function createFetchTool(
           [301, 302, 303, 307, 308].includes(response.statusCode) &&
           location !== undefined
         ) {
-          response.resume();
+          // Nothing of a redirect's body is read: draining it would read without a bound
+          // until timeoutMs (the connection is never reused: agent false).
+          response.destroy();
           if (hop >= maxRedirects) throw new EgressRefusal(`more than ${maxRedirects} redirects`);
           const next = parseUrl(new URL(location, url).href);
           if (next.origin !== url.origin)
@@ -205,7 +238,7 @@ export function createFetchTool(
           url = next;
           continue;
         }
-        const text = await readBody(response, maxBytes, signal);
+        const text = await readBody(response, maxBytes, signal, (bytes) => count(url, bytes));
         let parsedBody: JsonValue = text;
         if (input.responseType === 'json') {
           try {
@@ -229,6 +262,34 @@ export function createFetchTool(
       }
     },
   };
+}
+
+/** The port a URL reaches (its scheme's default when it names none). */
+function portOf(url: URL): number {
+  return url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+}
+
+/**
+ * `promise`, or a refusal naming `what` when `signal` aborts first. The name lookup cannot be
+ * cancelled; this keeps a slow resolver inside the call's timeoutMs all the same.
+ */
+function beforeAbort<T>(promise: Promise<T>, signal: AbortSignal, what: string): Promise<T> {
+  const refusal = () => new EgressRefusal(`${what} timed out or was cancelled`);
+  if (signal.aborted) return Promise.reject(refusal());
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(refusal());
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }
 
 function parseUrl(text: string): URL {
@@ -288,11 +349,15 @@ function send(
   });
 }
 
-/** The body as UTF-8, refused past `maxBytes`. */
+/**
+ * The body as UTF-8, refused past `maxBytes`. `count` sees each chunk as it arrives and may throw
+ * (the egress cap): the response is then cut and the call rejects with that error.
+ */
 function readBody(
   response: IncomingMessage,
   maxBytes: number,
   signal: AbortSignal,
+  count: (bytes: number) => void,
 ): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -302,6 +367,13 @@ function readBody(
       if (size > maxBytes) {
         response.destroy();
         reject(new EgressRefusal(`the response is larger than maxResponseBytes (${maxBytes})`));
+        return;
+      }
+      try {
+        count(chunk.length);
+      } catch (error) {
+        response.destroy();
+        reject(error);
         return;
       }
       chunks.push(chunk);

@@ -127,7 +127,8 @@ const looseningRules: RuleTable<SubprocessPolicy> = {
       added(before.allow, after.allow) ||
       removed(before.deny ?? [], after.deny ?? []) ||
       (!(before.allowPrivate ?? false) && (after.allowPrivate ?? false)) ||
-      (!(before.allowEncryptedClientHello ?? false) && (after.allowEncryptedClientHello ?? false)) ||
+      (!(before.allowEncryptedClientHello ?? false) &&
+        (after.allowEncryptedClientHello ?? false)) ||
       cap(after) > cap(before)
     );
   },
