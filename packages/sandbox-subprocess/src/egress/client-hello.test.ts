@@ -25,12 +25,16 @@ describe('readClientHello', () => {
     });
   });
 
-  it('tells an Encrypted Client Hello (0xfe0d) and the draft ESNI (0xffce) from other extensions', async () => {
+  it("tells an Encrypted Client Hello (0xfe0d, its drafts' types, ESNI's 0xffce) from other extensions", async () => {
     const hello = await capture('a.test');
     const table: [number, boolean][] = [
       [0xfe0d, true],
       [0xffce, true],
-      [0xfe0c, false], // a neighbouring number, an extension nobody assigned
+      [0xfe08, true], // an earlier ECH draft's type
+      [0xfe0c, true], // an earlier ECH draft's type
+      [0xff02, true], // an earlier ECH draft's type
+      [0xfe0e, false], // a neighbouring number nobody assigned
+      [0xff01, false], // renegotiation_info, in every ClientHello
       [0x4469, false], // application settings, which Chromium sends beside ECH
     ];
     for (const [type, encrypted] of table) {

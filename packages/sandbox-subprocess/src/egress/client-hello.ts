@@ -21,10 +21,13 @@ export type FirstBytes =
 
 /**
  * Extension types that carry an encrypted inner ClientHello or server name: Encrypted Client
- * Hello (0xfe0d, the type the IETF drafts and their deployments settled on) and the earlier
- * draft's encrypted_server_name (0xffce, ESNI).
+ * Hello (0xfe0d, the type the IETF drafts and their deployments settled on), the types earlier
+ * ECH drafts used (0xfe08 to 0xfe0c, and 0xff02), none assigned to anything else, and ESNI's
+ * encrypted_server_name (0xffce). Not 0xff01: that is renegotiation_info, in every ClientHello.
  */
-const encryptedHelloExtensions: ReadonlySet<number> = new Set([0xfe0d, 0xffce]);
+const encryptedHelloExtensions: ReadonlySet<number> = new Set([
+  0xfe0d, 0xfe0c, 0xfe0b, 0xfe0a, 0xfe09, 0xfe08, 0xff02, 0xffce,
+]);
 
 /** The largest first record read: a TLS record holds at most 2^14 bytes plus its 5-byte header. */
 export const maxClientHelloBytes = 16_384 + 5;
