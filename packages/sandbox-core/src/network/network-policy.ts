@@ -40,7 +40,7 @@ export interface NetworkPolicy {
   allowPrivate?: boolean | undefined;
   /**
    * Let a CONNECT or SOCKS5 tunnel carry a TLS ClientHello with the Encrypted Client Hello
-   * extension (ECH, type 0xfe0d, or the draft ESNI's 0xffce). ECH puts the real server name in
+   * extension (ECH, type 0xfe0d, the earlier drafts' types, or ESNI's 0xffce). ECH puts the real server name in
    * an encrypted inner ClientHello: a server in front of many sites (a CDN) then serves the
    * inner name, whatever outer name the tunnel's check saw, so a tunnel to one allowed host
    * reaches every site behind the same server. Refused by default (`sni-mismatch`).
