@@ -40,10 +40,11 @@ export interface NetworkPolicy {
   allowPrivate?: boolean | undefined;
   /**
    * Let a CONNECT or SOCKS5 tunnel carry a TLS ClientHello with the Encrypted Client Hello
-   * extension (ECH, type 0xfe0d, the earlier drafts' types, or ESNI's 0xffce). ECH puts the real server name in
-   * an encrypted inner ClientHello: a server in front of many sites (a CDN) then serves the
-   * inner name, whatever outer name the tunnel's check saw, so a tunnel to one allowed host
-   * reaches every site behind the same server. Refused by default (`sni-mismatch`).
+   * extension (ECH, type 0xfe0d, the earlier drafts' types, or ESNI's 0xffce). ECH puts the
+   * real server name in an encrypted inner ClientHello: a server in front of many sites (a CDN)
+   * then serves the inner name, whatever outer name the tunnel's check saw, so a tunnel to one
+   * allowed host reaches every site behind the same server. Refused by default
+   * (`sni-mismatch`).
    * Chromium sends the extension in every ClientHello (as GREASE when it has no ECH key for the
    * site), so a Chromium-based browser going through the proxy needs `true`. The isolate's
    * fetch tool makes its own TLS connections and ignores it. Default `false`.
