@@ -116,49 +116,61 @@ describe('egress proxy, plain HTTP', () => {
     ]);
   });
 
-  it('forwards a chunked request body framed, so it cannot read as a second request upstream', async () => {
-    const { createServer } = await import('node:net');
-    let received = '';
-    const raw = createServer((socket) => {
-      const reply = () => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
-      let paused = false;
-      socket.on('data', (data: Buffer) => {
-        received += data.toString('latin1');
-        if (received.includes('\r\n0\r\n\r\n')) reply();
-        // Headers in, no end of a chunked body: answer after a pause that collects stray bytes.
-        else if (!paused && received.includes('\r\n\r\n')) {
-          paused = true;
-          setTimeout(reply, 300);
-        }
-      });
-      socket.on('error', () => {});
-    });
-    await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
-    const rawPort = (raw.address() as { port: number }).port;
-    const { proxy, listener, port } = await open(
-      { allow: ['api.test'], allowPrivate: true },
-      { 'api.test': ['127.0.0.1'] },
-    );
+  describe('a request body goes upstream framed, so it cannot read as a second request', () => {
     const smuggled = 'GET /smuggled HTTP/1.1\r\nHost: evil.test\r\n\r\n';
-    const socket = connect(port, '127.0.0.1');
-    socket.on('error', () => {});
-    const answer = await exchange(
-      socket,
-      `GET http://api.test:${rawPort}/ HTTP/1.1\r\nHost: api.test:${rawPort}\r\nTransfer-Encoding: chunked\r\n\r\n` +
-        `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`,
-      (text) => text.endsWith('ok'),
-    );
-    socket.destroy();
-    raw.close();
-    await done(proxy, listener);
-    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
-    const headEnd = received.indexOf('\r\n\r\n') + 4;
-    expect(received.slice(0, headEnd).toLowerCase()).toContain(
-      '\r\ntransfer-encoding: chunked\r\n',
-    );
-    expect(received.slice(headEnd)).toBe(
-      `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`,
-    );
+    const chunked = `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
+    const rows = [
+      {
+        name: 'a chunked body on a GET',
+        headers: 'Transfer-Encoding: chunked\r\n',
+        body: chunked,
+        framing: 'transfer-encoding: chunked',
+        forwarded: chunked,
+      },
+      {
+        name: 'a Content-Length the Connection header lists (as if hop-by-hop)',
+        headers: `Connection: content-length\r\nContent-Length: ${smuggled.length}\r\n`,
+        body: smuggled,
+        framing: `content-length: ${smuggled.length}`,
+        forwarded: smuggled,
+      },
+    ];
+    for (const row of rows) {
+      it(row.name, async () => {
+        const { createServer } = await import('node:net');
+        let received = '';
+        // Answers 300 ms after the request's head arrived, having collected whatever follows.
+        const raw = createServer((socket) => {
+          socket.on('data', (data: Buffer) => {
+            const first = !received.includes('\r\n\r\n');
+            received += data.toString('latin1');
+            if (first && received.includes('\r\n\r\n'))
+              setTimeout(() => socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'), 300);
+          });
+          socket.on('error', () => {});
+        });
+        await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+        const rawPort = (raw.address() as { port: number }).port;
+        const { proxy, listener, port } = await open(
+          { allow: ['api.test'], allowPrivate: true },
+          { 'api.test': ['127.0.0.1'] },
+        );
+        const socket = connect(port, '127.0.0.1');
+        socket.on('error', () => {});
+        const answer = await exchange(
+          socket,
+          `GET http://api.test:${rawPort}/ HTTP/1.1\r\nHost: api.test:${rawPort}\r\n${row.headers}\r\n${row.body}`,
+          (text) => text.endsWith('ok'),
+        );
+        socket.destroy();
+        raw.close();
+        await done(proxy, listener);
+        expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+        const headEnd = received.indexOf('\r\n\r\n') + 4;
+        expect(received.slice(0, headEnd).toLowerCase()).toContain(`\r\n${row.framing}\r\n`);
+        expect(received.slice(headEnd)).toBe(row.forwarded);
+      });
+    }
   });
 
   it('refuses an IP literal no entry names', async () => {

@@ -209,6 +209,30 @@ describe('resolved addresses', () => {
   });
 });
 
+describe('deny entries and the IPv6 forms of an IPv4 address', () => {
+  // Allow CIDRs that cover the IPv6 forms, as a host reaching IPv4 through NAT64 would need.
+  const rules = new NetworkRules({
+    allow: ['api.test', '64:ff9b::/96', '::ffff:0:0:0/96', '2002::/16', '10.0.0.0/8'],
+    deny: ['10.9.0.0/16', '169.254.169.254'],
+  });
+  const named = (address: string) => {
+    const destination = NetworkRules.destination(address);
+    if (!('kind' in destination)) return destination.reason;
+    const verdict = rules.checkDestination(destination, 443);
+    return verdict.ok ? 'ok' : verdict.reason;
+  };
+  it.each([
+    ['10.9.1.1', 'denied'],
+    ['64:ff9b::a09:101', 'denied'], // NAT64 of 10.9.1.1
+    ['::ffff:0:a09:101', 'denied'], // IPv4-translated of 10.9.1.1
+    ['2002:a09:101::1', 'denied'], // 6to4 of 10.9.1.1
+    ['64:ff9b::a9fe:a9fe', 'denied'], // NAT64 of the metadata address
+    ['64:ff9b::a08:101', 'ok'], // NAT64 of 10.8.1.1: allowed by its CIDR, not denied
+  ])('an IP literal %s: %s', (address, verdict) => {
+    expect(named(address)).toBe(verdict);
+  });
+});
+
 describe('admitDestination', () => {
   const rules = new NetworkRules({ allow: ['api.test', 'mixed.test', 'gone.test', '10.0.0.5'] });
   const table: Record<string, string[]> = {

@@ -89,7 +89,7 @@ export class NetworkRules {
   /** Whether the policy lets a program ask for `host:port`, before any name is resolved. */
   checkDestination(destination: Destination, port: number): NetworkVerdict {
     if (destination.kind === 'ip') {
-      if (this.#deny.some((pattern) => matchesAddress(pattern, destination.address, port))) {
+      if (this.#denies(destination.address, port)) {
         return refuse('denied', `${destination.text} matches a deny entry`);
       }
       if (neverClasses.has(classifyAddress(destination.address))) {
@@ -121,13 +121,7 @@ export class NetworkRules {
   ): NetworkVerdict {
     const plain = unmapIpv4(address);
     const text = formatIpAddress(plain);
-    // A deny entry for an IPv4 address or range also covers the IPv6 forms a gateway forwards
-    // to it (NAT64, IPv4-translated, 6to4), as the address classes do.
-    const inner = embeddedIpv4(plain);
-    const denied = (pattern: HostPattern): boolean =>
-      matchesAddress(pattern, plain, port) ||
-      (inner !== undefined && matchesAddress(pattern, inner, port));
-    if (this.#deny.some(denied)) {
+    if (this.#denies(plain, port)) {
       return refuse('denied', `resolved to ${text}, which matches a deny entry`);
     }
     const kind: AddressClass = classifyAddress(plain, hostAddresses);
@@ -140,6 +134,21 @@ export class NetworkRules {
     }
     if (this.#allowPrivate && privateClasses.has(kind)) return allowed;
     return refuse('private-address', `resolved to ${text} (${kind})`);
+  }
+
+  /**
+   * Whether a deny entry names `address` (IPv4-mapped already unwrapped). An entry for an IPv4
+   * address or range also covers the IPv6 forms a gateway forwards to it (NAT64,
+   * IPv4-translated, 6to4), as the address classes do, whether a name resolved to it or the
+   * program named it.
+   */
+  #denies(address: IpAddress, port: number): boolean {
+    const inner = embeddedIpv4(address);
+    return this.#deny.some(
+      (pattern) =>
+        matchesAddress(pattern, address, port) ||
+        (inner !== undefined && matchesAddress(pattern, inner, port)),
+    );
   }
 }
 

@@ -54,7 +54,7 @@ describe('readClientHello', () => {
     expect(readClientHello(Buffer.from([0x16, 0x01, 0x00]))).toEqual({ kind: 'incomplete' });
   });
 
-  it('calls malformed every start a lenient TLS server (Go) reads as TLS, and only those', async () => {
+  it('calls malformed every start a lenient TLS server (Go, OpenSSL) reads as TLS, and only those', async () => {
     const hello = await capture('evil.test');
     const recordVersion = (version: number): Buffer => {
       const changed = Buffer.from(hello);
@@ -93,8 +93,38 @@ describe('readClientHello', () => {
         'malformed',
       ],
       [
-        'a change_cipher_spec, then the ClientHello',
+        'a change_cipher_spec first (Go refuses it before a ClientHello)',
         Buffer.concat([Buffer.from([0x14, 0x03, 0x03, 0x00, 0x01, 0x01]), hello]),
+        'not-tls',
+      ],
+      [
+        'a fatal alert first (Go skips only warnings)',
+        Buffer.concat([Buffer.from([0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x28]), hello]),
+        'not-tls',
+      ],
+      [
+        'an SSLv2-format ClientHello (OpenSSL accepts it, with no server name)',
+        Buffer.from([0x80, 0x2e, 0x01, 0x03, 0x03, 0x00, 0x15, 0x00, 0x00, 0x00, 0x10]),
+        'malformed',
+      ],
+      [
+        'a high first byte that is no SSLv2 hello',
+        Buffer.from([0x80, 0x2e, 0x02, 0x00]),
+        'not-tls',
+      ],
+      [
+        'MongoDB header: length 0x114, request id 1',
+        Buffer.from([0x14, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00]),
+        'not-tls',
+      ],
+      [
+        'MongoDB header: length 0x115, request id 2',
+        Buffer.from([0x15, 0x01, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]),
+        'not-tls',
+      ],
+      [
+        'MongoDB header: length 0x116, request id 256 (a documented false refusal)',
+        Buffer.from([0x16, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00]),
         'malformed',
       ],
       ['record version 00 01', recordVersion(0x0001), 'malformed'],

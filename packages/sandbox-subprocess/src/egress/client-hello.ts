@@ -32,31 +32,40 @@ const encryptedHelloExtensions: ReadonlySet<number> = new Set([
 /** The largest first record read: a TLS record holds at most 2^14 bytes plus its 5-byte header. */
 export const maxClientHelloBytes = 16_384 + 5;
 
-/** TLS record types a server may read before a ClientHello: change_cipher_spec, alert, handshake. */
-const earlyRecordTypes: ReadonlySet<number> = new Set([0x14, 0x15, 0x16]);
-
 /**
  * Classifies the bytes a client sent first (call again with more bytes while `incomplete`).
  *
  * The only TLS start read as TLS is a whole ClientHello in one `16 03` record. Lenient servers
- * accept other starts: Go's crypto/tls takes any record version below 0x1000 on the first
- * record, a ClientHello split over records, and a warning alert skipped before it. Bytes such a
- * server would read as TLS are therefore `malformed`, never `not-tls`, on every port. Otherwise
- * a ClientHello for another host could follow them unread. These are a handshake record
- * starting a ClientHello, an alert (2 bytes) or a change_cipher_spec (1 byte), each with a
- * version byte below 0x10. Other bytes are plain data. A protocol whose first bytes happen to
- * take that shape is refused, at odds of about 1 in 65 536 for a length-prefixed one.
+ * accept other starts, so bytes such a server would read as TLS are `malformed`, never
+ * `not-tls`, on every port: otherwise a ClientHello for another host (or for none) could follow
+ * them unread. The starts, each read from a server's source:
+ * - a handshake record that opens a ClientHello (type 1) with a record version below 0x1000.
+ *   Go's crypto/tls takes any such version on the first record, and joins a ClientHello split
+ *   over records;
+ * - a warning alert (level 1, two bytes) with such a version, which Go skips before the
+ *   ClientHello;
+ * - an SSLv2-format ClientHello (length with the top bit set, type 1, version 3.x), which
+ *   OpenSSL still accepts, naming no server.
+ *
+ * Other bytes are plain data. A plaintext protocol whose first bytes take one of these shapes
+ * is refused. For a little-endian length prefix that is a handshake-shaped start with odds of
+ * about 1 in 65 536; for MongoDB's wire header it is certain when the first message's length
+ * is 0x16 more than a multiple of 256 (below 4 KiB) and its request id is from 256 to 511.
  */
 export function readClientHello(data: Uint8Array): FirstBytes {
   if (data.length === 0) return { kind: 'incomplete' };
   const type = data[0] ?? 0;
-  if (!earlyRecordTypes.has(type)) return { kind: 'not-tls' };
+  if (type & 0x80) {
+    if (data.length < 4) return { kind: 'incomplete' };
+    return data[2] === 0x01 && data[3] === 0x03 ? { kind: 'malformed' } : { kind: 'not-tls' };
+  }
+  if (type !== 0x15 && type !== 0x16) return { kind: 'not-tls' };
   if (data.length >= 2 && (data[1] ?? 0) >= 0x10) return { kind: 'not-tls' };
   if (data.length < 6) return { kind: 'incomplete' };
   const recordLength = ((data[3] ?? 0) << 8) | (data[4] ?? 0);
   if (type !== 0x16 || data[1] !== 0x03) {
-    const lenient =
-      type === 0x16 ? data[5] === 0x01 : type === 0x15 ? recordLength === 2 : recordLength === 1;
+    // An alert record's first byte is its level; a handshake record's, the message type.
+    const lenient = data[5] === 0x01 && (type === 0x16 || recordLength === 2);
     return lenient ? { kind: 'malformed' } : { kind: 'not-tls' };
   }
   if (recordLength > 16_384 || recordLength < 4) return { kind: 'malformed' };

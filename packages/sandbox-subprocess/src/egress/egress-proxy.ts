@@ -373,9 +373,12 @@ async function forwardHttp(
     headers[name] = value;
   }
   headers.host = url.host;
-  // Node decoded a chunked body; without a framing header of its own, a GET, HEAD, DELETE or
-  // OPTIONS request would write it upstream raw, where it reads as a second request (with any
-  // Host) on the checked connection.
+  // The body's framing is the proxy's to set, whatever the Connection header lists: without it,
+  // a GET, HEAD, DELETE or OPTIONS request writes its body upstream raw, where it reads as a
+  // second request (with any Host) on the checked connection. Node has decoded a chunked body
+  // and checked a Content-Length (both at once is refused before this).
+  const length = request.headers['content-length'];
+  if (length !== undefined) headers['content-length'] = length;
   if (request.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
   const outgoing = httpRequest({
     method: request.method,
