@@ -260,48 +260,48 @@ describe('createFetchTool', () => {
 describe('createFetchTool: bounds of an execution', () => {
   const lookup = async (hostname: string) =>
     hostname === 'api.test' ? [{ address: '127.0.0.1', family: 4 }] : [];
+  /** Runs `use` with an engine whose one tool is `createFetchTool(policy, options)`. */
+  const withFetch = async (
+    policy: Parameters<typeof createFetchTool>[0],
+    options: Parameters<typeof createFetchTool>[1],
+    use: (engine: SandboxEngine) => Promise<void>,
+  ): Promise<void> => {
+    const engine = new SandboxEngine({
+      isolation: 'in-process',
+      tools: { fetch: createFetchTool(policy, options) },
+    });
+    try {
+      await use(engine);
+    } finally {
+      await engine.dispose();
+    }
+  };
 
   it("reads nothing of a redirect's body: its connection closes as the next hop starts", async () => {
     // A long timeoutMs: draining the body (as before) kept reading until it, gigabytes later.
-    const patient = new SandboxEngine({
-      isolation: 'in-process',
-      tools: {
-        fetch: createFetchTool(
-          { allow: ['api.test'], allowPrivate: true },
-          { timeoutMs: 60_000, lookup },
-        ),
-      },
-    });
-    try {
-      const started = performance.now();
-      const result = expectResult(
-        await patient.run({
-          code: `const r = await tools.fetch({ url: 'http://api.test:${port}/to-json-endless', responseType: 'json' });
+    await withFetch(
+      { allow: ['api.test'], allowPrivate: true },
+      { timeoutMs: 60_000, lookup },
+      async (patient) => {
+        const started = performance.now();
+        const result = expectResult(
+          await patient.run({
+            code: `const r = await tools.fetch({ url: 'http://api.test:${port}/to-json-endless', responseType: 'json' });
             await new Promise((resolve) => setTimeout(resolve, 2000));
             return r.body;`,
-        }),
-      );
-      const ended = performance.now();
-      expect(result.payload).toEqual({ items: [1, 2, 3] });
-      expect(redirectBody.closedAt).toBeGreaterThan(started);
-      // Closed while the code still waited its 2 s (before: open until timeoutMs).
-      expect(redirectBody.closedAt).toBeLessThan(ended - 1_000);
-      expect(redirectBody.written).toBeLessThan(64 * 1_048_576); // socket buffers, not gigabytes
-    } finally {
-      await patient.dispose();
-    }
+          }),
+        );
+        const ended = performance.now();
+        expect(result.payload).toEqual({ items: [1, 2, 3] });
+        expect(redirectBody.closedAt).toBeGreaterThan(started);
+        // Closed while the code still waited its 2 s (before: open until timeoutMs).
+        expect(redirectBody.closedAt).toBeLessThan(ended - 1_000);
+        expect(redirectBody.written).toBeLessThan(64 * 1_048_576); // socket buffers, not gigabytes
+      },
+    );
   });
 
   it('holds maxEgressBytes per execution: the call that passes it and every later one are refused', async () => {
-    const capped = new SandboxEngine({
-      isolation: 'in-process',
-      tools: {
-        fetch: createFetchTool(
-          { allow: ['api.test'], allowPrivate: true, maxEgressBytes: 450_000 },
-          { maxResponseBytes: 1_000_000, lookup },
-        ),
-      },
-    });
     const code = `const outcomes = [];
       for (let i = 0; i < 4; i += 1) {
         try { outcomes.push((await tools.fetch({ url: 'http://api.test:${port}/big' })).body.length); }
@@ -309,108 +309,91 @@ describe('createFetchTool: bounds of an execution', () => {
       }
       return outcomes;`;
     const refused = `egress refused api.test:${port}: egress-limit (maxEgressBytes (450000) reached)`;
-    try {
-      // 200 000 bytes a body: two fit in 450 000, the third passes the cap mid-body, the fourth
-      // is refused before it connects. A new execution starts from zero.
-      for (let execution = 0; execution < 2; execution += 1) {
-        const outcomes = expectResult(await capped.run({ code })).payload as unknown[];
-        expect(
-          outcomes.map((entry) =>
-            typeof entry === 'string' ? entry.slice(entry.indexOf('egress refused')) : entry,
-          ),
-        ).toEqual([200_000, 200_000, refused, refused]);
-      }
-    } finally {
-      await capped.dispose();
-    }
+    await withFetch(
+      { allow: ['api.test'], allowPrivate: true, maxEgressBytes: 450_000 },
+      { maxResponseBytes: 1_000_000, lookup },
+      async (capped) => {
+        // 200 000 bytes a body: two fit in 450 000, the third passes the cap mid-body, the fourth
+        // is refused before it connects. A new execution starts from zero.
+        for (let execution = 0; execution < 2; execution += 1) {
+          const outcomes = expectResult(await capped.run({ code })).payload as unknown[];
+          expect(
+            outcomes.map((entry) =>
+              typeof entry === 'string' ? entry.slice(entry.indexOf('egress refused')) : entry,
+            ),
+          ).toEqual([200_000, 200_000, refused, refused]);
+        }
+      },
+    );
   });
 
   it('counts a request body against maxEgressBytes before it is sent', async () => {
-    const capped = new SandboxEngine({
-      isolation: 'in-process',
-      tools: {
-        fetch: createFetchTool(
-          { allow: ['api.test'], allowPrivate: true, maxEgressBytes: 1_000 },
-          { lookup },
-        ),
+    await withFetch(
+      { allow: ['api.test'], allowPrivate: true, maxEgressBytes: 1_000 },
+      { lookup },
+      async (capped) => {
+        const error = expectError(
+          await capped.run({
+            code: `return await tools.fetch({ url: 'http://api.test:${port}/echo', method: 'POST', body: 'x'.repeat(1_001) })`,
+          }),
+          'RUNTIME',
+        );
+        expect(error.message).toContain(
+          `egress refused api.test:${port}: egress-limit (maxEgressBytes (1000) reached)`,
+        );
       },
-    });
-    try {
-      const error = expectError(
-        await capped.run({
-          code: `return await tools.fetch({ url: 'http://api.test:${port}/echo', method: 'POST', body: 'x'.repeat(1_001) })`,
-        }),
-        'RUNTIME',
-      );
-      expect(error.message).toContain(
-        `egress refused api.test:${port}: egress-limit (maxEgressBytes (1000) reached)`,
-      );
-    } finally {
-      await capped.dispose();
-    }
+    );
   });
 
   it('drops authorization and cookie when a redirect leaves the origin, and keeps the rest', async () => {
-    const twoHosts = new SandboxEngine({
-      isolation: 'in-process',
-      tools: {
-        fetch: createFetchTool(
-          { allow: ['api.test', 'b.test'], allowPrivate: true },
-          {
-            lookup: async (hostname) =>
-              hostname === 'api.test' || hostname === 'b.test'
-                ? [{ address: '127.0.0.1', family: 4 }]
-                : [],
-          },
-        ),
+    await withFetch(
+      { allow: ['api.test', 'b.test'], allowPrivate: true },
+      {
+        lookup: async (hostname) =>
+          hostname === 'api.test' || hostname === 'b.test'
+            ? [{ address: '127.0.0.1', family: 4 }]
+            : [],
       },
-    });
-    try {
-      const seen = expectResult(
-        await twoHosts.run({
-          code: `const r = await tools.fetch({ url: 'http://api.test:${port}/to-b-headers', responseType: 'json',
+      async (twoHosts) => {
+        const seen = expectResult(
+          await twoHosts.run({
+            code: `const r = await tools.fetch({ url: 'http://api.test:${port}/to-b-headers', responseType: 'json',
             headers: { authorization: 'Bearer secret', cookie: 'session=1', 'x-api-key': 'k' } });
             return [r.url, r.body.host, r.body.authorization ?? null, r.body.cookie ?? null, r.body['x-api-key']];`,
-        }),
-      );
-      expect(seen.payload).toEqual([
-        `http://b.test:${port}/headers`,
-        `b.test:${port}`,
-        null,
-        null,
-        'k',
-      ]);
-    } finally {
-      await twoHosts.dispose();
-    }
+          }),
+        );
+        expect(seen.payload).toEqual([
+          `http://b.test:${port}/headers`,
+          `b.test:${port}`,
+          null,
+          null,
+          'k',
+        ]);
+      },
+    );
   });
 
   it('keeps a slow name lookup inside timeoutMs', async () => {
-    const slow = new SandboxEngine({
-      isolation: 'in-process',
-      tools: {
-        fetch: createFetchTool(
-          { allow: ['api.test'], allowPrivate: true },
-          {
-            timeoutMs: 300,
-            lookup: () =>
-              new Promise((resolve) =>
-                setTimeout(() => resolve([{ address: '127.0.0.1', family: 4 }]), 5_000),
-              ),
-          },
-        ),
+    await withFetch(
+      { allow: ['api.test'], allowPrivate: true },
+      {
+        timeoutMs: 300,
+        lookup: () =>
+          new Promise((resolve) =>
+            setTimeout(() => resolve([{ address: '127.0.0.1', family: 4 }]), 5_000),
+          ),
       },
-    });
-    try {
-      const started = performance.now();
-      const error = expectError(
-        await slow.run({ code: `return await tools.fetch({ url: 'http://api.test:${port}/' })` }),
-        'RUNTIME',
-      );
-      expect(error.message).toContain(`the request to api.test:${port} timed out or was cancelled`);
-      expect(performance.now() - started).toBeLessThan(3_000); // the lookup takes 5 000
-    } finally {
-      await slow.dispose();
-    }
+      async (slow) => {
+        const started = performance.now();
+        const error = expectError(
+          await slow.run({ code: `return await tools.fetch({ url: 'http://api.test:${port}/' })` }),
+          'RUNTIME',
+        );
+        expect(error.message).toContain(
+          `the request to api.test:${port} timed out or was cancelled`,
+        );
+        expect(performance.now() - started).toBeLessThan(3_000); // the lookup takes 5 000
+      },
+    );
   });
 });
