@@ -262,8 +262,11 @@ export class WorkerProcess {
   kill(reason: KillReason = { kind: 'dispose' }): void {
     if (!this.#alive) return;
     this.#killReason ??= reason;
-    // Keep the host alive until the exit is seen, so every job gets its answer.
+    // Keep the host alive until the exit is seen, so every job gets its answer: the process
+    // and its IPC channel both, since 'close' (which settles exited()) also waits for the
+    // channel's end, and an idle worker's channel is unref'd (#updateRef).
     this.#child.ref();
+    (this.#child.channel as { ref(): void } | null | undefined)?.ref();
     this.#child.kill('SIGKILL');
   }
 
