@@ -52,7 +52,8 @@ const specialRanges: readonly (readonly [string, AddressClass])[] = [
   ['::/128', 'unspecified'],
   ['::1/128', 'loopback'],
   ['::/96', 'reserved'], // IPv4-compatible, deprecated
-  ['::/8', 'reserved'], // the rest of the IETF-reserved block (mapped and translated forms are unwrapped first)
+  // The rest of the IETF-reserved block (mapped and translated forms are unwrapped first).
+  ['::/8', 'reserved'],
   ['100::/64', 'reserved'], // discard
   // Local-use NAT64 (RFC 8215): where the IPv4 sits depends on the operator's prefix length
   // (RFC 6052 allows /48 to /96), so no one reading is safe; only a CIDR entry reaches it.
@@ -91,8 +92,8 @@ export function embeddedIpv4(address: IpAddress): IpAddress | undefined {
 
 /**
  * The class of `address`. IPv4-mapped, IPv4-translated, NAT64 and 6to4 IPv6 addresses take the
- * class of the IPv4 address inside (`::ffff:127.0.0.1` is loopback). `hostAddresses` are the host's own interface
- * addresses: one of them is `host` unless the table already names it.
+ * class of the IPv4 address inside (`::ffff:127.0.0.1` is loopback). `hostAddresses` are the
+ * host's own interface addresses: one of them is `host` unless the table already names it.
  */
 export function classifyAddress(
   address: IpAddress,

@@ -63,7 +63,8 @@ export interface NetworkPolicy {
  * matches), `ip-literal` (an address no IP or CIDR entry names), `invalid-host` (not a host
  * name), `private-address` (the name resolved to an address of a refused class),
  * `resolve-failed`, `sni-mismatch` (the TLS server name is not the host the tunnel was opened
- * to, is missing, or is hidden by Encrypted Client Hello), `host-mismatch` (the `Host` header names another host),
+ * to, is missing, or is hidden by Encrypted Client Hello), `host-mismatch` (the `Host` header
+ * names another host),
  * `protocol` (not HTTP, CONNECT or SOCKS5, or an unsupported request), `egress-limit`
  * (`maxEgressBytes` reached), `unreachable` (allowed, but the server could not be reached).
  */

@@ -119,8 +119,9 @@ class EgressRefusal extends Error {
  * that fetches a URL on the host under `policy`: the same allow/deny patterns and resolution
  * check (every address, every hop) as the subprocess egress proxy. The policy's
  * `maxEgressBytes` holds per execution and counts request bodies sent and response bodies read,
- * not headers or URLs (the bridge limits bound those); a redirect's own body is never read. A refused destination, a body over `maxResponseBytes`, the egress cap
- * or a timeout (name lookup included) rejects the call with a message saying why
+ * not headers or URLs (the bridge limits bound those); a redirect's own body is never read. A
+ * refused destination, a body over `maxResponseBytes`, the egress cap or a timeout (name lookup
+ * included) rejects the call with a message saying why
  * (`egress refused other.test:443: not-allowed (...)`). The request body counts
  * against the bridge limits (`maxRequestBytes`, `maxDataBytes`) like any tool input.
  */

@@ -101,7 +101,8 @@ function namesOf(record: Uint8Array): { serverName: string | undefined; encrypte
   skip(u8()); // session id
   skip(u16()); // cipher suites
   skip(u8()); // compression methods
-  if (offset === 4 + bodyLength) return { serverName: undefined, encrypted: false }; // no extensions
+  const noExtensions = offset === 4 + bodyLength;
+  if (noExtensions) return { serverName: undefined, encrypted: false };
   const extensionsEnd = offset + 2 + u16();
   if (extensionsEnd > 4 + bodyLength) throw new RangeError('extensions overrun');
   let name: string | undefined;
