@@ -181,19 +181,15 @@ export function createFetchTool(
     input: FetchInputSchema,
     handler: async (input, info) => {
       const signal = AbortSignal.any([info.signal, AbortSignal.timeout(timeoutMs)]);
-      let moved = movedBy.get(info.signal);
-      if (moved === undefined) {
-        moved = { bytes: 0 };
-        movedBy.set(info.signal, moved);
-      }
-      const execution = moved;
+      const execution = movedBy.get(info.signal) ?? { bytes: 0 };
+      movedBy.set(info.signal, execution);
+      const capReached = (url: URL): never =>
+        refuse(url.hostname, portOf(url), 'egress-limit', `maxEgressBytes (${cap}) reached`);
       /** Counts `bytes` moved to or from `url`; past maxEgressBytes, refuses (egress-limit). */
       const count = (url: URL, bytes: number): void => {
         if (cap === undefined) return;
         execution.bytes += bytes;
-        if (execution.bytes > cap || (bytes === 0 && execution.bytes >= cap)) {
-          refuse(url.hostname, portOf(url), 'egress-limit', `maxEgressBytes (${cap}) reached`);
-        }
+        if (execution.bytes > cap) capReached(url);
       };
       let url = parseUrl(input.url);
       let method: string = input.method;
@@ -211,7 +207,7 @@ export function createFetchTool(
         headers['content-type'] ??= 'application/json';
       for (let hop = 0; ; hop += 1) {
         // No new connection once the cap is reached; a request body counts as it is sent.
-        count(url, 0);
+        if (cap !== undefined && execution.bytes >= cap) capReached(url);
         const pinned = await admit(url, signal);
         if (body !== undefined) count(url, Buffer.byteLength(body));
         const response = await send(url, method, headers, body, pinned, signal, settings.ca);
