@@ -209,6 +209,34 @@ describe('attack-25: isolate model', () => {
     expect(isolateChildren()).toEqual([child]);
   });
 
+  it("a parser that returned gets its result even when a spinning finalizer is due right after its code, not the finalizer's timeout", async () => {
+    // The registry is kept and full collections run during the call, so V8's cleanup task is
+    // due as the call's code ends. The outcome was read in a later task, after that cleanup:
+    // TIMEOUT for 3 of 3 such calls before the outcome was delivered in the call's own task.
+    const host = makeHost({
+      module,
+      processModel: 'isolate',
+      warmSpare: true,
+      limits: { memoryBytes: 64 * mebibyte, timeout: 2000 },
+    });
+    await host.warm();
+    const [child] = isolateChildren();
+    const results = [];
+    for (let n = 0; n < 3; n++) {
+      results.push(brief(await host.runParser('finalizerSpinAfterCollection', null)));
+    }
+    expect(results).toEqual([
+      { ok: true, data: 'returned' },
+      { ok: true, data: 'returned' },
+      { ok: true, data: 'returned' },
+    ]);
+    expect(brief(await host.runParser('slowEcho', { ms: 10 }))).toEqual({
+      ok: true,
+      data: { ms: 10 },
+    });
+    expect(isolateChildren()).toEqual([child]);
+  });
+
   it('held: a module whose top-level throws an Error with a spinning Error.prepareStackTrace ends each call by its wall clock, on the same child', async () => {
     const host = makeHost({
       module: fileURLToPath(

@@ -153,9 +153,14 @@ const startedSignal = 'parser started';
 /**
  * Runs inside each isolate before the module: takes the intrinsics the call needs before parser
  * code can replace them, and returns [call, collect]. `call` starts the parser and throws
- * {@link startedSignal}; `collect`, a later task (so every microtask of the first has run),
- * throws how it went as `kind\ntext`: `ok` (text the JSON), `threw` (the message), `bad` (not
- * JSON), `unknown` or `pending` (text empty). Every outcome is a string the bootstrap made.
+ * {@link startedSignal}; it also takes the host's `deliver` callback, which gets how the call went
+ * the moment it is known, as `kind` and `text`: `ok` (text the JSON), `threw` (the message),
+ * `bad` (not JSON) or `unknown` (text empty). Delivered in the call's own task (its microtasks
+ * run before it ends), an outcome cannot be held back by a task V8 runs after it: a
+ * FinalizationRegistry callback that spins, due after a full collection during the call, ran
+ * before `collect` and turned a parser that had returned into a timeout (3 of 6 calls). Only a
+ * promise still pending needs `collect`, a later task, which throws `kind\ntext` the same way,
+ * or `pending` when it never settled. Every outcome is a string the bootstrap made.
  *
  * It also removes `WebAssembly`: a WebAssembly.Memory lives outside the isolate's heap and is
  * not counted by its memoryLimit (a 64 MiB call grew one to 2 GiB and filled it, the child's
@@ -191,18 +196,22 @@ const bootstrapSource = `(() => {
     try { return thrown instanceof ErrorType ? toText(thrown.message) : toText(thrown); }
     catch { return 'parser threw a value that cannot be described'; }
   };
-  let outcome = ['pending', ''];
+  let outcome = ['pending', ''], deliver;
+  const record = (kind, text) => { outcome = [kind, text]; deliver(kind, text); };
   const settle = (value) => {
-    try { const json = stringify(value); outcome = ['ok', json === undefined ? 'null' : json]; }
-    catch (error) { outcome = ['bad', describe(error)]; }
+    let json;
+    try { json = stringify(value); }
+    catch (error) { record('bad', describe(error)); return; }
+    record('ok', json === undefined ? 'null' : json);
   };
   return [
-    (namespace, name, payloadJson, kwargsJson) => {
+    (namespace, name, payloadJson, kwargsJson, hostDeliver) => {
+      deliver = hostDeliver;
       try {
         const fn = hasOwn(namespace, name) ? namespace[name] : undefined;
-        if (typeof fn !== 'function') outcome = ['unknown', ''];
-        else apply(then, resolve(fn(parse(payloadJson), parse(kwargsJson))), [settle, (error) => { outcome = ['threw', describe(error)]; }]);
-      } catch (error) { outcome = ['threw', describe(error)]; }
+        if (typeof fn !== 'function') record('unknown', '');
+        else apply(then, resolve(fn(parse(payloadJson), parse(kwargsJson))), [settle, (error) => { record('threw', describe(error)); }]);
+      } catch (error) { record('threw', describe(error)); }
       throw '${startedSignal}';
     },
     () => { throw outcome[0] + '\\n' + outcome[1]; },
@@ -352,13 +361,21 @@ class IsolateServer {
       if (message === ivmTimeoutMessage) throw thrown;
       return error('load-error', `cannot load parser module: ${message}`);
     }
+    let delivered: string | undefined;
+    const deliver = new ivm.Callback((kind: string, text: string) => {
+      delivered = `${kind}\n${text}`;
+    });
     const signal = await start
-      .apply(undefined, [namespace.derefInto(), parser, call.payloadJson, call.kwargsJson], {
-        timeout,
-      })
+      .apply(
+        undefined,
+        [namespace.derefInto(), parser, call.payloadJson, call.kwargsJson, deliver],
+        { timeout },
+      )
       .catch((thrown: unknown) => thrown);
     if (signal !== startedSignal) throw signal;
-    const said = await collect.apply(undefined, [], { timeout }).catch((thrown: unknown) => thrown);
+    const said =
+      delivered ??
+      (await collect.apply(undefined, [], { timeout }).catch((thrown: unknown) => thrown));
     if (typeof said !== 'string') throw said;
     const newline = said.indexOf('\n');
     const kind = said.slice(0, newline);
