@@ -26,8 +26,9 @@ function snippet(bytes: number): string {
 }
 
 async function javaScriptOf(code: string): Promise<string> {
-  const stripped = await stripTypes(code);
+  const stripped = await stripTypes(code, { deadlineMs: 60_000 });
   if ('error' in stripped) throw new Error(stripped.error.message);
+  if ('ended' in stripped) throw new Error(`strip ended: ${stripped.ended}`);
   return stripped.code;
 }
 

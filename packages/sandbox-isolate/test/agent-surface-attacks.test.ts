@@ -56,6 +56,64 @@ describe.each(['process', 'in-process'] as const)('TypeScript input, %s mode', (
     expect(expectResult(runs[1]!).payload).toBe('x');
   });
 
+  // Node's stripper takes about 2× longer per level of this nesting: 22 levels (130 bytes) took
+  // 4.5–5.3 s, 30 would take hours. Found by an attack review: nothing bounded a strip, so the
+  // snippet outlived its timeoutMs (in-process: RUNTIME after 22 s under 1 s; process: its worker
+  // killed at the host's backstop) and every TypeScript execution waited behind it.
+  const slowToStrip = `return ${'(<T>('.repeat(30)}1${'))'.repeat(30)};`;
+  const stripTimeout = 'Execution timed out after 1000 ms (stripping its TypeScript types)';
+
+  it('ends TypeScript that takes the stripper exponential time with TIMEOUT at its timeoutMs', async () => {
+    const started = performance.now();
+    const event = await engine.run({
+      code: slowToStrip,
+      language: 'typescript',
+      limits: { timeoutMs: 1000 },
+    });
+    expect(expectError(event, 'TIMEOUT').message).toBe(stripTimeout);
+    // Generous for a loaded machine; the worker was not killed (that message would say so).
+    expect(performance.now() - started).toBeLessThan(2_500);
+    const next = await engine.run({
+      code: 'const a: number = 4; return a',
+      language: 'typescript',
+    });
+    expect(expectResult(next).payload).toBe(4);
+  });
+
+  it('serves TypeScript submitted beside a slow strip before the slow one ends', async () => {
+    const order: string[] = [];
+    const slow = engine
+      .run({ code: slowToStrip, language: 'typescript', limits: { timeoutMs: 1000 } })
+      .then((event) => {
+        order.push('slow');
+        return event;
+      });
+    const quick = engine
+      .run({ code: 'const a: string = "y"; return a', language: 'typescript' })
+      .then((event) => {
+        order.push('quick');
+        return event;
+      });
+    const [slowEvent, quickEvent] = await Promise.all([slow, quick]);
+    expect(expectError(slowEvent, 'TIMEOUT').message).toBe(stripTimeout);
+    expect(expectResult(quickEvent).payload).toBe('y');
+    expect(order).toEqual(['quick', 'slow']);
+  });
+
+  it('a cancelled execution stops its strip: the next TypeScript runs at once', async () => {
+    const handle = engine.submit({ code: slowToStrip, language: 'typescript' });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    handle.cancel('enough');
+    expectError(await handle.result, 'CANCELLED');
+    const started = performance.now();
+    const next = await engine.run({
+      code: 'const a: number = 5; return a',
+      language: 'typescript',
+    });
+    expect(expectResult(next).payload).toBe(5);
+    expect(performance.now() - started).toBeLessThan(1_500);
+  });
+
   it('never runs TypeScript that closes the function it is the body of', async () => {
     const event = expectError(
       await engine.run({

@@ -46,6 +46,9 @@ export class CodeExecutor {
    * execution, but the calling thread can do nothing else meanwhile (neither the wall-clock timer
    * nor `signal` can act before V8's timeout), so only a thread with nothing else to serve may
    * ask for it.
+   *
+   * `spentMs` is time the job's own input already took of its `timeoutMs` (stripping its
+   * TypeScript): user code's clock starts that much before now.
    */
   async run(
     prepared: PreparedIsolate,
@@ -53,9 +56,10 @@ export class CodeExecutor {
     host: JobHost,
     signal?: AbortSignal,
     start?: SynchronousStart,
+    spentMs = 0,
   ): Promise<JobOutcome> {
     const { limits } = job;
-    const started = performance.now();
+    const started = performance.now() - spentMs;
     host.started?.();
     // The isolate's CPU counter includes building its context and the warm-up: count from here.
     const cpuBefore = readCpuMs(prepared);
@@ -106,7 +110,7 @@ export class CodeExecutor {
         return ended === undefined ? answer : { ok: false, message: 'Execution has ended' };
       },
     };
-    const timer = setTimeout(() => end(timeoutError(limits.timeoutMs)), limits.timeoutMs);
+    const timer = setTimeout(() => end(timeoutError(limits.timeoutMs)), limits.timeoutMs - spentMs);
     const onAbort = () =>
       end(toSandboxErrorJSON(signal?.reason ?? new SandboxCancelledError(), 'CANCELLED'));
     if (signal?.aborted) onAbort();
@@ -119,7 +123,9 @@ export class CodeExecutor {
       if (!here) start?.yielded();
       if (ended === undefined) {
         const args = [job.code, JSON.stringify(limits), here] as const;
-        const options = { ...runOptions, timeout: limits.timeoutMs };
+        // isolated-vm takes whole milliseconds only.
+        const timeout = Math.max(1, Math.round(limits.timeoutMs - spentMs));
+        const options = { ...runOptions, timeout };
         try {
           if (here) {
             try {
@@ -290,11 +296,12 @@ function isV8Timeout(failure: unknown, elapsedMs: number, timeoutMs: number): bo
   );
 }
 
-function timeoutError(timeoutMs: number): SandboxErrorJSON {
+/** The outcome of an execution past its `timeoutMs`; `during` says where, if not in its code. */
+export function timeoutError(timeoutMs: number, during?: string): SandboxErrorJSON {
   return {
     name: 'SandboxTimeoutError',
     code: SandboxErrorCode.TIMEOUT,
-    message: `Execution timed out after ${timeoutMs} ms`,
+    message: `Execution timed out after ${timeoutMs} ms${during === undefined ? '' : ` (${during})`}`,
     details: { timeoutMs },
   };
 }

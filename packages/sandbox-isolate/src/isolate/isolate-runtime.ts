@@ -1,7 +1,7 @@
 // What runs jobs wherever isolates live (the host in `in-process` mode, each worker otherwise):
 // an IsolateManager for single-use isolates plus a CodeExecutor for the dual timeout.
-import { type Logger, toSandboxErrorJSON } from '@coda/sandbox-core';
-import { CodeExecutor } from './code-executor.ts';
+import { type Logger, SandboxCancelledError, toSandboxErrorJSON } from '@coda/sandbox-core';
+import { CodeExecutor, timeoutError } from './code-executor.ts';
 import { ContextBuilder } from './context-builder.ts';
 import { IsolateManager } from './isolate-manager.ts';
 import {
@@ -56,8 +56,22 @@ export class IsolateRuntime {
   ): Promise<JobOutcome> {
     const started = performance.now();
     // Stripped here, where isolates live: in `process` mode a worker, not the host, spends the
-    // time (about 1.3 ms per 10 KB, see docs/performance.md), in a thread of its own.
-    const stripped = job.language === 'typescript' ? await stripTypes(job.code) : undefined;
+    // time (about 1.3 ms per 10 KB, see docs/performance.md), in a thread of its own. The time
+    // is the input's doing, so it counts against the job's `timeoutMs` (some nestings take
+    // seconds per hundred bytes; see type-stripper-thread.ts).
+    const { timeoutMs } = job.limits;
+    const stripped =
+      job.language === 'typescript'
+        ? await stripTypes(job.code, { deadlineMs: timeoutMs, signal })
+        : undefined;
+    const spentMs = stripped === undefined ? 0 : performance.now() - started;
+    if (stripped !== undefined && 'ended' in stripped) {
+      const error =
+        stripped.ended === 'timeout'
+          ? timeoutError(timeoutMs, 'stripping its TypeScript types')
+          : toSandboxErrorJSON(signal?.reason ?? new SandboxCancelledError(), 'CANCELLED');
+      return { kind: 'error', error, stats: idleStats(started) };
+    }
     if (stripped !== undefined && 'error' in stripped) {
       return { kind: 'error', error: stripped.error, stats: idleStats(started) };
     }
@@ -76,7 +90,7 @@ export class IsolateRuntime {
     if (start !== undefined) this.manager.disposeReleased();
     try {
       const runnable = stripped === undefined ? job : { ...job, code: stripped.code };
-      return await this.#executor.run(prepared, runnable, host, signal, start);
+      return await this.#executor.run(prepared, runnable, host, signal, start, spentMs);
     } finally {
       this.manager.release(prepared);
     }

@@ -1,7 +1,7 @@
 // TypeScript input: Node's own type stripper turns it into the JavaScript the isolate runs, with
 // every character where it was, so lines and columns of errors are those of the TypeScript.
 import type { SandboxErrorJSON } from '@coda/sandbox-core';
-import { stripInThread } from './type-stripper-thread.ts';
+import { type StripBounds, type StripEnded, stripInThread } from './type-stripper-thread.ts';
 import { type CodeLocation, codeLines, endOfCode, syntaxError } from './user-code-location.ts';
 
 /** The language of a snippet: `typescript` is stripped of its types before it runs. */
@@ -18,12 +18,15 @@ const suffix = '\n})';
  * properties: Node's strip mode, the same as `--experimental-strip-types` and TypeScript's
  * `erasableSyntaxOnly`). Types are removed, never checked. Strip mode puts whitespace where the
  * types were, so the JavaScript has the same length, lines and columns. The stripper runs in a
- * thread of its own (see type-stripper-thread.ts).
+ * thread of its own (see type-stripper-thread.ts), ended past `bounds.deadlineMs` or when
+ * `bounds.signal` aborts, which the answer then says (`ended`).
  */
 export async function stripTypes(
   code: string,
-): Promise<{ code: string } | { error: SandboxErrorJSON }> {
-  const answer = await stripInThread(prefix + code + suffix);
+  bounds: StripBounds,
+): Promise<{ code: string } | { error: SandboxErrorJSON } | StripEnded> {
+  const answer = await stripInThread(prefix + code + suffix, bounds);
+  if ('ended' in answer) return answer;
   if (!answer.ok) {
     return { error: syntaxError(answer.message, stripperLocation(answer.stack, code)) };
   }
