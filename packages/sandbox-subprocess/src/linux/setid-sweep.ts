@@ -1,13 +1,27 @@
 // The second line behind the seccomp rule that refuses set-id bits (chmod, open, mknod): after a
 // run, every file and directory its writable directories hold is checked, and a set-user-id or
 // set-group-id bit found is removed, so no set-id file outlives the run on the host.
-import { chmodSync, type Dirent, lstatSync, readdirSync } from 'node:fs';
+//
+// The host may be root, and another run sharing the directory may still be running and renaming
+// entries while the sweep walks, so no name is looked up twice and no symlink is ever followed:
+// each entry is opened once with O_PATH | O_NOFOLLOW through its directory's descriptor
+// (`/proc/self/fd/N/name`; Node has no openat), checked with fstat and changed through its own
+// descriptor. Found by an attack review: the walk went by path (lstat, then chmod, then readdir
+// of a directory listed earlier), so a concurrent run swapping a directory for a symlink with
+// renameat2(RENAME_EXCHANGE) made the host chmod files outside the directory (a root-only file
+// became 0755, host set-uid programs lost their bit) in 1 to 183 sweeps.
+import { chmodSync, closeSync, constants, fstatSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** S_ISUID | S_ISGID. */
 const setIdBits = 0o6000;
 /** More entries than this are not walked (the sweep then reports it did not finish). */
 export const sweepEntryLimit = 50_000;
+/** Deeper directories than this are not walked (a descriptor is held per level). */
+export const sweepDepthLimit = 256;
+/** Linux's O_PATH (the same value on every architecture the package supports); not in Node's table. */
+const openPath = 0o10000000;
+const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = constants;
 
 /** What a sweep did. */
 export interface SetIdSweep {
@@ -17,41 +31,78 @@ export interface SetIdSweep {
   readonly cleared: readonly string[];
 }
 
+/** The walk stopped at a bound; the sweep is incomplete. */
+class SweepBound extends Error {}
+
+/** The path the kernel resolves to the object a descriptor holds, never by name again. */
+const held = (fd: number): string => `/proc/self/fd/${fd}`;
+
+/** Opens `name` in the directory `dirFd` holds, without following it; undefined if it is gone. */
+function openEntry(dirFd: number, name: string): number | undefined {
+  try {
+    return openSync(`${held(dirFd)}/${name}`, openPath | O_NOFOLLOW);
+  } catch (error) {
+    // Removed since the listing (a run sharing the directory may still run): nothing to clear.
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
 /**
- * Checks every entry under `dirs` (not following symlinks) and clears set-id bits. Synchronous:
- * `execSync` needs it too, and the walk is bounded by {@link sweepEntryLimit}.
+ * Checks every entry under `dirs` (never following a symlink, wherever it appears) and clears
+ * set-id bits. Synchronous: `execSync` needs it too, and the walk is bounded by
+ * {@link sweepEntryLimit} and {@link sweepDepthLimit}.
  */
 export function sweepSetIdFiles(dirs: readonly string[]): SetIdSweep {
   const cleared: string[] = [];
   let entries = 0;
-  let complete = true;
-  const check = (path: string): void => {
-    const { mode } = lstatSync(path);
-    if ((mode & setIdBits) === 0 || (mode & 0o170000) === 0o120000) return;
-    chmodSync(path, mode & 0o7777 & ~setIdBits);
-    cleared.push(path);
+
+  /** Clears the set-id bits of what `fd` holds; returns its fstat. */
+  const check = (fd: number, path: string) => {
+    const stat = fstatSync(fd);
+    if (!stat.isSymbolicLink() && (stat.mode & setIdBits) !== 0) {
+      chmodSync(held(fd), stat.mode & 0o7777 & ~setIdBits);
+      cleared.push(path);
+    }
+    return stat;
   };
-  // Depth first with an explicit stack, so the bound holds before a huge directory is read.
-  const stack = [...dirs];
-  try {
-    for (const dir of dirs) check(dir);
-    while (stack.length > 0) {
-      const dir = stack.pop()!;
-      const found: Dirent[] = readdirSync(dir, { withFileTypes: true });
-      entries += found.length;
-      if (entries > sweepEntryLimit) {
-        complete = false;
-        break;
+
+  const walk = (dirFd: number, dirPath: string, depth: number): void => {
+    const names = readdirSync(held(dirFd));
+    entries += names.length;
+    if (entries > sweepEntryLimit) throw new SweepBound();
+    for (const name of names) {
+      const path = join(dirPath, name);
+      const entry = openEntry(dirFd, name);
+      if (entry === undefined) continue;
+      try {
+        if (!check(entry, path).isDirectory()) continue;
+        if (depth >= sweepDepthLimit) throw new SweepBound();
+        const dir = openSync(held(entry), O_RDONLY | O_DIRECTORY);
+        try {
+          walk(dir, path, depth + 1);
+        } finally {
+          closeSync(dir);
+        }
+      } finally {
+        closeSync(entry);
       }
-      for (const entry of found) {
-        if (entry.isSymbolicLink()) continue;
-        const path = join(dir, entry.name);
-        check(path);
-        if (entry.isDirectory()) stack.push(path);
+    }
+  };
+
+  try {
+    for (const root of dirs) {
+      const fd = openSync(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+      try {
+        check(fd, root);
+        walk(fd, root, 1);
+      } finally {
+        closeSync(fd);
       }
     }
   } catch {
-    complete = false; // a path that vanished or could not be read: the sweep did not finish
+    // A bound reached, an entry that vanished or could not be read: the sweep did not finish.
+    return { complete: false, cleared };
   }
-  return { complete, cleared };
+  return { complete: true, cleared };
 }
