@@ -14,7 +14,7 @@ import { python, tempDir } from './support/helpers.ts';
 const bitsOf = (path: string): number => statSync(path).mode & 0o7777;
 const targets = 200;
 
-const flipper = String.raw`
+const flipper = `
 import ctypes, sys, time
 renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
 end = time.time() + float(sys.argv[1])
