@@ -26,12 +26,14 @@ import { RunEgress } from './process/run-egress.ts';
 import {
   notStartedResult,
   type ResultBase,
+  type ResultLimits,
   type SandboxResult,
   toResult,
 } from './process/sandbox-result.ts';
 import type { SandboxedProcess } from './process/sandboxed-process.ts';
 import {
   prepareLaunch,
+  runLimits,
   type SpawnContext,
   spawnConfined,
   sweepAfterRun,
@@ -395,14 +397,8 @@ export class SubprocessSandbox {
     };
   }
 
-  #limits(options: { timeoutMs?: number | undefined; maxMemoryMb?: number | undefined }): {
-    timeoutMs: number;
-    maxMemoryMb: number;
-  } {
-    return {
-      timeoutMs: options.timeoutMs ?? this.#policy.timeoutMs,
-      maxMemoryMb: options.maxMemoryMb ?? this.#policy.maxMemoryMb,
-    };
+  #limits(options: SpawnOptions): ResultLimits {
+    return runLimits(this.#policy, options);
   }
 
   #notStartedBase(): ResultBase {

@@ -118,6 +118,40 @@ describe('file system', () => {
     expect(result.controls).toContain(SandboxControl.noFileWrites);
   });
 
+  it('claims no-file-writes only when the run could write nothing: a table of what it wrote', async () => {
+    // Found by an attack review: with allowFileWrites and no host directory, /tmp, home and
+    // /dev/shm took writes while controls said no-file-writes.
+    const dir = tempDir('/var/tmp');
+    const table = [
+      { policy: { allowFileWrites: true }, wrote: 'tmp home shm\n', control: undefined },
+      { policy: { allowFileWrites: false }, wrote: '\n', control: 'no-file-writes' },
+      {
+        policy: { allowFileWrites: true, restrictToDirectory: dir },
+        wrote: 'tmp home shm\n',
+        control: 'writable-directory',
+      },
+    ];
+    const script = [
+      'w=',
+      'echo x 2>/dev/null >/tmp/f && w="$w tmp"',
+      'echo x 2>/dev/null >"$HOME/f" && w="$w home"',
+      'echo x 2>/dev/null >/dev/shm/f && w="$w shm"',
+      'echo $w',
+    ].join('; ');
+    for (const row of table) {
+      const result = await createSandbox(row.policy).run('/bin/sh', ['-c', script]);
+      const wrote = result.stdout;
+      const writeControls = result.controls.filter((control) =>
+        ['no-file-writes', 'writable-directory'].includes(control),
+      );
+      expect({ policy: row.policy, wrote, writeControls }).toEqual({
+        policy: row.policy,
+        wrote: row.wrote,
+        writeControls: row.control === undefined ? [] : [row.control],
+      });
+    }
+  });
+
   it('hides host paths listed in hidePaths, also inside a path the view adds', async () => {
     const dir = tempDir('/var/tmp');
     const secrets = sandboxDir(join(dir, 'secrets'));

@@ -36,6 +36,23 @@ describe('result codes', () => {
     expect(result.exitCode).toBe(128 + 11);
   });
 
+  it('does not name the CPU limit for a SIGXCPU the command sent itself, nor for its exit 152', async () => {
+    // Found by an attack review: both read "killed with SIGXCPU (CPU time limit)", TIMEOUT,
+    // after a few milliseconds of a 5 s limit (bubblewrap reports both as 152). The kernel's own
+    // SIGXCPU is in prestart-cpu-limit.test.ts.
+    const limited = createSandbox({ timeoutMs: 5_000, rlimits: { cpuSecs: 5 } });
+    const results = [
+      await limited.run('/bin/sh', ['-c', 'kill -XCPU $$']),
+      await limited.run('/bin/sh', ['-c', 'exit 152']),
+    ];
+    const notTheLimit = {
+      success: false,
+      code: 'CRASH',
+      error: 'Command was killed with SIGXCPU (not by its CPU time limit)',
+    };
+    expect(results.map(outcome)).toEqual([notTheLimit, notTheLimit]);
+  });
+
   it('reports the file size limit as LIMIT_EXCEEDED', async () => {
     const limited = createSandbox({ rlimits: { fileSizeBytes: 4096 } });
     const result = await limited.run('/bin/sh', ['-c', 'head -c 100000 /dev/zero > "$HOME/big"']);

@@ -9,7 +9,7 @@
 // running the command directly: rlimits, cgroups, a process group, and no isolation.
 import { SandboxUnavailableError } from '@coda/sandbox-core';
 import { proxyEnvironment, withForwarder } from '../egress/forwarder.ts';
-import { SandboxControl } from '../process/controls.ts';
+import { SandboxControl, writesControl } from '../process/controls.ts';
 import type { LaunchPlan, LaunchRequest } from '../process/launch-plan.ts';
 import { shellQuote } from '../process/shell-quote.ts';
 import { ulimitSteps } from '../process/ulimit.ts';
@@ -566,9 +566,11 @@ export function bwrapConfinement(
   );
   controls.push(SandboxControl.filesystemView, SandboxControl.privateTmp);
   if (request.hiddenPaths.length > 0) controls.push(SandboxControl.hiddenPaths);
-  controls.push(
-    additions.writable.length > 0 ? SandboxControl.writableDirectory : SandboxControl.noFileWrites,
-  );
+  // From what the run can write: with allowFileWrites its private /tmp, home and /dev/shm are
+  // writable even when no host directory is (an attack review found `no-file-writes` claimed
+  // there, the same list as with writes refused).
+  const writes = writesControl(additions.writable.length, policy.allowFileWrites);
+  if (writes !== undefined) controls.push(writes);
 
   const cwd = request.cwd ?? sandboxHome;
   const env: Record<string, string> = {

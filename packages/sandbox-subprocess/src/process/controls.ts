@@ -117,3 +117,17 @@ export const SandboxControl = {
 
 /** One of the values of {@link SandboxControl}. */
 export type SandboxControl = (typeof SandboxControl)[keyof typeof SandboxControl];
+
+/**
+ * The write control a Linux run earns: `writable-directory` when host directories are bound
+ * writable, `no-file-writes` only when nothing at all is writable (without `allowFileWrites`
+ * even the private /tmp, home and /dev/shm are read-only), none when only those private
+ * directories take writes.
+ */
+export function writesControl(
+  writableHostDirectories: number,
+  allowFileWrites: boolean,
+): SandboxControl | undefined {
+  if (writableHostDirectories > 0) return SandboxControl.writableDirectory;
+  return allowFileWrites ? undefined : SandboxControl.noFileWrites;
+}

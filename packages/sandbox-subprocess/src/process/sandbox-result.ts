@@ -1,6 +1,6 @@
 // What `run`, `exec` and `execSync` return: how the command ended, what it wrote, which controls
 // were enforced and, when it failed, a code from core's table.
-import { constants } from 'node:os';
+import { availableParallelism, constants } from 'node:os';
 import type { NetworkReport, SandboxErrorCode } from '@coda/sandbox-core';
 import type { Platform } from '../platform/platform.ts';
 import type { Confinement } from './confinement.ts';
@@ -100,6 +100,14 @@ export interface ResultBase {
   readonly controls: readonly SandboxControl[];
 }
 
+/** The run's limits a result names or checks its ending against. */
+export interface ResultLimits {
+  readonly timeoutMs: number;
+  readonly maxMemoryMb: number;
+  /** RLIMIT_CPU's soft limit in seconds; 0 for none. */
+  readonly cpuSecs: number;
+}
+
 /** How the process ended, with the code of a failure the exit alone cannot tell (output overflow). */
 export type ResultExit = ProcessExit & { readonly failureCode?: SandboxFailureCode };
 
@@ -108,7 +116,7 @@ export function toResult(
   base: ResultBase,
   exit: ResultExit,
   output: { stdout: string; stderr: string; stdoutTruncated: boolean; stderrTruncated: boolean },
-  limits: { timeoutMs: number; maxMemoryMb: number },
+  limits: ResultLimits,
 ): SandboxResult {
   if (exit.setupFailed === true) return setupFailedResult(base, exit, output);
   const fields = {
@@ -179,7 +187,7 @@ function setupFailedResult(
 /** Why the command failed, in words and as a code, or undefined when it succeeded. */
 function describeFailure(
   exit: ResultExit,
-  limits: { timeoutMs: number; maxMemoryMb: number },
+  limits: ResultLimits,
   base: ResultBase,
 ): { error: string; code: SandboxFailureCode } | undefined {
   if (exit.error !== undefined) {
@@ -194,12 +202,25 @@ function describeFailure(
     return { error: `Command exceeded its memory limit (${limits.maxMemoryMb} MiB)`, code: 'OOM' };
   }
   const signal = exit.signal ?? signalInExitCode(exit.exitCode, base);
+  // SIGXCPU names the CPU limit only when the command can have used it: the kernel sends it to
+  // a process whose own CPU time reached `cpuSecs`, which takes at least cpuSecs / cores of wall
+  // time. Sooner, the command (or another of the run's processes) sent it, or under bubblewrap
+  // exited with 152 itself, which reads the same (found by an attack review: a self-sent SIGXCPU
+  // after 36 ms read as the CPU limit).
+  if (signal === 'SIGXCPU' && !cpuLimitReachable(exit.durationMs, limits.cpuSecs)) {
+    return { error: 'Command was killed with SIGXCPU (not by its CPU time limit)', code: 'CRASH' };
+  }
   if (signal !== null) {
     const known = endingSignals.find((entry) => entry.signal === signal);
     const why = known?.limit === undefined ? '' : ` (${known.limit})`;
     return { error: `Command was killed with ${signal}${why}`, code: known?.code ?? 'CRASH' };
   }
   return { error: `Command failed with exit code ${exit.exitCode}`, code: 'RUNTIME' };
+}
+
+/** Whether a process of a run that lasted `durationMs` can have used `cpuSecs` (0: no limit). */
+function cpuLimitReachable(durationMs: number, cpuSecs: number): boolean {
+  return cpuSecs > 0 && durationMs * availableParallelism() >= cpuSecs * 1000;
 }
 
 /**

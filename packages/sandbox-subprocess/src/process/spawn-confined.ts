@@ -163,23 +163,7 @@ function buildRequest(
   if (found === undefined) {
     throw new SandboxUnavailableError(`Command not found: ${file}`, { details: { file } });
   }
-  const timeoutMs = options.timeoutMs ?? policy.timeoutMs;
-  const overrides = Object.entries(options.rlimits ?? {}).filter(
-    ([, value]) => value !== undefined,
-  );
-  const rlimits: SubprocessPolicy['rlimits'] = {
-    ...policy.rlimits,
-    ...Object.fromEntries(overrides),
-  };
-  const derivedCpu =
-    rlimits.cpuSecs > 0 ? rlimits.cpuSecs : timeoutMs > 0 ? Math.ceil(timeoutMs / 1000) : 0;
-  const limits: RunLimits = {
-    timeoutMs,
-    maxMemoryMb: options.maxMemoryMb ?? policy.maxMemoryMb,
-    cpuSecs: options.cpuSecs ?? derivedCpu,
-    rlimits,
-    memoryFallback: options.memoryFallback ?? 'rlimit-data',
-  };
+  const limits = runLimits(policy, options);
   const fields = (paths: readonly string[], name: string): [string, string][] =>
     paths.map((path, index) => [`${name}.${index}`, checked(path, `${name}.${index}`)]);
   return {
@@ -209,6 +193,27 @@ function realOrNothing(path: string): string[] {
   } catch {
     return [];
   }
+}
+
+/** The limits of one run: the policy's, with the call's overrides applied. */
+export function runLimits(policy: SubprocessPolicy, options: SpawnOptions): RunLimits {
+  const timeoutMs = options.timeoutMs ?? policy.timeoutMs;
+  const overrides = Object.entries(options.rlimits ?? {}).filter(
+    ([, value]) => value !== undefined,
+  );
+  const rlimits: SubprocessPolicy['rlimits'] = {
+    ...policy.rlimits,
+    ...Object.fromEntries(overrides),
+  };
+  const derivedCpu =
+    rlimits.cpuSecs > 0 ? rlimits.cpuSecs : timeoutMs > 0 ? Math.ceil(timeoutMs / 1000) : 0;
+  return {
+    timeoutMs,
+    maxMemoryMb: options.maxMemoryMb ?? policy.maxMemoryMb,
+    cpuSecs: options.cpuSecs ?? derivedCpu,
+    rlimits,
+    memoryFallback: options.memoryFallback ?? 'rlimit-data',
+  };
 }
 
 /** After every process of the run is gone: the set-id sweep of its writable directories. */

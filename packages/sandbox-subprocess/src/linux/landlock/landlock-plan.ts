@@ -6,7 +6,7 @@
 import { fstatSync } from 'node:fs';
 import { SandboxUnavailableError } from '@coda/sandbox-core';
 import { proxyEnvironment } from '../../egress/forwarder.ts';
-import { SandboxControl } from '../../process/controls.ts';
+import { SandboxControl, writesControl } from '../../process/controls.ts';
 import type { LaunchRequest } from '../../process/launch-plan.ts';
 import { type CheckedPath, isInside } from '../checked-path.ts';
 import { perlPath, setprivPath } from '../detect.ts';
@@ -220,9 +220,11 @@ export function landlockArguments(
   if (hidden.length > 0 && !hidden.some((path) => isInside(path, '/proc'))) {
     controls.push(SandboxControl.hiddenPaths);
   }
-  controls.push(
-    additions.writable.length > 0 ? SandboxControl.writableDirectory : SandboxControl.noFileWrites,
-  );
+  // From what the run can write: with allowFileWrites its private /tmp, home and /dev/shm are
+  // writable even when no host directory is (an attack review found `no-file-writes` claimed
+  // there, the same list as with writes refused).
+  const writes = writesControl(additions.writable.length, policy.allowFileWrites);
+  if (writes !== undefined) controls.push(writes);
   if (egress) controls.push(SandboxControl.landlockTcpProxyOnly, SandboxControl.egressProxy);
   else if (network(0).handled !== 0) controls.push(SandboxControl.landlockNoTcp);
   if (scoped !== 0) {
