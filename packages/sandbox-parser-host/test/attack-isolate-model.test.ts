@@ -254,6 +254,24 @@ describe('attack-25: isolate model', () => {
     expect(isolateChildren()).toEqual([child]);
   });
 
+  it("a module that throws isolated-vm's timeout words at once fails to load (RUNTIME), not TIMEOUT", async () => {
+    // Found by an attack review: TIMEOUT, timedOut: true, after 251 ms of a 3 s timeout.
+    const host = makeHost({
+      module: fileURLToPath(
+        new URL('./fixtures/isolate-attack/module-timeout-words/parsers.mjs', import.meta.url),
+      ),
+      processModel: 'isolate',
+      limits: { timeout: 3000 },
+    });
+    const result = await host.runParser('echo', 1);
+    expect({ ...brief(result), timedOut: result.timedOut }).toEqual({
+      ok: false,
+      code: 'RUNTIME',
+      error: 'cannot load parser module: Script execution timed out.',
+      timedOut: false,
+    });
+  });
+
   it('a call is charged the CPU it used, not the time other calls took from it: a benign call beside spinning ones is not ended by cpuSecs', async () => {
     // Three runnable isolates per core: each gets about a third of one. The benign call needs
     // about 0.4 s of CPU alone, so beside them it takes about 1.2 s; isolated-vm's cpuTime counted

@@ -287,6 +287,44 @@ describe.each([
     );
   });
 
+  it("a payload nested deeper than Python's json reads is a VALIDATION failure, and the slot goes on", async () => {
+    // Found by an attack review: 2 KB nested 1000 deep made the runner exit without a response
+    // (CRASH, its traceback in stderr), and under a fork server each such call cost the slot a
+    // new zygote. maxConcurrent 1: every call goes to the same slot.
+    const parsers = makePythonHost({
+      module: pythonAttacksPath,
+      ...options,
+      maxConcurrent: 1,
+    });
+    let deep: unknown = [];
+    for (let level = 0; level < 1_000; level++) deep = [deep];
+    const before = await parsers.runParser('imported_at', null);
+    const refused = await parsers.runParser('huge', deep);
+    const after = await parsers.runParser('imported_at', null);
+    expect({ code: refused.code, error: refused.error, stderr: refused.stderr }).toEqual({
+      code: 'VALIDATION',
+      error: "payload or kwargs nested deeper than Python's json module reads (about 990 levels)",
+      stderr: '',
+    });
+    // One zygote served all three (its import time unchanged); a spawned child per call otherwise.
+    const sameProcessImport = before.ok && after.ok && after.data === before.data;
+    expect(sameProcessImport).toBe('processModel' in options);
+  });
+
+  it('labels a parser cannot fake: its own SIGXCPU is not the CPU limit, V8 words on stderr are not OOM', async () => {
+    // Found by an attack review: TIMEOUT "CPU time limit exceeded" after 36 ms of a 5 s limit,
+    // and OOM "JavaScript heap out of memory" for a Python child that printed the words.
+    const parsers = host();
+    const results = await Promise.all([
+      parsers.runParser('own_sigxcpu', null),
+      parsers.runParser('heap_words_then_exit', null),
+    ]);
+    expect(results.map((result) => [result.code, result.error])).toEqual([
+      ['CRASH', 'child was killed by SIGXCPU (not by its CPU time limit)'],
+      ['CRASH', 'child exited with code 1 without a response'],
+    ]);
+  });
+
   it('recursion: a bomb is a RUNTIME error; with the limit raised, CPU or the C stack ends it', async () => {
     const parsers = host();
     const [bomb, raised, throughC] = await Promise.all([

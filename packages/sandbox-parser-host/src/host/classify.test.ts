@@ -63,8 +63,33 @@ describe('classify', () => {
     });
   });
 
+  it('labels what the child can fake only when it can have happened', () => {
+    const early = outcome({
+      exit: { exitCode: 152, signal: null },
+      confinement: confined,
+      durationMs: 1,
+    });
+    const heapWordsThenExit = outcome({ exit: { exitCode: 3, signal: null }, heapExhausted: true });
+    const heapWordsFromPython = outcome({
+      exit: { exitCode: null, signal: 'SIGABRT' },
+      heapExhausted: true,
+      confinement: { ...plain, runtime: 'python', permissionModel: false, auditHook: true },
+    });
+    expect([early, heapWordsThenExit, heapWordsFromPython].map(classify)).toMatchObject([
+      { code: 'CRASH', error: 'child was killed by SIGXCPU (not by its CPU time limit)' },
+      { code: 'CRASH', error: 'child exited with code 3 without a response' },
+      { code: 'CRASH', error: 'child was killed by SIGABRT without a response' },
+    ]);
+  });
+
   it('no response: CPU limit, heap, cgroup memory, then a plain crash', () => {
-    const cpu = outcome({ exit: { exitCode: 152, signal: null }, confinement: confined });
+    // cpuSecs 5 (the default limits) is at least 5000 ms / cores of wall time: 5 s is enough
+    // on any machine, 1 ms on none.
+    const cpu = outcome({
+      exit: { exitCode: 152, signal: null },
+      confinement: confined,
+      durationMs: 5_000,
+    });
     expect(classify(cpu)).toMatchObject({ code: 'TIMEOUT', signal: 'SIGXCPU', exitCode: null });
     const heap = outcome({ exit: { exitCode: null, signal: 'SIGABRT' }, heapExhausted: true });
     expect(classify(heap)).toMatchObject({ code: 'OOM' });

@@ -1,7 +1,7 @@
 // Turns what happened to a child into a ParserResult, keeping the documented failure table exactly:
 // success → ok, data, exit 0; throw → message, exit 1; wall clock → `sandbox timeout`;
 // crash or empty output → a message and the exit code; unknown → `Unknown parser: NAME`.
-import { constants } from 'node:os';
+import { availableParallelism, constants } from 'node:os';
 import type { NetworkReport, ParserLimits, SandboxErrorCode } from '@coda/sandbox-core';
 import type { ResponseErrorKind } from '../protocol/wire.ts';
 import type { ChildExit, ConfinementReport } from '../spawn/child.ts';
@@ -36,6 +36,8 @@ const kindCodes: Record<ResponseErrorKind, SandboxErrorCode> = {
   'unknown-parser': 'VALIDATION',
   'invalid-result': 'VALIDATION',
   'result-too-large': 'VALIDATION',
+  // The Python runner's json module cannot read the request (nested too deeply).
+  'invalid-payload': 'VALIDATION',
   // The Python runner's MemoryError under RLIMIT_AS.
   'memory-exceeded': 'OOM',
 };
@@ -96,10 +98,22 @@ export function classify(outcome: CallOutcome): ParserResult {
   }
   if (reader.kind === 'refused')
     return fail('CRASH', `child sent a bad response: ${reader.message}`);
+  // Each label below from what can have happened, not from what the child can fake (found by
+  // an attack review): the kernel's SIGXCPU needs `cpuSecs` of the child's CPU, so at least
+  // cpuSecs / cores of wall time (a parser that sent itself one after 36 ms read as the CPU
+  // limit); V8's fatal heap error ends a Node child with SIGABRT (or SIGTRAP), so its words on
+  // stderr count only then (a parser that logged its payload and exited read as OOM, a Python
+  // one too).
   if (exit.signal === 'SIGXCPU') {
-    return fail('TIMEOUT', `CPU time limit exceeded (${limits.cpuSecs} s)`);
+    return cpuLimitReachable(outcome.durationMs, limits.cpuSecs)
+      ? fail('TIMEOUT', `CPU time limit exceeded (${limits.cpuSecs} s)`)
+      : fail('CRASH', 'child was killed by SIGXCPU (not by its CPU time limit)');
   }
-  if (outcome.heapExhausted) {
+  if (
+    outcome.heapExhausted &&
+    outcome.confinement.runtime === 'node' &&
+    (exit.signal === 'SIGABRT' || exit.signal === 'SIGTRAP')
+  ) {
     return fail('OOM', 'memory limit exceeded: JavaScript heap out of memory');
   }
   if (exit.memoryExceeded === true) {
@@ -109,6 +123,11 @@ export function classify(outcome: CallOutcome): ParserResult {
     return fail('CRASH', 'child could not be started');
   }
   return fail('CRASH', `child ${describeExit(exit)} without a response`);
+}
+
+/** Whether a child that ran `durationMs` can have used `cpuSecs` of CPU on this machine. */
+function cpuLimitReachable(durationMs: number, cpuSecs: number): boolean {
+  return durationMs * availableParallelism() >= cpuSecs * 1000;
 }
 
 function describeExit(exit: ChildExit): string {

@@ -39,6 +39,7 @@ export const ResponseErrorKindSchema = z.enum([
   'result-too-large',
   'never-settled',
   'memory-exceeded',
+  'invalid-payload',
 ]);
 
 /** What the runner writes in its response frame. */

@@ -37,7 +37,8 @@ export type ResponseErrorKind =
   | 'invalid-result'
   | 'result-too-large'
   | 'never-settled'
-  | 'memory-exceeded';
+  | 'memory-exceeded'
+  | 'invalid-payload';
 
 /** What the host writes on the child's stdin after the nonce and length. */
 export interface ParserRequest {

@@ -209,7 +209,17 @@ def main():
     body = read_exactly(from_bytes(header, "big"))
     if body is None:
         fail("stdin closed in the middle of the request")
-    request = loads(body.decode("utf-8"))
+    try:
+        request = loads(body.decode("utf-8"))
+    except recursion_error:
+        # The C decoder stops at the recursion limit (about 990 levels; Node's reads any depth).
+        # Answered, not a crash: uncaught, this exited without a response, and in a fork server
+        # every such 2 KB payload cost its slot a new zygote (found by an attack review).
+        respond_error(
+            "invalid-payload",
+            "payload or kwargs nested deeper than Python's json module reads (about "
+            + str_type(recursion_limit - 10) + " levels)",
+        )
     if type_of(request) is not dict or request.get("v") != 1 or type(request.get("parser")) is not str_type:
         fail("unsupported request (expected protocol version 1)")
     if fork_server_mode:
