@@ -165,6 +165,7 @@ const namespaceFlags = {
 const TCGETS = 0x5401;
 const TIOCSTI = 0x5412;
 const TIOCLINUX = 0x541c;
+const TIOCSETD = 0x5423;
 const AF_UNIX = 1;
 const SOCK_STREAM = 1;
 const SOCK_RAW = 3;
@@ -203,14 +204,21 @@ const ruled: Readonly<Record<string, Probe>> = {
   },
   // fd -1: EBADF if the call reached the kernel; the filter looks only at the request.
   'ioctl TCGETS': { call: 'ioctl', args: [-1, TCGETS, 0], without: e.EBADF, off: e.EBADF },
-  'ioctl TIOCSTI': { call: 'ioctl', args: [-1, TIOCSTI, 0], without: e.EBADF, off: EPERM },
-  'ioctl TIOCLINUX': { call: 'ioctl', args: [-1, TIOCLINUX, 0], without: e.EBADF, off: EPERM },
+  // Requests outside the allowlist: ENOTTY, as from a file without them.
+  'ioctl TIOCSTI': { call: 'ioctl', args: [-1, TIOCSTI, 0], without: e.EBADF, off: e.ENOTTY },
+  'ioctl TIOCLINUX': {
+    call: 'ioctl',
+    args: [-1, TIOCLINUX, 0],
+    without: e.EBADF,
+    off: e.ENOTTY,
+  },
+  'ioctl TIOCSETD': { call: 'ioctl', args: [-1, TIOCSETD, 0], without: e.EBADF, off: e.ENOTTY },
   // The kernel takes the request as an unsigned int: high bits set are still TIOCSTI.
   'ioctl TIOCSTI high bits': {
     call: 'ioctl',
     args: [-1, 2 ** 32 + TIOCSTI, 0],
     without: e.EBADF,
-    off: EPERM,
+    off: e.ENOTTY,
   },
   // personality: the query and PER_LINUX pass; ADDR_NO_RANDOMIZE and READ_IMPLIES_EXEC do not
   // (unfiltered they succeed, changing only how the probe would exec: it never does).

@@ -175,7 +175,9 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
     if (number === undefined || !wanted(name)) return;
     block.push(bpf.jeq(number, 0, body.length), ...body);
   };
-  for (const { syscall, arg, test } of argumentRules) rule(syscall, argumentBody(arg, test));
+  for (const { syscall, arg, test, errno } of argumentRules) {
+    rule(syscall, argumentBody(arg, test, SeccompRet.errno(errno ?? EPERM)));
+  }
   if (options.refuseTruncateByName === true) rule('truncate', [bpf.ret(deny)]);
   if (options.allowNetwork && options.tcpClientOnly === true) {
     rule('socket', tcpSocketBody());
@@ -255,23 +257,23 @@ function tcpSocketBody(): BpfInstruction[] {
   ];
 }
 
-/** Instructions that load argument `arg`'s low word and return allow or deny by `test`. */
-function argumentBody(arg: number, test: ArgumentTest): BpfInstruction[] {
+/** Instructions that load argument `arg`'s low word and return allow or `refuse` by `test`. */
+function argumentBody(arg: number, test: ArgumentTest, refuse = deny): BpfInstruction[] {
   const load = bpf.load(SeccompData.argLow(arg));
   switch (test.kind) {
     case 'one-of': {
       // Each match jumps over the remaining comparisons and the deny to the allow.
       const n = test.values.length;
       const jumps = test.values.map((value, i) => bpf.jeq(value, n - i, 0));
-      return [load, ...jumps, bpf.ret(deny), bpf.ret(allow)];
+      return [load, ...jumps, bpf.ret(refuse), bpf.ret(allow)];
     }
     case 'none-of': {
       const n = test.values.length;
       const jumps = test.values.map((value, i) => bpf.jeq(value, n - i, 0));
-      return [load, ...jumps, bpf.ret(allow), bpf.ret(deny)];
+      return [load, ...jumps, bpf.ret(allow), bpf.ret(refuse)];
     }
     case 'no-bit':
-      return [load, bpf.jset(test.mask, 1, 0), bpf.ret(allow), bpf.ret(deny)];
+      return [load, bpf.jset(test.mask, 1, 0), bpf.ret(allow), bpf.ret(refuse)];
     case 'file-type': {
       const n = test.types.length;
       const jumps = test.types.map((type, i) => bpf.jeq(type, n - i, 0));
@@ -281,7 +283,7 @@ function argumentBody(arg: number, test: ArgumentTest): BpfInstruction[] {
         bpf.and(test.typeMask),
         ...jumps,
         bpf.ret(allow),
-        bpf.ret(deny),
+        bpf.ret(refuse),
       ];
     }
   }
