@@ -5,7 +5,7 @@
 // host secret. A sweep that looks a name up twice, or follows a symlink anywhere in a path,
 // changes host files: the set-uid files lose their bit, or the secret gets their mode.
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { sweepSetIdFiles } from '../src/linux/setid-sweep.ts';
@@ -63,4 +63,24 @@ describe('the set-id sweep of a directory another run still changes', () => {
     }
     expect({ changed, sweptAtLeast: sweeps >= 20 }).toEqual({ changed: [], sweptAtLeast: true });
   }, 30_000);
+
+  it('leaves a set-id file with another name (a hard link of a file elsewhere) and says so', () => {
+    const writable = tempDir('/var/tmp');
+    const host = tempDir('/var/tmp');
+    writeFileSync(join(host, 'tool'), '');
+    chmodSync(join(host, 'tool'), 0o4755);
+    linkSync(join(host, 'tool'), join(writable, 'tool'));
+    mkdirSync(join(writable, 'shared'));
+    chmodSync(join(writable, 'shared'), 0o2775);
+    const sweep = sweepSetIdFiles([writable]);
+    expect({
+      sweep,
+      tool: bitsOf(join(host, 'tool')),
+      shared: bitsOf(join(writable, 'shared')),
+    }).toEqual({
+      sweep: { complete: false, cleared: [join(writable, 'shared')] },
+      tool: 0o4755,
+      shared: 0o775,
+    });
+  });
 });

@@ -56,14 +56,22 @@ function openEntry(dirFd: number, name: string): number | undefined {
 export function sweepSetIdFiles(dirs: readonly string[]): SetIdSweep {
   const cleared: string[] = [];
   let entries = 0;
+  let kept = false;
 
   /** Clears the set-id bits of what `fd` holds; returns its fstat. */
   const check = (fd: number, path: string) => {
     const stat = fstatSync(fd);
-    if (!stat.isSymbolicLink() && (stat.mode & setIdBits) !== 0) {
-      chmodSync(held(fd), stat.mode & 0o7777 & ~setIdBits);
-      cleared.push(path);
+    if (stat.isSymbolicLink() || (stat.mode & setIdBits) === 0) return stat;
+    // A file with another name may be a hard link of a file outside (where the host allows
+    // such links, fs.protected_hardlinks off): clearing it would change that file. It is left,
+    // and the sweep does not say the directories are clean. (A run cannot set these bits on a
+    // file itself: seccomp refuses it. The kernel sets them only on directories.)
+    if (!stat.isDirectory() && stat.nlink > 1) {
+      kept = true;
+      return stat;
     }
+    chmodSync(held(fd), stat.mode & 0o7777 & ~setIdBits);
+    cleared.push(path);
     return stat;
   };
 
@@ -104,5 +112,5 @@ export function sweepSetIdFiles(dirs: readonly string[]): SetIdSweep {
     // A bound reached, an entry that vanished or could not be read: the sweep did not finish.
     return { complete: false, cleared };
   }
-  return { complete: true, cleared };
+  return { complete: !kept, cleared };
 }
