@@ -44,6 +44,25 @@ describe('clock skew between hosts', () => {
     expect(refused.retryAfterMs).toBeLessThanOrEqual(skewMs + 6_000);
   });
 
+  it("clock 'host': a refusal never outlasts the key, however far ahead the writer's clock ran", async () => {
+    // Found by an attack review: a host 9 years ahead (within the ±10-year plausibility check)
+    // admitted a user once; the host behind was told to retry in 9 years and cached that,
+    // though the key expired after windowMs and the store then admitted.
+    const backend = await ioredisBackend(undefined, 'host');
+    backends.push(backend);
+    const behind = backend.store();
+    const farAhead = backend.store(() => hostWallNow() + 9 * 365 * 86_400_000);
+    const short = { limit: 3, windowMs: 1_000, burst: 1 };
+    const key = `rate:{=${randomUUID()}}`;
+    expect((await farAhead.rateLimit(key, short)).allowed).toBe(true);
+    const refused = await behind.rateLimit(key, short);
+    expect({ allowed: refused.allowed, withinKeyLife: refused.retryAfterMs <= 1_000 }).toEqual({
+      allowed: false,
+      withinKeyLife: true,
+    });
+    expect(refused.resetMs).toBeLessThanOrEqual(1_000);
+  });
+
   it("clock 'redis' (the default): the same skew changes nothing", async () => {
     const { behind, checkAhead } = await twoHosts('redis');
     const key = `rate:{=${randomUUID()}}`;

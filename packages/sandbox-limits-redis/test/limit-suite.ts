@@ -402,6 +402,48 @@ export function limitSuite(makeBackend: () => Promise<Backend>, scripts = true):
       expect(leases.map((each) => each.decision!.remaining).sort()).toEqual([0, 1]);
       expect((await refusal(guard.acquire(context({ userId })))).code).toBe('RATE_LIMITED');
     });
+
+    it('a refund after the bucket refilled gives nothing back: no more than burst + t × rate run', async () => {
+      // Found by an attack review: 10 units held without running, the bucket left to refill,
+      // 10 run, the 10 held refunded, 10 more run: 20 in a few ms where the bound allows 10
+      // (memory and Redis alike). A refund now gives back only what is left of its unit.
+      const guard = createRateLimitGuard({
+        ...patient,
+        store: stores[0]!,
+        limit: 10,
+        windowMs: 400,
+        refusalCache: 0,
+      });
+      const userId = newId('user');
+      const attempt = () =>
+        guard.acquire(context({ userId })).then(
+          () => 1,
+          (error: unknown) => {
+            if (isSandboxError(error) && error.code === 'RATE_LIMITED') return 0;
+            throw error;
+          },
+        );
+      const burst = async () => {
+        let ran = 0;
+        for (let n = 0; n < 20; n++) ran += await attempt();
+        return ran;
+      };
+      const held = await Promise.all(
+        Array.from({ length: 10 }, () => guard.acquire(context({ userId }))),
+      );
+      await sleep(500); // a full bucket again
+      const started = performance.now();
+      const first = await burst();
+      await Promise.all(held.map((lease) => lease.refund()));
+      const second = await burst();
+      const elapsed = performance.now() - started;
+      // burst 10 + elapsed × 10 / 400 ms, rounded down: the bound docs/limits.md states.
+      const bound = Math.floor(10 + (elapsed * 10) / 400);
+      expect({ first, withinBound: first + second <= bound }).toEqual({
+        first: 10,
+        withinBound: true,
+      });
+    });
   });
 
   describe.concurrent('concurrency leases', () => {

@@ -99,24 +99,27 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
   const refusals =
     settings.refusalCache === 0 ? undefined : new RefusalCache(settings.refusalCache);
   const { ledger, insurance } = callStore;
-  /** Gives a unit back to the shared store alone (never to the insurance store: the ledger). */
-  const refundShared = (key: string): Promise<void> =>
+  /**
+   * Gives what is left of a unit back to the shared store alone (never to the insurance store:
+   * the ledger); `unitLeftMs` undefined for a unit just granted (all of it).
+   */
+  const refundShared = (key: string, unitLeftMs?: number): Promise<void> =>
     callStore('refundRate', (current) =>
-      current === insurance ? Promise.resolve() : current.refundRate(key, rule),
+      current === insurance ? Promise.resolve() : current.refundRate(key, rule, unitLeftMs),
     ).then(
       () => {},
       (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
     );
-  const refund = (key: string, refusalKey: string): Promise<void> => {
+  const refund: Refund = (key, refusalKey, left) => {
     // The store may admit this user sooner now: stop refusing them here.
     refusals?.forget(refusalKey);
-    ledger.refundRate(key, rule);
-    return refundShared(key);
+    ledger.refundRate(key, rule, left.ledger);
+    return refundShared(key, left.store);
   };
   const keyPrefix = `${name}:rate:`;
   // A unit the insurance store granted is in this host's ledger alone: it goes back there.
-  const refundInsured = (key: string): Promise<void> => {
-    ledger.refundRate(key, rule);
+  const refundInsured: Refund = (key, _refusalKey, left) => {
+    ledger.refundRate(key, rule, left.ledger);
     return Promise.resolve();
   };
   const message = `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in `;
@@ -160,7 +163,9 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
     const decision = outcome.value;
     if (outcome.insured) {
       if (decision.allowed) {
-        return new AdmittedRate({ ...decision, insured: true }, key, refusalKey, refundInsured);
+        const resetMs = { store: decision.resetMs, ledger: decision.resetMs };
+        const insured = { ...decision, insured: true } as const;
+        return new AdmittedRate(insured, key, refusalKey, refundInsured, resetMs);
       }
       throw refused(decision.retryAfterMs, decision.resetMs, false, { insured: true });
     }
@@ -181,7 +186,8 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       refusals?.refuse(refusalKey, retryAfterMs, counted.resetMs);
       throw refused(retryAfterMs, counted.resetMs, false, { thisHost: true });
     }
-    return new AdmittedRate(decision, key, refusalKey, refund);
+    const resetMs = { store: decision.resetMs, ledger: counted.resetMs };
+    return new AdmittedRate(decision, key, refusalKey, refund, resetMs);
   };
   const refuseLocally = (error: Error): Promise<never> => {
     // Rejected a microtask later, once the caller has attached its handler: a promise rejected
@@ -236,29 +242,57 @@ const unlimited: RateLimitLease = Object.freeze({
   release: nothingToRelease,
 });
 
-/** Gives one unit of `key` back to the store that granted it (`refusalKey`: the user's in the cache). */
-type Refund = (key: string, refusalKey: string) => Promise<void>;
+/** Milliseconds of one unit, per counter: the store's and this host's ledger's. */
+interface UnitTimes {
+  store: number;
+  ledger: number;
+}
+
+/**
+ * Gives what is left of one unit of `key` back to the store that granted it and to the ledger
+ * (`refusalKey`: the user's in the cache).
+ */
+type Refund = (key: string, refusalKey: string, left: UnitTimes) => Promise<void>;
 
 /**
  * The lease of an admitted check. A class rather than closures: one object per admission on the
- * hot path. Releasing gives nothing back (the run spent its unit); `refund` does, once.
+ * hot path. Releasing gives nothing back (the run spent its unit); `refund` does, once: what is
+ * left of the unit, its `resetMs` less the time since the answer arrived (a unit whose time has
+ * passed holds nothing any more). The store counted the unit before its answer travelled back, so
+ * this can give back up to one round trip (plus 1 ms) of refill beyond what is left, never more
+ * than the unit.
  */
 class AdmittedRate implements RateLimitLease {
   readonly decision: RateLimitDecision;
   readonly #key: string;
   readonly #refusalKey: string;
   readonly #refund: Refund;
+  readonly #answeredAt = performance.now();
+  readonly #resetMs: UnitTimes;
   #refunded: Promise<void> | undefined;
 
-  constructor(decision: RateLimitDecision, key: string, refusalKey: string, refund: Refund) {
+  constructor(
+    decision: RateLimitDecision,
+    key: string,
+    refusalKey: string,
+    refund: Refund,
+    resetMs: UnitTimes,
+  ) {
     this.decision = decision;
     this.#key = key;
     this.#refusalKey = refusalKey;
     this.#refund = refund;
+    this.#resetMs = resetMs;
   }
 
   refund(): Promise<void> {
-    this.#refunded ??= this.#refund(this.#key, this.#refusalKey);
+    if (this.#refunded === undefined) {
+      // Less 1 ms: a store timed by whole milliseconds (clock 'host') can count up to 1 ms
+      // behind this clock, and a unit refunded at once must come back whole.
+      const since = performance.now() - this.#answeredAt - 1;
+      const left = { store: this.#resetMs.store - since, ledger: this.#resetMs.ledger - since };
+      this.#refunded = this.#refund(this.#key, this.#refusalKey, left);
+    }
     return this.#refunded;
   }
 

@@ -130,9 +130,13 @@ export function redisLimitStore(
         marked(decodeRate(toMicros(reply), rule), fellBack),
       );
     },
-    async refundRate(key: string, rule: RateRule): Promise<void> {
+    async refundRate(key: string, rule: RateRule, unitLeftMs?: number): Promise<void> {
       checkRule(rule);
-      const { lua, args } = timed('refundRate', ruleArguments(rule));
+      const ruleArgs = ruleArguments(rule);
+      const { lua, args } = timed(
+        'refundRate',
+        unitLeftMs === undefined ? ruleArgs : [...ruleArgs, String(unitLeftMs)],
+      );
       await run(lua, key, args);
     },
     async claimBudget(key, member, limit, ttlMs): Promise<BudgetDecision> {

@@ -69,7 +69,16 @@ if stored then
 end
 local nextTat = tat + interval
 if now < nextTat - interval * tonumber(ARGV[3]) then
-  return -math.floor((tat - now) * 1000 + 0.5)
+  -- The wait to admission (the client's retryAfterMs: wait + interval - burst intervals) is
+  -- never longer than the key lives: once it expires the bucket is full. Only a TAT written by
+  -- a host whose clock ran ahead (clock 'host') is that far out; its refusal, cached, outlived
+  -- the key by years (found by an attack review). With honest clocks this never binds (the
+  -- key lives to the TAT, less under 1 ms of whole milliseconds).
+  local wait = tat - now
+  local pttl = redis.call('PTTL', KEYS[1])
+  local last = pttl + interval * (tonumber(ARGV[3]) - 1)
+  if pttl >= 0 and last + 1 < wait then wait = last end
+  return -math.floor(wait * 1000 + 0.5)
 end
 -- The key may outlive the moment the bucket is full (a past TAT means the same as none): keeping
 -- it a window spares re-creating and expiring the keys of users who stay under the limit.
@@ -79,13 +88,23 @@ return math.max(1, math.floor((nextTat - now) * 1000 + 0.5))
 `;
 
 /**
- * Gives one GCRA unit back (an admission that did not lead to an execution): the TAT moves back
- * one interval. Units commute, so this is exact however many checks ran in between; a TAT that
- * falls to now or before means a full bucket, and the key goes. ARGV: limit, windowMs.
+ * Gives back what is left of one GCRA unit (an admission that did not lead to an execution): the
+ * TAT moves back by the part of the unit still ahead, ARGV[4] ms (the admission's TAT minus now,
+ * as the caller measured it; a whole interval when not given), at most one interval. A unit whose
+ * TAT has passed gives nothing back: once the bucket refilled past it, a check that found the
+ * bucket full restarted the TAT from its own time and the unit no longer holds anything (found by
+ * an attack review: a whole interval given back then returned units of executions that ran, and
+ * 20 ran where the bound allowed 10–14). Units commute while the bucket stays drained, so the
+ * TAT moves back exactly there. A TAT that falls to now or before means a full bucket, and the
+ * key goes. ARGV: limit, windowMs, burst, the unit's time left (optional).
  */
 const refundRateBody = `local stored = redis.call('GET', KEYS[1])
 if not stored then return 0 end
-local tat = tonumber(stored) - tonumber(ARGV[2]) / tonumber(ARGV[1])
+local interval = tonumber(ARGV[2]) / tonumber(ARGV[1])
+local back = interval
+if ARGV[4] then back = math.min(interval, math.max(0, tonumber(ARGV[4]))) end
+if back <= 0 then return 0 end
+local tat = tonumber(stored) - back
 if tat <= now then
   redis.call('DEL', KEYS[1])
   return 1

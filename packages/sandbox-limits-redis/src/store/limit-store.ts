@@ -73,8 +73,13 @@ export interface LimitStore {
   readonly kind: string;
   /** GCRA rate check on `key`: consumes one unit when admitted, nothing when refused. */
   rateLimit(key: string, rule: RateRule): Promise<RateLimitDecision>;
-  /** Gives back one unit that `rateLimit` took on `key` (the execution never ran). */
-  refundRate(key: string, rule: RateRule): Promise<void>;
+  /**
+   * Gives back what is left of one unit that `rateLimit` took on `key` (the execution never ran):
+   * `unitLeftMs` is the admission's `resetMs` minus the time since it was asked for (the guards
+   * pass it); nothing once that has passed, at most one interval. Without it, one interval: exact
+   * only while the bucket stayed drained since the admission.
+   */
+  refundRate(key: string, rule: RateRule, unitLeftMs?: number): Promise<void>;
   /**
    * Counts `member` against the budget `key` of at most `limit` members, once: a member counted
    * before is admitted again without counting. The record expires `ttlMs` after its first member.

@@ -22,7 +22,7 @@ export interface MemoryCounts {
    * counting what the shared store admitted: see rate-limit-guard.ts). Default 0.
    */
   rateLimit(key: string, rule: RateRule, toleranceMs?: number): RateLimitDecision;
-  refundRate(key: string, rule: RateRule): void;
+  refundRate(key: string, rule: RateRule, unitLeftMs?: number): void;
   claimBudget(key: string, member: string, limit: number, ttlMs: number): BudgetDecision;
   acquireLease(key: string, member: string, limit: number, ttlMs: number): LeaseDecision;
   releaseLease(key: string, member: string): void;
@@ -85,16 +85,20 @@ export function createMemoryCounts(read: () => Reading, rateKeptUntilFull = fals
       const { now } = reading;
       const interval = rule.windowMs / rule.limit;
       const tolerance = interval * rule.burst;
-      const tat = Math.max(live(rates, key, now)?.tat ?? now, now);
+      const entry = live(rates, key, now);
+      const tat = Math.max(entry?.tat ?? now, now);
       const nextTat = tat + interval;
       const allowAt = nextTat - tolerance;
       if (now + toleranceMs < allowAt) {
+        // Admission never later than the entry's end, as in the Redis script (scripts.ts).
+        const lives = (entry?.expiresAt ?? tat) - now;
+        const wait = Math.min(tat - now, lives + tolerance - interval);
         return withClockFallback(
           {
             allowed: false,
             remaining: 0,
-            resetMs: Math.ceil(tat - now),
-            retryAfterMs: Math.max(1, Math.ceil(allowAt - now)),
+            resetMs: Math.ceil(wait),
+            retryAfterMs: Math.max(1, Math.ceil(wait + interval - tolerance)),
           },
           reading.fellBack,
         );
@@ -108,11 +112,15 @@ export function createMemoryCounts(read: () => Reading, rateKeptUntilFull = fals
         reading.fellBack,
       );
     },
-    refundRate(key, rule) {
+    refundRate(key, rule, unitLeftMs) {
       const { now } = tick();
       const entry = live(rates, key, now);
       if (entry === undefined) return;
-      entry.tat -= rule.windowMs / rule.limit;
+      // What is left of the unit, at most an interval: as the Redis script (scripts.ts).
+      const interval = rule.windowMs / rule.limit;
+      const back = Math.min(interval, Math.max(0, unitLeftMs ?? interval));
+      if (back <= 0) return;
+      entry.tat -= back;
       if (entry.tat <= now) rates.delete(key);
     },
     claimBudget(key, member, limit, ttlMs) {

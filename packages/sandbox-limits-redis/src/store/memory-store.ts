@@ -82,9 +82,9 @@ export function memoryStoreOf(counts: MemoryCounts): LimitStore {
       checkRule(rule);
       return counts.rateLimit(key, rule);
     },
-    async refundRate(key, rule) {
+    async refundRate(key, rule, unitLeftMs) {
       checkRule(rule);
-      counts.refundRate(key, rule);
+      counts.refundRate(key, rule, unitLeftMs);
     },
     async claimBudget(key, member, limit, ttlMs) {
       checkLimitAndTtl(limit, ttlMs);
