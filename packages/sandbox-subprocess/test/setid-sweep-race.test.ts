@@ -64,6 +64,31 @@ describe('the set-id sweep of a directory another run still changes', () => {
     expect({ changed, sweptAtLeast: sweeps >= 20 }).toEqual({ changed: [], sweptAtLeast: true });
   }, 30_000);
 
+  it('clears set-id entries whose names are not UTF-8, and what they hold', () => {
+    // Found by a review of the sweep: listed as UTF-8, such a name was opened as another, taken
+    // for gone and skipped with all it held, and the sweep still said it was complete.
+    const writable = tempDir('/var/tmp');
+    /** `writable/NAME` for a name given as raw bytes. */
+    const inside = (name: number[]) =>
+      Buffer.concat([Buffer.from(`${writable}/`), Buffer.from(name)]);
+    const file = inside([0xff]);
+    const dir = inside([0x64, 0xfe]);
+    const inner = Buffer.concat([dir, Buffer.from('/inner')]);
+    writeFileSync(file, '');
+    chmodSync(file, 0o4755);
+    mkdirSync(dir);
+    chmodSync(dir, 0o2775);
+    writeFileSync(inner, '');
+    chmodSync(inner, 0o2755);
+    const sweep = sweepSetIdFiles([writable]);
+    const bits = (at: Buffer) => statSync(at).mode & 0o7777;
+    expect({
+      complete: sweep.complete,
+      cleared: sweep.cleared.length,
+      modes: [bits(file), bits(dir), bits(inner)],
+    }).toEqual({ complete: true, cleared: 3, modes: [0o755, 0o775, 0o755] });
+  });
+
   it('leaves a set-id file with another name (a hard link of a file elsewhere) and says so', () => {
     const writable = tempDir('/var/tmp');
     const host = tempDir('/var/tmp');

@@ -37,12 +37,14 @@ class SweepBound extends Error {}
 /** The path the kernel resolves to the object a descriptor holds, never by name again. */
 const held = (fd: number): string => `/proc/self/fd/${fd}`;
 
-/** Opens `name` in the directory `dirFd` holds, without following it; undefined if it is gone. */
-function openEntry(dirFd: number, name: string): number | undefined {
+/**
+ * Opens `name` (its bytes as listed: a name need not be UTF-8) in the directory `dirFd` holds,
+ * without following it; undefined if it is gone (a run sharing the directory may still run).
+ */
+function openEntry(dirFd: number, name: Buffer): number | undefined {
   try {
-    return openSync(`${held(dirFd)}/${name}`, openPath | O_NOFOLLOW);
+    return openSync(Buffer.concat([Buffer.from(`${held(dirFd)}/`), name]), openPath | O_NOFOLLOW);
   } catch (error) {
-    // Removed since the listing (a run sharing the directory may still run): nothing to clear.
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
   }
@@ -56,7 +58,7 @@ function openEntry(dirFd: number, name: string): number | undefined {
 export function sweepSetIdFiles(dirs: readonly string[]): SetIdSweep {
   const cleared: string[] = [];
   let entries = 0;
-  let kept = false;
+  let unsure = false;
 
   /** Clears the set-id bits of what `fd` holds; returns its fstat. */
   const check = (fd: number, path: string) => {
@@ -67,7 +69,7 @@ export function sweepSetIdFiles(dirs: readonly string[]): SetIdSweep {
     // and the sweep does not say the directories are clean. (A run cannot set these bits on a
     // file itself: seccomp refuses it. The kernel sets them only on directories.)
     if (!stat.isDirectory() && stat.nlink > 1) {
-      kept = true;
+      unsure = true;
       return stat;
     }
     chmodSync(held(fd), stat.mode & 0o7777 & ~setIdBits);
@@ -76,13 +78,19 @@ export function sweepSetIdFiles(dirs: readonly string[]): SetIdSweep {
   };
 
   const walk = (dirFd: number, dirPath: string, depth: number): void => {
-    const names = readdirSync(held(dirFd));
+    // Raw bytes: decoded as UTF-8, a name that is not would be opened as another (U+FFFD) and
+    // skipped as gone, with whatever it holds (found by a review of this sweep).
+    const names = readdirSync(held(dirFd), { encoding: 'buffer' });
     entries += names.length;
     if (entries > sweepEntryLimit) throw new SweepBound();
     for (const name of names) {
-      const path = join(dirPath, name);
+      const path = join(dirPath, name.toString('utf8'));
       const entry = openEntry(dirFd, name);
-      if (entry === undefined) continue;
+      // Gone since the listing: it may have moved where the walk has been, so not complete.
+      if (entry === undefined) {
+        unsure = true;
+        continue;
+      }
       try {
         if (!check(entry, path).isDirectory()) continue;
         if (depth >= sweepDepthLimit) throw new SweepBound();
@@ -112,5 +120,5 @@ export function sweepSetIdFiles(dirs: readonly string[]): SetIdSweep {
     // A bound reached, an entry that vanished or could not be read: the sweep did not finish.
     return { complete: false, cleared };
   }
-  return { complete: !kept, cleared };
+  return { complete: !unsure, cleared };
 }
