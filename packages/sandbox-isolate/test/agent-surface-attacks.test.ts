@@ -80,6 +80,26 @@ describe.each(['process', 'in-process'] as const)('TypeScript input, %s mode', (
     expect(expectResult(next).payload).toBe(4);
   });
 
+  it("runs small TypeScript at a short timeoutMs even when each strip starts a thread: starting one is not the input's time", async () => {
+    // Found by a review of the bound: a fresh thread (40–50 ms to load the stripper) was
+    // counted, and small TypeScript ended TIMEOUT at timeoutMs 30 alone, 100 eight at once.
+    const fresh = new SandboxEngine({ isolation, workers: 1, maxConcurrent: 8 });
+    try {
+      const code = 'const a: number = 1; return a';
+      const first = await fresh.run({ code, language: 'typescript', limits: { timeoutMs: 30 } });
+      const eight = await Promise.all(
+        Array.from({ length: 8 }, () =>
+          fresh.run({ code, language: 'typescript', limits: { timeoutMs: 100 } }),
+        ),
+      );
+      expect([first, ...eight].map((event) => expectResult(event).payload)).toEqual(
+        Array(9).fill(1),
+      );
+    } finally {
+      await fresh.dispose();
+    }
+  });
+
   it('serves TypeScript submitted beside a slow strip before the slow one ends', async () => {
     const order: string[] = [];
     const slow = engine

@@ -110,7 +110,8 @@ export class CodeExecutor {
         return ended === undefined ? answer : { ok: false, message: 'Execution has ended' };
       },
     };
-    const timer = setTimeout(() => end(timeoutError(limits.timeoutMs)), limits.timeoutMs - spentMs);
+    const left = Math.max(0, limits.timeoutMs - spentMs);
+    const timer = setTimeout(() => end(timeoutError(limits.timeoutMs)), left);
     const onAbort = () =>
       end(toSandboxErrorJSON(signal?.reason ?? new SandboxCancelledError(), 'CANCELLED'));
     if (signal?.aborted) onAbort();

@@ -35,6 +35,9 @@ const threadSource = `
 const { parentPort } = require('node:worker_threads');
 const { stripTypeScriptTypes } = require('node:module');
 process.emitWarning = () => {};
+// Loaded and compiled before it says it is ready: a strip's time is then the strip's alone.
+stripTypeScriptTypes('let ready: boolean = true', { mode: 'strip' });
+parentPort.postMessage({ ready: true });
 parentPort.on('message', ({ source }) => {
   try {
     parentPort.postMessage({ ok: true, code: stripTypeScriptTypes(source, { mode: 'strip' }) });
@@ -50,19 +53,28 @@ parentPort.on('message', ({ source }) => {
 /** How a strip ended that got no answer: past its deadline, or cancelled by its caller. */
 export type StripEnded = { ended: 'timeout' } | { ended: 'cancelled' };
 
+/** A strip's answer with the time the strip itself took, from a ready thread to its answer. */
+export type TimedStrip = (StripAnswer | StripEnded) & { stripMs: number };
+
 /** What a strip waits for and may be stopped by. */
 export interface StripBounds {
-  /** Milliseconds the strip may take; past them its thread is ended. */
+  /** Milliseconds the strip may take on a ready thread; past them its thread is ended. */
   deadlineMs: number;
-  /** Ends the strip (and its thread) when it aborts. */
+  /** Ends the strip (and its thread) when it aborts, whether or not it has started. */
   signal?: AbortSignal | undefined;
 }
 
 interface Pending {
   source: string;
-  settle: (answer: StripAnswer | StripEnded) => void;
+  settle: (answer: StripAnswer) => void;
   /** Whether it already ran once on a thread that broke: a second break is its own doing. */
   retried: boolean;
+}
+
+/** A stripper thread and whether it has loaded the stripper (false: it died first). */
+interface Thread {
+  readonly worker: Worker;
+  readonly ready: Promise<boolean>;
 }
 
 /**
@@ -73,21 +85,25 @@ interface Pending {
  * other execution's TypeScript behind it (22 s). Now a strip that outlives its deadline, or whose
  * execution is cancelled, ends its thread; and a strip never waits behind another: a busy thread
  * makes the next strip start one more (at most one per strip in flight, so no more than the
- * executions running), and one idle thread is kept for the next.
+ * executions running), and one idle thread is kept for the next. The deadline counts from when a
+ * ready thread takes the strip: starting a thread (40–50 ms, the host's cost) is not the input's
+ * (a review found small TypeScript ending TIMEOUT at `timeoutMs` 30–150 when it was counted).
  */
 class StripperThreads {
   readonly #idle: Worker[] = [];
 
-  strip(source: string, bounds: StripBounds): Promise<StripAnswer | StripEnded> {
-    const { promise, resolve } = Promise.withResolvers<StripAnswer | StripEnded>();
+  strip(source: string, bounds: StripBounds): Promise<TimedStrip> {
+    const { promise, resolve } = Promise.withResolvers<TimedStrip>();
     let current: Worker | undefined;
     let settled = false;
+    let timer: NodeJS.Timeout | undefined;
+    let postedAt: number | undefined;
     const finish = (answer: StripAnswer | StripEnded): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       bounds.signal?.removeEventListener('abort', onAbort);
-      resolve(answer);
+      resolve({ ...answer, stripMs: postedAt === undefined ? 0 : performance.now() - postedAt });
     };
     // Ended from here, the thread is ended too: its stripper may be anywhere in the strip.
     const stop = (ended: StripEnded): void => {
@@ -95,12 +111,18 @@ class StripperThreads {
       finish(ended);
     };
     const onAbort = (): void => stop({ ended: 'cancelled' });
-    const timer = setTimeout(() => stop({ ended: 'timeout' }), Math.max(0, bounds.deadlineMs));
     const request: Pending = { source, retried: false, settle: finish };
     const send = (): void => {
       if (settled) return;
-      current = this.#take();
-      this.#run(current, request, send);
+      const thread = this.#take();
+      current = thread.worker;
+      void thread.ready.then((ready) => {
+        if (settled) return;
+        if (!ready) return this.#broken(request, send);
+        postedAt ??= performance.now();
+        timer ??= setTimeout(() => stop({ ended: 'timeout' }), Math.max(0, bounds.deadlineMs));
+        this.#run(thread.worker, request, send);
+      });
     };
     if (bounds.signal?.aborted) onAbort();
     else {
@@ -110,31 +132,43 @@ class StripperThreads {
     return promise;
   }
 
-  /** An idle thread, or a new one when all are busy. */
-  #take(): Worker {
-    const worker = this.#idle.pop() ?? new Worker(threadSource, { eval: true });
-    // Only a thread with work keeps its process alive.
-    worker.ref();
-    return worker;
+  /** An idle (ready) thread, or a new one when all are busy. */
+  #take(): Thread {
+    const idle = this.#idle.pop();
+    if (idle !== undefined) {
+      idle.ref();
+      return { worker: idle, ready: Promise.resolve(true) };
+    }
+    const worker = new Worker(threadSource, { eval: true });
+    const ready = new Promise<boolean>((resolve) => {
+      worker.once('message', () => resolve(true));
+      worker.once('error', () => resolve(false));
+      worker.once('exit', () => resolve(false));
+    });
+    return { worker, ready };
   }
 
-  /** Runs one strip on `worker`; `again` sends it to a fresh thread after a break. */
+  /** A thread broke under `request`: once more on a fresh one, unless it already broke one. */
+  #broken(request: Pending, again: () => void): void {
+    if (request.retried) request.settle(stripperFailed);
+    else {
+      request.retried = true;
+      again();
+    }
+  }
+
+  /** Runs one strip on a ready `worker`; `again` sends it to a fresh thread after a break. */
   #run(worker: Worker, request: Pending, again: () => void): void {
     const done = (): void => {
       worker.removeAllListeners('message');
       worker.removeAllListeners('error');
       worker.removeAllListeners('exit');
     };
-    // A thread that died without answering (not expected, or ended past its deadline): one more
-    // try on a fresh thread, unless this strip already broke one.
+    // A thread that died without answering (not expected, or ended past its deadline).
     const died = (): void => {
       done();
       void worker.terminate();
-      if (request.retried) request.settle(stripperFailed);
-      else {
-        request.retried = true;
-        again();
-      }
+      this.#broken(request, again);
     };
     worker.on('error', died);
     worker.on('exit', died);
@@ -148,11 +182,7 @@ class StripperThreads {
       // A failure that may have broken the stripper: the thread is ended, and this strip goes
       // again, once, to a fresh one (a second such failure is its own doing).
       void worker.terminate();
-      if (request.retried) request.settle(stripperFailed);
-      else {
-        request.retried = true;
-        again();
-      }
+      this.#broken(request, again);
     });
     worker.postMessage({ source: request.source });
   }
@@ -177,11 +207,9 @@ const threads = new StripperThreads();
 
 /**
  * Runs Node's `stripTypeScriptTypes(source, { mode: 'strip' })` in a stripper thread, ending it
- * (and the thread) past `bounds.deadlineMs` or when `bounds.signal` aborts.
+ * (and the thread) `bounds.deadlineMs` after a ready thread took it or when `bounds.signal`
+ * aborts; the answer says how long the strip itself took.
  */
-export function stripInThread(
-  source: string,
-  bounds: StripBounds,
-): Promise<StripAnswer | StripEnded> {
+export function stripInThread(source: string, bounds: StripBounds): Promise<TimedStrip> {
   return threads.strip(source, bounds);
 }

@@ -19,16 +19,17 @@ const suffix = '\n})';
  * `erasableSyntaxOnly`). Types are removed, never checked. Strip mode puts whitespace where the
  * types were, so the JavaScript has the same length, lines and columns. The stripper runs in a
  * thread of its own (see type-stripper-thread.ts), ended past `bounds.deadlineMs` or when
- * `bounds.signal` aborts, which the answer then says (`ended`).
+ * `bounds.signal` aborts, which the answer then says (`ended`). `stripMs` is the strip's own time.
  */
 export async function stripTypes(
   code: string,
   bounds: StripBounds,
-): Promise<{ code: string } | { error: SandboxErrorJSON } | StripEnded> {
+): Promise<({ code: string } | { error: SandboxErrorJSON } | StripEnded) & { stripMs: number }> {
   const answer = await stripInThread(prefix + code + suffix, bounds);
-  if ('ended' in answer) return answer;
+  const { stripMs } = answer;
+  if ('ended' in answer) return { ended: answer.ended, stripMs };
   if (!answer.ok) {
-    return { error: syntaxError(answer.message, stripperLocation(answer.stack, code)) };
+    return { error: syntaxError(answer.message, stripperLocation(answer.stack, code)), stripMs };
   }
   const stripped = answer.code;
   if (
@@ -37,9 +38,9 @@ export async function stripTypes(
     !stripped.endsWith(suffix)
   ) {
     // Not what strip mode promises: the positions of errors would be wrong, so do not run it.
-    return { error: syntaxError('TypeScript could not be stripped in place', undefined) };
+    return { error: syntaxError('TypeScript could not be stripped in place', undefined), stripMs };
   }
-  return { code: stripped.slice(prefix.length, stripped.length - suffix.length) };
+  return { code: stripped.slice(prefix.length, stripped.length - suffix.length), stripMs };
 }
 
 /**
