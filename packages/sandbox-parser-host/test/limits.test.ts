@@ -1,5 +1,6 @@
 // Limits applied before any parser code runs: CPU (RLIMIT_CPU), memory (heap limit plus a bound
 // on Buffers), wall clock, and what happens to a promise that can never settle.
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { makeHost } from './helpers.ts';
 
@@ -16,6 +17,26 @@ describe('limits', () => {
       exitCode: null,
     });
     expect(result.confinement?.cpu).toBe('rlimit');
+  });
+
+  it('a warm spare that spent CPU importing its module still ends at the CPU limit, not CRASH', async () => {
+    // Found by a review: the CPU-limit label was judged by the call's wall time alone, and a
+    // spare's import had already spent part of the budget: CRASH "not by its CPU time limit"
+    // after 460 ms of a 1 s limit, 3 of 3.
+    const host = makeHost({
+      module: fileURLToPath(new URL('./fixtures/heavy-import.mjs', import.meta.url)),
+      warmSpare: true,
+      limits: { cpuSecs: 1, timeout: 20_000 },
+    });
+    await host.warm();
+    await new Promise((resolve) => setTimeout(resolve, 1_000)); // the spare has imported it
+    const result = await host.runParser('spin', null);
+    expect(result).toMatchObject({
+      ok: false,
+      code: 'TIMEOUT',
+      error: 'CPU time limit exceeded (1 s)',
+      signal: 'SIGXCPU',
+    });
   });
 
   it('an infinite loop under a short wall clock ends at the wall clock, leaving nothing', async () => {

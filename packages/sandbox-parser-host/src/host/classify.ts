@@ -24,6 +24,11 @@ export interface CallOutcome {
   limits: ParserLimits;
   stderr: string;
   durationMs: number;
+  /**
+   * How long the child has lived, when longer than the call: a warm spare imports the module
+   * (spending CPU under its RLIMIT_CPU) before its call starts.
+   */
+  lifetimeMs?: number;
   confinement: ConfinementReport;
   /** The egress proxy's report for the child, with a network allowlist. */
   network?: NetworkReport | undefined;
@@ -105,7 +110,7 @@ export function classify(outcome: CallOutcome): ParserResult {
   // stderr count only then (a parser that logged its payload and exited read as OOM, a Python
   // one too).
   if (exit.signal === 'SIGXCPU') {
-    return cpuLimitReachable(outcome.durationMs, limits.cpuSecs)
+    return cpuLimitReachable(outcome.lifetimeMs ?? outcome.durationMs, limits.cpuSecs)
       ? fail('TIMEOUT', `CPU time limit exceeded (${limits.cpuSecs} s)`)
       : fail('CRASH', 'child was killed by SIGXCPU (not by its CPU time limit)');
   }
@@ -125,9 +130,15 @@ export function classify(outcome: CallOutcome): ParserResult {
   return fail('CRASH', `child ${describeExit(exit)} without a response`);
 }
 
-/** Whether a child that ran `durationMs` can have used `cpuSecs` of CPU on this machine. */
-function cpuLimitReachable(durationMs: number, cpuSecs: number): boolean {
-  return durationMs * availableParallelism() >= cpuSecs * 1000;
+/**
+ * Accounting steps of the kernel's CPU clock, and CPU spent before the host's clock of the child
+ * started (a fork server's child, forked ahead of its call).
+ */
+const cpuSlackMs = 250;
+
+/** Whether a child alive `lifetimeMs` can have used `cpuSecs` of CPU on this machine. */
+function cpuLimitReachable(lifetimeMs: number, cpuSecs: number): boolean {
+  return (lifetimeMs + cpuSlackMs) * availableParallelism() >= cpuSecs * 1000;
 }
 
 function describeExit(exit: ChildExit): string {

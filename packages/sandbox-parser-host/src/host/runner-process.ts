@@ -39,6 +39,7 @@ export class RunnerProcess {
   /** Resolves when the runner is ready for its request, or has exited. */
   readonly ready: Promise<void>;
   readonly #nonce = randomBytes(32);
+  readonly #spawnedAt = performance.now();
   readonly #reader: ResponseReader;
   readonly #capture: OutputCapture;
   #stderrTail = '';
@@ -115,6 +116,7 @@ export class RunnerProcess {
       limits: request.limits,
       stderr: this.#capture.text(),
       durationMs: Math.round((performance.now() - startedAt) * 1000) / 1000,
+      lifetimeMs: performance.now() - this.#spawnedAt,
       confinement: child.confinement,
       // After the exit: the subprocess layer has closed the child's proxy listener by then.
       network: child.network?.report(),

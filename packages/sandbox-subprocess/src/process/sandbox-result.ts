@@ -218,9 +218,17 @@ function describeFailure(
   return { error: `Command failed with exit code ${exit.exitCode}`, code: 'RUNTIME' };
 }
 
+/**
+ * CPU a run's process may have used before its clock started (a pre-started sandbox's stub, the
+ * wrapper: RLIMIT_CPU counts all of a process's CPU, from before its exec too), with the kernel's
+ * accounting steps. Without it, a warm run's real CPU-limit kill on one core read as CRASH at
+ * 999 ms of a 1 s limit (found by a review).
+ */
+const cpuBeforeStartMs = 250;
+
 /** Whether a process of a run that lasted `durationMs` can have used `cpuSecs` (0: no limit). */
 function cpuLimitReachable(durationMs: number, cpuSecs: number): boolean {
-  return cpuSecs > 0 && durationMs * availableParallelism() >= cpuSecs * 1000;
+  return cpuSecs > 0 && (durationMs + cpuBeforeStartMs) * availableParallelism() >= cpuSecs * 1000;
 }
 
 /**
