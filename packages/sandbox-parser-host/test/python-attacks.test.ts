@@ -287,7 +287,7 @@ describe.each([
     );
   });
 
-  it("a payload nested deeper than Python's json reads is a VALIDATION failure, and the slot goes on", async () => {
+  it("a payload Python's json cannot read is answered (VALIDATION, or OOM when its decoded form is too big), and the slot goes on", async () => {
     // Found by an attack review: 2 KB nested 1000 deep made the runner exit without a response
     // (CRASH, its traceback in stderr), and under a fork server each such call cost the slot a
     // new zygote. maxConcurrent 1: every call goes to the same slot.
@@ -301,11 +301,31 @@ describe.each([
     const before = await parsers.runParser('imported_at', null);
     const refused = await parsers.runParser('huge', deep);
     const after = await parsers.runParser('imported_at', null);
-    expect({ code: refused.code, error: refused.error, stderr: refused.stderr }).toEqual({
-      code: 'VALIDATION',
-      error: "payload or kwargs nested deeper than Python's json module reads (about 990 levels)",
-      stderr: '',
+    // Two more a review found: an integer over Python's 4300-digit limit, and a payload whose
+    // decoded form needs more memory than the child has (15 MB of empty arrays).
+    const digits = await parsers.runParser('huge', JSON.rawJSON('9'.repeat(5_000)));
+    const wide = await parsers.runParser('huge', new Array(5_000_000).fill([]), {
+      memoryBytes: 256 * 1024 * 1024,
     });
+    expect(
+      [refused, digits, wide].map((result) => [result.code, result.error, result.stderr]),
+    ).toEqual([
+      [
+        'VALIDATION',
+        "payload or kwargs nested deeper than Python's json module reads (about 990 levels)",
+        '',
+      ],
+      [
+        'VALIDATION',
+        "payload or kwargs Python's json module cannot read: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits; use sys.set_int_max_str_digits() to increase the limit",
+        '',
+      ],
+      [
+        'OOM',
+        'memory limit exceeded: MemoryError decoding the payload (RLIMIT_AS 268435456 bytes)',
+        '',
+      ],
+    ]);
     // One zygote served all three (its import time unchanged); a spawned child per call otherwise.
     const sameProcessImport = before.ok && after.ok && after.data === before.data;
     expect(sameProcessImport).toBe('processModel' in options);

@@ -209,17 +209,31 @@ def main():
     body = read_exactly(from_bytes(header, "big"))
     if body is None:
         fail("stdin closed in the middle of the request")
+    # A request json cannot read is answered, not a crash: uncaught, the runner exited without a
+    # response, and in a fork server each such payload cost its slot a new zygote (found by
+    # attack reviews: 2 KB nested 1000 deep, 15 MB of empty arrays, a 5000-digit integer).
+    # Answered once out of the except block, whose traceback holds what the decoder built.
+    unreadable = None
     try:
         request = loads(body.decode("utf-8"))
     except recursion_error:
         # The C decoder stops at the recursion limit (about 990 levels; Node's reads any depth).
-        # Answered, not a crash: uncaught, this exited without a response, and in a fork server
-        # every such 2 KB payload cost its slot a new zygote (found by an attack review).
-        respond_error(
+        unreadable = (
             "invalid-payload",
             "payload or kwargs nested deeper than Python's json module reads (about "
             + str_type(recursion_limit - 10) + " levels)",
         )
+    except memory_error:
+        unreadable = (
+            "memory-exceeded",
+            "memory limit exceeded: MemoryError decoding the payload (RLIMIT_AS "
+            + str_type(memory_bytes) + " bytes)",
+        )
+    except exception as error:
+        unreadable = ("invalid-payload", "payload or kwargs Python's json module cannot read: " + describe(error))
+    if unreadable is not None:
+        body = None
+        respond_error(unreadable[0], unreadable[1])
     if type_of(request) is not dict or request.get("v") != 1 or type(request.get("parser")) is not str_type:
         fail("unsupported request (expected protocol version 1)")
     if fork_server_mode:
