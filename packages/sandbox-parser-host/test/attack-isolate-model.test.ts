@@ -254,6 +254,17 @@ describe('attack-25: isolate model', () => {
     expect(isolateChildren()).toEqual([child]);
   });
 
+  it("parser code cannot reach the bootstrap's functions through a sloppy caller chain", async () => {
+    // Found by a review: a toJSON made with new Function read arguments.callee.caller, the
+    // bootstrap's settle, which hands the outcome to the host. The bootstrap is strict now, so
+    // V8 hides it.
+    const host = makeHost({ module, processModel: 'isolate' });
+    expect(brief(await host.runParser('callers', null))).toEqual({
+      ok: true,
+      data: ['null', 'null'],
+    });
+  });
+
   it("a module that throws isolated-vm's timeout words at once fails to load (RUNTIME), not TIMEOUT", async () => {
     // Found by an attack review: TIMEOUT, timedOut: true, after 251 ms of a 3 s timeout.
     const host = makeHost({

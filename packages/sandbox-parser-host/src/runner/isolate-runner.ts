@@ -150,6 +150,9 @@ async function readModuleGraph(ivm: Ivm, entryPath: string): Promise<Map<string,
  */
 const startedSignal = 'parser started';
 
+/** The outcomes the bootstrap delivers (see {@link bootstrapSource}). */
+const outcomeKinds = new Set(['ok', 'threw', 'bad', 'unknown']);
+
 /**
  * Runs inside each isolate before the module: takes the intrinsics the call needs before parser
  * code can replace them, and returns [call, collect]. `call` starts the parser and throws
@@ -174,6 +177,7 @@ const startedSignal = 'parser started';
  * removed (toLocaleString and localeCompare keep working: V8 frees what they use).
  */
 const bootstrapSource = `(() => {
+  'use strict';
   delete globalThis.WebAssembly;
   delete globalThis.SharedArrayBuffer;
   delete globalThis.Intl;
@@ -366,9 +370,13 @@ class IsolateServer {
       }
       return error('load-error', `cannot load parser module: ${message}`);
     }
+    // The first outcome only, of a kind the bootstrap makes, as strings: what reaches `deliver`
+    // is trusted no further than the bootstrap's strictness keeps parser code from it (a review
+    // reached `settle` through a sloppy toJSON's `arguments.callee.caller` before it was strict).
     let delivered: string | undefined;
-    const deliver = new ivm.Callback((kind: string, text: string) => {
-      delivered = `${kind}\n${text}`;
+    const deliver = new ivm.Callback((kind: unknown, text: unknown) => {
+      if (delivered !== undefined || typeof kind !== 'string' || typeof text !== 'string') return;
+      if (outcomeKinds.has(kind)) delivered = `${kind}\n${text}`;
     });
     const signal = await start
       .apply(
