@@ -64,47 +64,50 @@ describe('the set-id sweep of a directory another run still changes', () => {
     expect({ changed, sweptAtLeast: sweeps >= 20 }).toEqual({ changed: [], sweptAtLeast: true });
   }, 30_000);
 
-  it('clears set-id entries whose names are not UTF-8, and what they hold', () => {
+  it('clears set-gid directories whose names are not UTF-8, and what they hold', () => {
     // Found by a review of the sweep: listed as UTF-8, such a name was opened as another, taken
     // for gone and skipped with all it held, and the sweep still said it was complete.
     const writable = tempDir('/var/tmp');
     /** `writable/NAME` for a name given as raw bytes. */
     const inside = (name: number[]) =>
       Buffer.concat([Buffer.from(`${writable}/`), Buffer.from(name)]);
-    const file = inside([0xff]);
-    const dir = inside([0x64, 0xfe]);
-    const inner = Buffer.concat([dir, Buffer.from('/inner')]);
-    writeFileSync(file, '');
-    chmodSync(file, 0o4755);
-    mkdirSync(dir);
-    chmodSync(dir, 0o2775);
-    writeFileSync(inner, '');
-    chmodSync(inner, 0o2755);
+    const dir = inside([0xff]);
+    const outer = inside([0x64, 0xfe]);
+    const inner = Buffer.concat([outer, Buffer.from('/inner')]);
+    for (const at of [dir, outer, inner]) {
+      mkdirSync(at);
+      chmodSync(at, 0o2775);
+    }
     const sweep = sweepSetIdFiles([writable]);
     const bits = (at: Buffer) => statSync(at).mode & 0o7777;
     expect({
       complete: sweep.complete,
       cleared: sweep.cleared.length,
-      modes: [bits(file), bits(dir), bits(inner)],
-    }).toEqual({ complete: true, cleared: 3, modes: [0o755, 0o775, 0o755] });
+      modes: [bits(dir), bits(outer), bits(inner)],
+    }).toEqual({ complete: true, cleared: 3, modes: [0o775, 0o775, 0o775] });
   });
 
-  it('leaves a set-id file with another name (a hard link of a file elsewhere) and says so', () => {
+  it("leaves a set-id file (a hard link of a file elsewhere, or the host's) and says so", () => {
     const writable = tempDir('/var/tmp');
     const host = tempDir('/var/tmp');
     writeFileSync(join(host, 'tool'), '');
     chmodSync(join(host, 'tool'), 0o4755);
     linkSync(join(host, 'tool'), join(writable, 'tool'));
+    // One name only proves nothing either: a review linked and unlinked a host file in a loop.
+    writeFileSync(join(writable, 'placed'), '');
+    chmodSync(join(writable, 'placed'), 0o2755);
     mkdirSync(join(writable, 'shared'));
     chmodSync(join(writable, 'shared'), 0o2775);
     const sweep = sweepSetIdFiles([writable]);
     expect({
       sweep,
       tool: bitsOf(join(host, 'tool')),
+      placed: bitsOf(join(writable, 'placed')),
       shared: bitsOf(join(writable, 'shared')),
     }).toEqual({
       sweep: { complete: false, cleared: [join(writable, 'shared')] },
       tool: 0o4755,
+      placed: 0o2755,
       shared: 0o775,
     });
   });
