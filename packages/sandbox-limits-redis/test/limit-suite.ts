@@ -35,6 +35,31 @@ function tally<Lease extends GuardLease>(results: PromiseSettledResult<Lease>[])
   return { leases, codes };
 }
 
+/**
+ * A rate limit of 10 per 400 ms (burst 10) on `store` for one new user, without a refusal cache:
+ * `take` acquires a lease, `attempt` counts 1 for an admission and 0 for RATE_LIMITED.
+ */
+function tenPer400Ms(store: LimitStore) {
+  const guard = createRateLimitGuard({
+    timeoutMs: 10_000,
+    store,
+    limit: 10,
+    windowMs: 400,
+    refusalCache: 0,
+  });
+  const userId = newId('user');
+  const take = () => guard.acquire(context({ userId }));
+  const attempt = () =>
+    take().then(
+      () => 1,
+      (error: unknown) => {
+        if (isSandboxError(error) && error.code === 'RATE_LIMITED') return 0;
+        throw error;
+      },
+    );
+  return { take, attempt };
+}
+
 // Generous store timeouts: on a loaded 2-core machine a Redis answer can take over a second, and
 // these tests are about limits, not outages (redis-process.test.ts tests the timeout).
 const patient = { timeoutMs: 10_000 } as const;
@@ -407,30 +432,13 @@ export function limitSuite(makeBackend: () => Promise<Backend>, scripts = true):
       // Found by an attack review: 10 units held without running, the bucket left to refill,
       // 10 run, the 10 held refunded, 10 more run: 20 in a few ms where the bound allows 10
       // (memory and Redis alike). A refund now gives back only what is left of its unit.
-      const guard = createRateLimitGuard({
-        ...patient,
-        store: stores[0]!,
-        limit: 10,
-        windowMs: 400,
-        refusalCache: 0,
-      });
-      const userId = newId('user');
-      const attempt = () =>
-        guard.acquire(context({ userId })).then(
-          () => 1,
-          (error: unknown) => {
-            if (isSandboxError(error) && error.code === 'RATE_LIMITED') return 0;
-            throw error;
-          },
-        );
+      const { take, attempt } = tenPer400Ms(stores[0]!);
       const burst = async () => {
         let ran = 0;
         for (let n = 0; n < 20; n++) ran += await attempt();
         return ran;
       };
-      const held = await Promise.all(
-        Array.from({ length: 10 }, () => guard.acquire(context({ userId }))),
-      );
+      const held = await Promise.all(Array.from({ length: 10 }, take));
       await sleep(500); // a full bucket again
       const started = performance.now();
       const first = await burst();
@@ -441,6 +449,31 @@ export function limitSuite(makeBackend: () => Promise<Backend>, scripts = true):
       const bound = Math.floor(10 + (elapsed * 10) / 400);
       expect({ first, withinBound: first + second <= bound }).toEqual({
         first: 10,
+        withinBound: true,
+      });
+    });
+
+    it('units refunded in turns, then held ones refunded half a window later: still no more than the bound', async () => {
+      // Found by a review of the refund fix: each refund moves later units' slots earlier, which
+      // their own resetMs does not know; 10 leases kept from rounds of take-and-refund gave back
+      // whole intervals half a window later, and 15 ran where the bound allowed 10.
+      const { take, attempt } = tenPer400Ms(stores[0]!);
+      const kept = [];
+      for (let round = 0; round < 10; round++) {
+        const batch = [];
+        for (let n = 0; n < 10 - round; n++) batch.push(await take());
+        for (const lease of batch.slice(0, -1)) await lease.refund();
+        kept.push(batch.at(-1)!);
+      }
+      await sleep(200); // half the bucket refills
+      const started = performance.now();
+      let ran = 0;
+      for (let n = 0; n < 20; n++) ran += await attempt();
+      await Promise.all(kept.map((lease) => lease.refund()));
+      for (let n = 0; n < 20; n++) ran += await attempt();
+      const elapsed = performance.now() - started;
+      // burst 10 + elapsed × 10 / 400 ms, rounded down, as docs/limits.md states it.
+      expect({ withinBound: ran <= Math.floor(10 + (elapsed * 10) / 400) }).toEqual({
         withinBound: true,
       });
     });

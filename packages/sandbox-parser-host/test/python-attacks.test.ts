@@ -403,3 +403,34 @@ describe.each([
     expect(result).toMatchObject({ ok: false, code: 'CRASH', signal: 'SIGKILL' });
   });
 });
+
+describe('a warm spare', () => {
+  it('a SIGXCPU a parser sends itself is not the CPU limit, however long its spare waited', async () => {
+    // Found by a review: the spare's idle wait counted as busy time, and after 3 s idle a
+    // parser's own SIGXCPU (cpuSecs 5, 2 cores) read as "CPU time limit exceeded".
+    const parsers = makePythonHost({ module: pythonAttacksPath, warmSpare: true });
+    await parsers.warm();
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const result = await parsers.runParser('own_sigxcpu', null);
+    expect([result.code, result.error]).toEqual([
+      'CRASH',
+      'child was killed by SIGXCPU (not by its CPU time limit)',
+    ]);
+  });
+});
+
+describe('lone surrogates', () => {
+  it('in an error message or a parser name are answered, not a crash of the runner', async () => {
+    // Found by a review: the runner wrote its error response as UTF-8, which a lone surrogate
+    // has none of, and exited without an answer (CRASH), before any parser code for a name.
+    const parsers = makePythonHost();
+    const results = await Promise.all([
+      parsers.runParser('throws', { id: '\ud800' }),
+      parsers.runParser('no\ud800such', null),
+    ]);
+    expect(results.map((result) => [result.code, result.error])).toEqual([
+      ['RUNTIME', 'bad frame: \ud800'],
+      ['VALIDATION', 'Unknown parser: no\ud800such'],
+    ]);
+  });
+});

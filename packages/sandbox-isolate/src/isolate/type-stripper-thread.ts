@@ -114,7 +114,14 @@ class StripperThreads {
     const request: Pending = { source, retried: false, settle: finish };
     const send = (): void => {
       if (settled) return;
-      const thread = this.#take();
+      let thread: Thread;
+      try {
+        thread = this.#take();
+      } catch {
+        // No thread could start (out of memory or threads): the strip fails, nothing waits.
+        finish(stripperFailed);
+        return;
+      }
       current = thread.worker;
       void thread.ready.then((ready) => {
         if (settled) return;

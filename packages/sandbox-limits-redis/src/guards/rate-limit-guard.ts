@@ -18,6 +18,7 @@ import {
   millis,
   whenMissingSchema,
 } from './guard-options.ts';
+import { RefundLog, type UnitTimes } from './refund-log.ts';
 import { RefusalCache } from './refusal-cache.ts';
 import { createStoreCaller, type StoreOutcome } from './store-call.ts';
 import { createWarner } from './warnings.ts';
@@ -110,16 +111,38 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       () => {},
       (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
     );
-  const refund: Refund = (key, refusalKey, left) => {
+  const interval = windowMs / limit;
+  const refunds = new RefundLog(interval * rule.burst + settings.timeoutMs);
+  /**
+   * What is left of a unit answered at `answeredAt` with `resetMs`: its time less what has
+   * passed and what was given back on its key since (see refund-log.ts), at most one interval.
+   * Logged as given back.
+   */
+  const unitLeft = (key: string, answeredAt: number, resetMs: UnitTimes): UnitTimes => {
+    // Less 1 ms: a store timed by whole milliseconds (clock 'host') can count up to 1 ms behind
+    // this clock, and a unit refunded at once must come back whole.
+    const since = performance.now() - answeredAt - 1;
+    const moved = refunds.since(key, answeredAt);
+    const left = (reset: number, shift: number) =>
+      Math.min(interval, Math.max(0, reset - since - shift));
+    const given = {
+      store: left(resetMs.store, moved.store),
+      ledger: left(resetMs.ledger, moved.ledger),
+    };
+    refunds.add(key, given);
+    return given;
+  };
+  const refund: Refund = (key, refusalKey, answeredAt, resetMs) => {
     // The store may admit this user sooner now: stop refusing them here.
     refusals?.forget(refusalKey);
+    const left = unitLeft(key, answeredAt, resetMs);
     ledger.refundRate(key, rule, left.ledger);
     return refundShared(key, left.store);
   };
   const keyPrefix = `${name}:rate:`;
   // A unit the insurance store granted is in this host's ledger alone: it goes back there.
-  const refundInsured: Refund = (key, _refusalKey, left) => {
-    ledger.refundRate(key, rule, left.ledger);
+  const refundInsured: Refund = (key, _refusalKey, answeredAt, resetMs) => {
+    ledger.refundRate(key, rule, unitLeft(key, answeredAt, resetMs).ledger);
     return Promise.resolve();
   };
   const message = `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in `;
@@ -243,24 +266,24 @@ const unlimited: RateLimitLease = Object.freeze({
 });
 
 /** Milliseconds of one unit, per counter: the store's and this host's ledger's. */
-interface UnitTimes {
-  store: number;
-  ledger: number;
-}
-
 /**
- * Gives what is left of one unit of `key` back to the store that granted it and to the ledger
- * (`refusalKey`: the user's in the cache).
+ * Gives what is left of one unit of `key`, answered at `answeredAt` with `resetMs`, back to the
+ * store that granted it and to the ledger (`refusalKey`: the user's in the cache).
  */
-type Refund = (key: string, refusalKey: string, left: UnitTimes) => Promise<void>;
+type Refund = (
+  key: string,
+  refusalKey: string,
+  answeredAt: number,
+  resetMs: UnitTimes,
+) => Promise<void>;
 
 /**
  * The lease of an admitted check. A class rather than closures: one object per admission on the
  * hot path. Releasing gives nothing back (the run spent its unit); `refund` does, once: what is
- * left of the unit, its `resetMs` less the time since the answer arrived (a unit whose time has
- * passed holds nothing any more). The store counted the unit before its answer travelled back, so
- * this can give back up to one round trip (plus 1 ms) of refill beyond what is left, never more
- * than the unit.
+ * left of the unit, its `resetMs` less the time since the answer arrived and less what was given
+ * back on its key on this host since (a unit whose time has passed holds nothing any more). The
+ * store counted the unit before its answer travelled back, so this can give back up to one round
+ * trip (plus 1 ms) of refill beyond what is left, never more than the unit.
  */
 class AdmittedRate implements RateLimitLease {
   readonly decision: RateLimitDecision;
@@ -286,13 +309,7 @@ class AdmittedRate implements RateLimitLease {
   }
 
   refund(): Promise<void> {
-    if (this.#refunded === undefined) {
-      // Less 1 ms: a store timed by whole milliseconds (clock 'host') can count up to 1 ms
-      // behind this clock, and a unit refunded at once must come back whole.
-      const since = performance.now() - this.#answeredAt - 1;
-      const left = { store: this.#resetMs.store - since, ledger: this.#resetMs.ledger - since };
-      this.#refunded = this.#refund(this.#key, this.#refusalKey, left);
-    }
+    this.#refunded ??= this.#refund(this.#key, this.#refusalKey, this.#answeredAt, this.#resetMs);
     return this.#refunded;
   }
 

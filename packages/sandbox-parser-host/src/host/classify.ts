@@ -25,7 +25,7 @@ export interface CallOutcome {
   stderr: string;
   durationMs: number;
   /**
-   * How long the child has lived, when longer than the call: a warm spare imports the module
+   * How long the child was busy, when longer than the call: a warm spare imports the module
    * (spending CPU under its RLIMIT_CPU) before its call starts.
    */
   lifetimeMs?: number;

@@ -40,6 +40,8 @@ export class RunnerProcess {
   readonly ready: Promise<void>;
   readonly #nonce = randomBytes(32);
   readonly #spawnedAt = performance.now();
+  /** When the runner had loaded the module and was ready for its request. */
+  #readyAt: number | undefined;
   readonly #reader: ResponseReader;
   readonly #capture: OutputCapture;
   #stderrTail = '';
@@ -55,7 +57,10 @@ export class RunnerProcess {
     this.ready = new Promise((resolve) => {
       markReady = resolve;
     });
-    this.#reader = new ResponseReader(this.#nonce, caps.maxOutputBytes, () => markReady());
+    this.#reader = new ResponseReader(this.#nonce, caps.maxOutputBytes, () => {
+      this.#readyAt ??= performance.now();
+      markReady();
+    });
     child.response.on('data', (chunk: Buffer) => {
       const state = this.#reader.push(chunk);
       if (state.kind === 'refused' && state.reason === 'too-large') {
@@ -116,7 +121,12 @@ export class RunnerProcess {
       limits: request.limits,
       stderr: this.#capture.text(),
       durationMs: Math.round((performance.now() - startedAt) * 1000) / 1000,
-      lifetimeMs: performance.now() - this.#spawnedAt,
+      // Its busy time: loading (a warm spare's import spends CPU before the call) and the call;
+      // a spare's idle wait between them spends none (counted, a parser's own SIGXCPU on a
+      // spare idle 3 s read as the CPU limit: found by a review).
+      lifetimeMs:
+        Math.max(0, Math.min(this.#readyAt ?? startedAt, startedAt) - this.#spawnedAt) +
+        (performance.now() - startedAt),
       confinement: child.confinement,
       // After the exit: the subprocess layer has closed the child's proxy listener by then.
       network: child.network?.report(),

@@ -41,6 +41,7 @@ def main():
     loads = json.loads
     # The C encoder itself: json.dumps goes through Python code that looks builtins up at run time.
     make_encoder, encode_string = json.encoder.c_make_encoder, json.encoder.c_encode_basestring
+    encode_ascii = json.encoder.c_encode_basestring_ascii
     join = "".join
     set_recursion_limit, recursion_limit = sys.setrecursionlimit, sys.getrecursionlimit()
     memory_error, recursion_error = MemoryError, RecursionError
@@ -185,7 +186,9 @@ def main():
     def respond_error(kind, message):
         if length(message) > error_message_limit:
             message = message[:error_message_limit] + "…"
-        respond('{"ok":false,"kind":"' + kind + '","error":' + encode_string(message) + "}", exit_error)
+        # Escaped to ASCII: a message may hold a lone surrogate (a payload's, or a parser name's),
+        # which has no UTF-8; written raw it made the runner crash before answering (a review).
+        respond('{"ok":false,"kind":"' + kind + '","error":' + encode_ascii(message) + "}", exit_error)
 
     if fork_server_mode:
         # Returns in each call's child only; what import left behind is frozen first, so that
