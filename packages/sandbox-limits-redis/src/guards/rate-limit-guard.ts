@@ -186,9 +186,8 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
     const decision = outcome.value;
     if (outcome.insured) {
       if (decision.allowed) {
-        const resetMs = { store: decision.resetMs, ledger: decision.resetMs };
         const insured = { ...decision, insured: true } as const;
-        return new AdmittedRate(insured, key, refusalKey, refundInsured, resetMs);
+        return new AdmittedRate(insured, key, refusalKey, refundInsured, decision.resetMs);
       }
       throw refused(decision.retryAfterMs, decision.resetMs, false, { insured: true });
     }
@@ -209,8 +208,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       refusals?.refuse(refusalKey, retryAfterMs, counted.resetMs);
       throw refused(retryAfterMs, counted.resetMs, false, { thisHost: true });
     }
-    const resetMs = { store: decision.resetMs, ledger: counted.resetMs };
-    return new AdmittedRate(decision, key, refusalKey, refund, resetMs);
+    return new AdmittedRate(decision, key, refusalKey, refund, counted.resetMs);
   };
   const refuseLocally = (error: Error): Promise<never> => {
     // Rejected a microtask later, once the caller has attached its handler: a promise rejected
@@ -265,7 +263,6 @@ const unlimited: RateLimitLease = Object.freeze({
   release: nothingToRelease,
 });
 
-/** Milliseconds of one unit, per counter: the store's and this host's ledger's. */
 /**
  * Gives what is left of one unit of `key`, answered at `answeredAt` with `resetMs`, back to the
  * store that granted it and to the ledger (`refusalKey`: the user's in the cache).
@@ -291,7 +288,8 @@ class AdmittedRate implements RateLimitLease {
   readonly #refusalKey: string;
   readonly #refund: Refund;
   readonly #answeredAt = performance.now();
-  readonly #resetMs: UnitTimes;
+  /** The ledger's `resetMs` for this unit (the store's is the decision's). */
+  readonly #ledgerResetMs: number;
   #refunded: Promise<void> | undefined;
 
   constructor(
@@ -299,17 +297,20 @@ class AdmittedRate implements RateLimitLease {
     key: string,
     refusalKey: string,
     refund: Refund,
-    resetMs: UnitTimes,
+    ledgerResetMs: number,
   ) {
     this.decision = decision;
     this.#key = key;
     this.#refusalKey = refusalKey;
     this.#refund = refund;
-    this.#resetMs = resetMs;
+    this.#ledgerResetMs = ledgerResetMs;
   }
 
   refund(): Promise<void> {
-    this.#refunded ??= this.#refund(this.#key, this.#refusalKey, this.#answeredAt, this.#resetMs);
+    if (this.#refunded === undefined) {
+      const resetMs = { store: this.decision.resetMs, ledger: this.#ledgerResetMs };
+      this.#refunded = this.#refund(this.#key, this.#refusalKey, this.#answeredAt, resetMs);
+    }
     return this.#refunded;
   }
 

@@ -41,7 +41,7 @@ const kindCodes: Record<ResponseErrorKind, SandboxErrorCode> = {
   'unknown-parser': 'VALIDATION',
   'invalid-result': 'VALIDATION',
   'result-too-large': 'VALIDATION',
-  // The Python runner's json module cannot read the request (nested too deeply).
+  // The Python runner's json module cannot read the request (too deep, an over-long integer).
   'invalid-payload': 'VALIDATION',
   // The Python runner's MemoryError under RLIMIT_AS.
   'memory-exceeded': 'OOM',

@@ -52,8 +52,8 @@ function openEntry(dirFd: number, name: Buffer): number | undefined {
 }
 
 /**
- * Checks every entry under `dirs` (never following a symlink, wherever it appears) and clears
- * set-id bits. Synchronous: `execSync` needs it too, and the walk is bounded by
+ * Checks every entry under `dirs` (never following a symlink, wherever it appears), clears the
+ * set-id bits of directories and reports set-id files (`complete: false`). Synchronous: `execSync` needs it too, and the walk is bounded by
  * {@link sweepEntryLimit} and {@link sweepDepthLimit}.
  */
 export function sweepSetIdFiles(dirs: readonly string[]): SetIdSweep {
