@@ -8,7 +8,7 @@ import { python } from './support/helpers.ts';
 
 // `hold` takes every instance, queue byte and queued signal its uid may have, prints how many,
 // and keeps them until stdin closes; `probe` asks for one of each and prints the errno (0: got it).
-const script = String.raw`
+const script = `
 import ctypes, os, signal, sys
 libc = ctypes.CDLL(None, use_errno=True)
 class Attr(ctypes.Structure):
@@ -43,7 +43,9 @@ const EAGAIN = 11;
 const policy = { allowNetwork: false, allowFileWrites: false, timeoutMs: 30_000 } as const;
 
 /** Runs `probe` while another run under the default identity holds all three counts. */
-async function probeWhileHeld(probePolicy: typeof policy & { runAs?: { uid: number; gid: number } }) {
+async function probeWhileHeld(
+  probePolicy: typeof policy & { runAs?: { uid: number; gid: number } },
+) {
   const holder = createSandbox(policy).spawn(python, ['-c', script, 'hold']);
   try {
     const held = await firstLine(holder.stdout);
