@@ -79,6 +79,7 @@ export {
   privateClasses,
 } from './network/address-class.ts';
 export { type Admission, admitDestination, type NetworkLookup } from './network/admit.ts';
+export { hostLocalAddresses } from './network/host-addresses.ts';
 export { formatHostPattern, type HostPattern, parseHostPattern } from './network/host-pattern.ts';
 export {
   formatIpAddress,

@@ -396,4 +396,73 @@ describe('createFetchTool: bounds of an execution', () => {
       },
     );
   });
+
+  it('refuses port 0, which Node would send to the scheme’s default port past a deny entry for it', async () => {
+    // The tests run as root: a server on 127.0.0.7:80 stands for the denied admin service.
+    const admin = createServer((_request, response) => response.end('admin panel'));
+    await new Promise<void>((resolve) => admin.listen(80, '127.0.0.7', resolve));
+    let requests = 0;
+    admin.on('request', () => {
+      requests += 1;
+    });
+    try {
+      await withFetch(
+        {
+          allow: ['*.corp.test'],
+          deny: ['admin.corp.test:80', 'admin.corp.test:443'],
+          allowPrivate: true,
+        },
+        { lookup: async () => [{ address: '127.0.0.7', family: 4 }] },
+        async (corp) => {
+          for (const url of ['http://admin.corp.test:0/', 'http://admin.corp.test/']) {
+            const error = expectError(
+              await corp.run({ code: `return await tools.fetch({ url: '${url}' })` }),
+              'RUNTIME',
+            );
+            expect(error.message).toContain(
+              url.includes(':0/')
+                ? 'port 0 names no server'
+                : 'egress refused admin.corp.test:80: denied',
+            );
+          }
+        },
+      );
+    } finally {
+      admin.close();
+    }
+    expect(requests).toBe(0);
+  });
+
+  it('ends a call answered 101 (Switching Protocols) at once, not at the execution’s timeout', async () => {
+    const { createServer: createTcpServer } = await import('node:net');
+    const upgrading = createTcpServer((socket) =>
+      socket.once('data', () =>
+        socket.write(
+          'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n',
+        ),
+      ),
+    );
+    const upgradePort = await new Promise<number>((resolve) =>
+      upgrading.listen(0, '127.0.0.1', () => resolve((upgrading.address() as AddressInfo).port)),
+    );
+    try {
+      await withFetch(
+        { allow: ['api.test'], allowPrivate: true },
+        { timeoutMs: 60_000, lookup },
+        async (patient) => {
+          const started = performance.now();
+          const error = expectError(
+            await patient.run({
+              code: `return await tools.fetch({ url: 'http://api.test:${upgradePort}/' })`,
+            }),
+            'RUNTIME',
+          );
+          expect(error.message).toContain(`api.test:${upgradePort} switched protocols (101)`);
+          expect(performance.now() - started).toBeLessThan(5_000); // before: the execution's 30 s timeout
+        },
+      );
+    } finally {
+      upgrading.close();
+    }
+  });
 });

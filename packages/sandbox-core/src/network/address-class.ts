@@ -34,6 +34,10 @@ const specialRanges: readonly (readonly [string, AddressClass])[] = [
   ['169.254.169.254/32', 'metadata'], // AWS, GCP, Azure, OpenStack
   ['100.100.100.200/32', 'metadata'], // Alibaba Cloud
   ['fd00:ec2::254/128', 'metadata'], // AWS over IPv6
+  ['fd00:ec2::23/128', 'metadata'], // AWS EKS Pod Identity Agent over IPv6
+  ['fd20:ce::254/128', 'metadata'], // GCP over IPv6
+  ['fd00:42::42/128', 'metadata'], // Scaleway over IPv6
+  ['168.63.129.16/32', 'metadata'], // Azure WireServer (a public address every Azure VM reaches)
   ['0.0.0.0/8', 'unspecified'], // "this network": connect() to it reaches the host
   ['10.0.0.0/8', 'private'],
   ['100.64.0.0/10', 'cgnat'],
@@ -92,20 +96,24 @@ export function embeddedIpv4(address: IpAddress): IpAddress | undefined {
 
 /**
  * The class of `address`. IPv4-mapped, IPv4-translated, NAT64 and 6to4 IPv6 addresses take the
- * class of the IPv4 address inside (`::ffff:127.0.0.1` is loopback). `hostAddresses` are the
- * host's own interface addresses: one of them is `host` unless the table already names it.
+ * class of the IPv4 address inside (`::ffff:127.0.0.1` is loopback). `hostAddresses` are what
+ * the host delivers to itself (its addresses, or ranges of its `local` routes): an address in
+ * one is `host` unless the table already names it.
  */
 export function classifyAddress(
   address: IpAddress,
-  hostAddresses: readonly IpAddress[] = [],
+  hostAddresses: readonly (IpAddress | IpRange)[] = [],
 ): AddressClass {
   const plain = unmapIpv4(address);
   const inner = embeddedIpv4(plain);
   if (inner !== undefined) return classifyAddress(inner, hostAddresses);
   for (const [range, kind] of compiled) if (inRange(plain, range)) return kind;
-  const own = hostAddresses.some((host) => {
-    const other = unmapIpv4(host);
-    return other.family === plain.family && other.bytes.every((byte, i) => byte === plain.bytes[i]);
-  });
-  return own ? 'host' : 'public';
+  return hostAddresses.some((host) => inRange(plain, asRange(host))) ? 'host' : 'public';
+}
+
+/** An address as the one-address range, a range as itself (IPv4-mapped forms unwrapped). */
+function asRange(entry: IpAddress | IpRange): IpRange {
+  if ('prefix' in entry) return entry;
+  const address = unmapIpv4(entry);
+  return { address, prefix: address.bytes.length * 8 };
 }

@@ -1,7 +1,7 @@
 // One admission, as every layer does it: read the host a program named, check it against the
 // rules, resolve a name (with the caller's resolver) and check every address it gave. The
 // caller connects to the address returned, so no second resolution can change it.
-import type { IpAddress } from './ip-address.ts';
+import type { IpAddress, IpRange } from './ip-address.ts';
 import { parseIpAddress } from './ip-address.ts';
 import type { NetworkDenialReason } from './network-policy.ts';
 import { NetworkRules } from './network-rules.ts';
@@ -41,14 +41,15 @@ export type Admission =
 /**
  * Admits `host:port` under `rules`: an IP literal only when an entry names it; a name when the
  * patterns allow it and every address `lookup` gives passes (one refused address refuses all).
- * `hostAddresses` are the host's own interface addresses. Never throws.
+ * `hostAddresses` are what the host delivers to itself (see {@link hostLocalAddresses}). Never
+ * throws.
  */
 export async function admitDestination(
   rules: NetworkRules,
   host: string,
   port: number,
   lookup: NetworkLookup,
-  hostAddresses: readonly IpAddress[] = [],
+  hostAddresses: readonly (IpAddress | IpRange)[] = [],
 ): Promise<Admission> {
   const refuse = (named: string, reason: NetworkDenialReason, detail: string): Admission => ({
     ok: false,

@@ -4,8 +4,10 @@ import {
   formatIpAddress,
   type IpAddress,
   type IpRange,
+  inRange,
   parseIpAddress,
   parseIpRange,
+  unmapIpv4,
 } from './ip-address.ts';
 
 /** A parsed allow/deny entry. */
@@ -71,6 +73,36 @@ function parsePort(text: string): number | undefined {
   return port >= 1 && port <= 65_535 ? port : undefined;
 }
 
+// Every address is checked with IPv4-mapped IPv6 forms unwrapped (`::ffff:10.0.0.1` is
+// 10.0.0.1), so an entry is held in the same form: a mapped entry as its IPv4 address or range.
+const mappedBlock: IpRange = { address: parseIpAddress('::ffff:0:0')!, prefix: 96 };
+
+/**
+ * A CIDR entry in the form addresses are checked in. A mapped range becomes its IPv4 range; a
+ * shorter IPv6 range that holds the whole mapped block is refused (it would match none of the
+ * IPv4 addresses it seems to name), and so is a range of every address (`/0`), as `*` is.
+ */
+function cidrPattern(written: IpRange): HostPattern | { error: string } {
+  const mapped = written.address.family === 6 && written.prefix >= 96;
+  const range =
+    mapped && inRange(written.address, mappedBlock)
+      ? { address: unmapIpv4(written.address), prefix: written.prefix - 96 }
+      : written;
+  if (range.prefix === 0) {
+    return {
+      error:
+        'a range of every address (/0) is refused, as "*" is: name the ranges (allowNetwork: true gives the whole network)',
+    };
+  }
+  if (range.address.family === 6 && range.prefix < 96 && inRange(mappedBlock.address, range)) {
+    return {
+      error:
+        'holds the IPv4-mapped block ::ffff:0:0/96, whose addresses are checked as IPv4: write IPv4 ranges for them and a narrower IPv6 range',
+    };
+  }
+  return { kind: 'cidr', range, port: undefined };
+}
+
 /** Parses one allow/deny entry, or returns why it is refused. */
 export function parseHostPattern(entry: string): HostPattern | { error: string } {
   const text = entry.trim();
@@ -79,9 +111,10 @@ export function parseHostPattern(entry: string): HostPattern | { error: string }
   }
   if (text.includes('/')) {
     const range = parseIpRange(text);
-    return range === undefined
-      ? { error: 'expected a CIDR range such as 10.0.0.0/8 (no host bits set, no port)' }
-      : { kind: 'cidr', range, port: undefined };
+    if (range === undefined) {
+      return { error: 'expected a CIDR range such as 10.0.0.0/8 (no host bits set, no port)' };
+    }
+    return cidrPattern(range);
   }
   let hostPart = text;
   let port: number | undefined;
@@ -94,14 +127,14 @@ export function parseHostPattern(entry: string): HostPattern | { error: string }
     }
     const address = parseIpAddress(hostPart);
     return address?.family === 6
-      ? { kind: 'ip', address, port }
+      ? { kind: 'ip', address: unmapIpv4(address), port }
       : { error: 'expected an IPv6 address inside [ ]' };
   }
   if (text.split(':').length > 2) {
     const address = parseIpAddress(text);
     return address === undefined
       ? { error: 'expected an IPv6 address (write [address]:port for a port)' }
-      : { kind: 'ip', address, port: undefined };
+      : { kind: 'ip', address: unmapIpv4(address), port: undefined };
   }
   const colon = text.lastIndexOf(':');
   if (colon >= 0) {
@@ -110,7 +143,7 @@ export function parseHostPattern(entry: string): HostPattern | { error: string }
     if (port === undefined) return { error: 'expected a port from 1 to 65535 after ":"' };
   }
   const address = parseIpAddress(hostPart);
-  if (address !== undefined) return { kind: 'ip', address, port };
+  if (address !== undefined) return { kind: 'ip', address: unmapIpv4(address), port };
   if (hostPart.startsWith('*.')) {
     const name = normalizeHostName(hostPart.slice(2));
     if ('error' in name) return { error: `after "*.": ${name.error}` };

@@ -54,6 +54,11 @@ describe('address classes', () => {
     ['::ffff:169.254.169.254', 'metadata'],
     ['169.254.169.254', 'metadata'],
     ['fd00:ec2::254', 'metadata'],
+    ['fd00:ec2::23', 'metadata'], // AWS EKS Pod Identity Agent
+    ['fd20:ce::254', 'metadata'], // GCP over IPv6
+    ['fd00:42::42', 'metadata'], // Scaleway over IPv6
+    ['168.63.129.16', 'metadata'], // Azure WireServer
+    ['::ffff:168.63.129.16', 'metadata'],
     ['100.100.100.200', 'metadata'],
     ['169.254.1.1', 'link-local'],
     ['fe80::1', 'link-local'],
@@ -88,6 +93,13 @@ describe('address classes', () => {
     expect(classifyAddress(ip('203.0.114.7'), [ip('203.0.114.7')])).toBe('host');
     expect(classifyAddress(ip('::ffff:203.0.114.7'), [ip('203.0.114.7')])).toBe('host');
   });
+
+  it('names every address of a range the host delivers to itself', () => {
+    const local = [{ address: ip('9.9.0.0'), prefix: 16 }];
+    expect(classifyAddress(ip('9.9.9.9'), local)).toBe('host');
+    expect(classifyAddress(ip('::ffff:9.9.200.1'), local)).toBe('host');
+    expect(classifyAddress(ip('9.10.0.1'), local)).toBe('public');
+  });
 });
 
 describe('allow and deny patterns', () => {
@@ -101,6 +113,11 @@ describe('allow and deny patterns', () => {
     ['10.0.0.1/8', 'expected a CIDR range'],
     ['[127.0.0.1]:80', 'expected an IPv6 address inside'],
     ['1.2.3', 'numeric last label'],
+    ['0.0.0.0/0', 'a range of every address'],
+    ['::/0', 'a range of every address'],
+    ['::ffff:0:0/96', 'a range of every address'], // every IPv4 address, written mapped
+    ['::/8', 'holds the IPv4-mapped block'],
+    ['::fffe:0:0/95', 'holds the IPv4-mapped block'],
   ])('refuses %j', (entry, message) => {
     const parsed = parseHostPattern(entry);
     expect('error' in parsed && parsed.error).toContain(message);
@@ -230,6 +247,89 @@ describe('deny entries and the IPv6 forms of an IPv4 address', () => {
     ['64:ff9b::a08:101', 'ok'], // NAT64 of 10.8.1.1: allowed by its CIDR, not denied
   ])('an IP literal %s: %s', (address, verdict) => {
     expect(named(address)).toBe(verdict);
+  });
+});
+
+describe('entries written in IPv4-mapped form', () => {
+  // Addresses are checked with mapped forms unwrapped, so a mapped entry must name IPv4.
+  const rules = new NetworkRules({
+    allow: ['api.test', '127.0.0.0/8'],
+    deny: ['::ffff:127.0.0.0/104', '[::ffff:10.1.2.3]'],
+    allowPrivate: true,
+  });
+  const literal = (host: string) => {
+    const destination = NetworkRules.destination(host);
+    if (!('kind' in destination)) return destination.ok ? 'ok' : destination.reason;
+    const verdict = rules.checkDestination(destination, 80);
+    return verdict.ok ? 'ok' : verdict.reason;
+  };
+  const resolved = (address: string) => {
+    const verdict = rules.checkResolved(ip(address), 80);
+    return verdict.ok ? 'ok' : verdict.reason;
+  };
+  it.each([
+    ['127.0.0.1', 'denied'],
+    ['::ffff:127.9.9.9', 'denied'],
+    ['10.1.2.3', 'denied'],
+  ])('a literal %s: %s', (host, expected) => {
+    expect(literal(host)).toBe(expected);
+  });
+  it.each([
+    ['127.0.0.1', 'denied'],
+    ['::ffff:127.0.0.1', 'denied'],
+    ['10.1.2.3', 'denied'],
+    ['10.1.2.4', 'ok'],
+  ])('a name resolving to %s: %s', (address, expected) => {
+    expect(resolved(address)).toBe(expected);
+  });
+  it('reads a mapped entry as the IPv4 it names', () => {
+    expect(parseHostPattern('::ffff:127.0.0.0/104')).toEqual({
+      kind: 'cidr',
+      range: { address: ip('127.0.0.0'), prefix: 8 },
+      port: undefined,
+    });
+    expect(parseHostPattern('[::ffff:10.1.2.3]:443')).toEqual({
+      kind: 'ip',
+      address: ip('10.1.2.3'),
+      port: 443,
+    });
+  });
+});
+
+describe('allow ranges and the IPv4 inside an IPv6 address', () => {
+  // A wide IPv6 range names the IPv6 forms of public IPv4 addresses, never of private ones.
+  const rules = new NetworkRules({ allow: ['*.test', '2000::/3', '64:ff9b::/96'] });
+  const literal = (host: string) => {
+    const destination = NetworkRules.destination(host);
+    if (!('kind' in destination)) return destination.ok ? 'ok' : destination.reason;
+    const verdict = rules.checkDestination(destination, 443);
+    return verdict.ok ? 'ok' : verdict.reason;
+  };
+  const resolved = (address: string) => {
+    const verdict = rules.checkResolved(ip(address), 443);
+    return verdict.ok ? 'ok' : verdict.reason;
+  };
+  it.each([
+    ['2002:a9fe:a9fe::1', 'private-address'], // 6to4 of 169.254.169.254
+    ['2002:7f00:1::1', 'private-address'], // 6to4 of 127.0.0.1
+    ['64:ff9b::a9fe:a9fe', 'private-address'], // NAT64 of 169.254.169.254
+    ['64:ff9b::7f00:1', 'private-address'], // NAT64 of 127.0.0.1
+    ['2002:808:808::1', 'ok'], // 6to4 of 8.8.8.8: public
+    ['2606:4700::1111', 'ok'],
+  ])('a name resolving to %s: %s', (address, expected) => {
+    expect(resolved(address)).toBe(expected);
+  });
+  it.each([
+    ['64:ff9b::a9fe:a9fe', 'ip-literal'],
+    ['2002:7f00:1::1', 'ip-literal'],
+    ['64:ff9b::808:808', 'ok'],
+    ['2606:4700::1111', 'ok'],
+  ])('a literal %s: %s', (host, expected) => {
+    expect(literal(host)).toBe(expected);
+  });
+  it('reaches the private IPv4 inside when a range names that IPv4', () => {
+    const named = new NetworkRules({ allow: ['*.test', '127.0.0.0/8'] });
+    expect(named.checkResolved(ip('64:ff9b::7f00:1'), 443)).toEqual({ ok: true });
   });
 });
 

@@ -13,6 +13,7 @@ import { type HostPattern, normalizeHostName, parseHostPattern } from './host-pa
 import {
   formatIpAddress,
   type IpAddress,
+  type IpRange,
   inRange,
   parseIpAddress,
   unmapIpv4,
@@ -98,7 +99,7 @@ export class NetworkRules {
           `${destination.text} (${classifyAddress(destination.address)}) is never reached`,
         );
       }
-      return this.#allow.some((pattern) => matchesAddress(pattern, destination.address, port))
+      return this.#allows(destination.address, port, () => true)
         ? allowed
         : refuse('ip-literal', `${destination.text} is an IP address no allow entry names`);
     }
@@ -112,12 +113,12 @@ export class NetworkRules {
 
   /**
    * Whether a connection to `address` (one the name resolved to) may be made. `hostAddresses`
-   * are the host's own interface addresses (class `host`).
+   * are what the host delivers to itself (class `host`): its addresses and `local` route ranges.
    */
   checkResolved(
     address: IpAddress,
     port: number,
-    hostAddresses: readonly IpAddress[] = [],
+    hostAddresses: readonly (IpAddress | IpRange)[] = [],
   ): NetworkVerdict {
     const plain = unmapIpv4(address);
     const text = formatIpAddress(plain);
@@ -127,13 +128,23 @@ export class NetworkRules {
     const kind: AddressClass = classifyAddress(plain, hostAddresses);
     if (neverClasses.has(kind)) return refuse('private-address', `resolved to ${text} (${kind})`);
     if (kind === 'public') return allowed;
-    if (
-      this.#allow.some((pattern) => pattern.kind === 'cidr' && matchesAddress(pattern, plain, port))
-    ) {
-      return allowed;
-    }
+    if (this.#allows(plain, port, (pattern) => pattern.kind === 'cidr')) return allowed;
     if (this.#allowPrivate && privateClasses.has(kind)) return allowed;
     return refuse('private-address', `resolved to ${text} (${kind})`);
+  }
+
+  /**
+   * Whether an allow entry (of those `eligible` picks) names `address`. An address that carries
+   * an IPv4 one a gateway forwards to (NAT64, IPv4-translated, 6to4) is named by an entry for
+   * that IPv4 address; an entry for the IPv6 form itself (`64:ff9b::/96`) names it only when the
+   * IPv4 inside is public, so a wide IPv6 range never reaches loopback or metadata through it.
+   */
+  #allows(address: IpAddress, port: number, eligible: (pattern: HostPattern) => boolean): boolean {
+    const inner = embeddedIpv4(address);
+    const names = (target: IpAddress) =>
+      this.#allow.some((pattern) => eligible(pattern) && matchesAddress(pattern, target, port));
+    if (inner === undefined) return names(address);
+    return names(inner) || (classifyAddress(inner) === 'public' && names(address));
   }
 
   /**
@@ -167,7 +178,8 @@ function matchesAddress(pattern: HostPattern, address: IpAddress, port: number):
   if (!portMatches(pattern, port)) return false;
   if (pattern.kind === 'cidr') return inRange(address, pattern.range);
   if (pattern.kind !== 'ip') return false;
-  const named = unmapIpv4(pattern.address);
+  // Entries hold IPv4-mapped forms unwrapped, as addresses are checked (see parseHostPattern).
+  const named = pattern.address;
   return (
     named.family === address.family && named.bytes.every((byte, i) => byte === address.bytes[i])
   );

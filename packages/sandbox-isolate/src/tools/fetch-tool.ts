@@ -6,16 +6,15 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
-import { networkInterfaces } from 'node:os';
+import { getCACertificates } from 'node:tls';
 import {
   admitDestination,
-  type IpAddress,
+  hostLocalAddresses,
   type JsonValue,
   type NetworkDenialReason,
   type NetworkEvent,
   type NetworkPolicy,
   NetworkRules,
-  parseIpAddress,
   validate,
 } from '@coda/sandbox-core';
 import { z } from 'zod';
@@ -100,15 +99,6 @@ const ownedHeaders = new Set([
 /** Headers dropped when a redirect leaves the origin. */
 const credentialHeaders = new Set(['authorization', 'cookie', 'proxy-authorization']);
 
-function ownAddresses(): IpAddress[] {
-  return Object.values(networkInterfaces())
-    .flat()
-    .flatMap((info) => {
-      const parsed = info === undefined ? undefined : parseIpAddress(info.address);
-      return parsed === undefined ? [] : [parsed];
-    });
-}
-
 /** A refusal as user code reads it (the call rejects with this message). */
 class EgressRefusal extends Error {
   override name = 'EgressRefusal';
@@ -166,7 +156,7 @@ export function createFetchTool(
     const port = portOf(url);
     const hostname = url.hostname.replace(/^\[|\]$/g, '');
     const admission = await beforeAbort(
-      admitDestination(rules, hostname, port, resolve, ownAddresses()),
+      admitDestination(rules, hostname, port, resolve, hostLocalAddresses()),
       signal,
       `the request to ${url.host}`,
     );
@@ -300,6 +290,9 @@ function parseUrl(text: string): URL {
     throw new EgressRefusal(`only http and https URLs (got ${url.protocol})`);
   if (url.username !== '' || url.password !== '')
     throw new EgressRefusal('no credentials in the URL; send an authorization header');
+  // Node's http reads port 0 as "the scheme's default", so the policy would check one port and
+  // the request reach another.
+  if (url.port === '0') throw new EgressRefusal(`port 0 names no server (${url.host})`);
   return url;
 }
 
@@ -321,7 +314,7 @@ function send(
   const options: RequestOptions & { ca?: string | string[] } = {
     method,
     hostname: url.hostname.replace(/^\[|\]$/g, ''),
-    port: url.port === '' ? undefined : Number(url.port),
+    port: portOf(url), // the port admit() checked, never left for Node to default
     path: `${url.pathname}${url.search}`,
     headers: {
       ...headers,
@@ -331,7 +324,8 @@ function send(
     lookup,
     signal,
     agent: false,
-    ...(ca === undefined ? {} : { ca }),
+    // Node's `ca` replaces its trust store: keep the default one and add the caller's.
+    ...(ca === undefined ? {} : { ca: [...getCACertificates('default'), ...[ca].flat()] }),
   };
   return new Promise((resolve, reject) => {
     const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(options, resolve);
@@ -341,6 +335,16 @@ function send(
           ? new EgressRefusal(`the request to ${url.host} timed out or was cancelled`)
           : new EgressRefusal(`${url.host}: ${error.message}`),
       ),
+    );
+    // A 101 (Switching Protocols) answer is never a response: Node hands the socket to an
+    // 'upgrade' listener or, with none, closes it without an error, which would leave the
+    // call waiting past timeoutMs. Both end the call here (a settled promise ignores the rest).
+    request.once('upgrade', (_response, socket) => {
+      socket.destroy();
+      reject(new EgressRefusal(`${url.host} switched protocols (101); only HTTP answers are read`));
+    });
+    request.once('close', () =>
+      reject(new EgressRefusal(`${url.host} closed the connection without an answer`)),
     );
     request.end(body);
   });

@@ -2,17 +2,17 @@
 // names on the host and checks every address (again on every connection: DNS rebinding), counts
 // bytes per host and keeps the report and the events.
 import { EventEmitter } from 'node:events';
-import { networkInterfaces } from 'node:os';
 import {
   type Admission,
   admitDestination,
+  hostLocalAddresses,
   type IpAddress,
+  type IpRange,
   type NetworkAllowedEntry,
   type NetworkDenialReason,
   type NetworkEvent,
   type NetworkReport,
   type NetworkRules,
-  parseIpAddress,
 } from '@coda/sandbox-core';
 import { type EgressLookup, lookupWithTimeout } from './lookup.ts';
 
@@ -48,22 +48,13 @@ export class NetworkActivity extends EventEmitter<NetworkActivityEvents> {
   }
 }
 
-/** The host's own interface addresses, read once per session (they can change). */
-function ownAddresses(): IpAddress[] {
-  return Object.values(networkInterfaces())
-    .flat()
-    .flatMap((info) => {
-      const parsed = info === undefined ? undefined : parseIpAddress(info.address);
-      return parsed === undefined ? [] : [parsed];
-    });
-}
-
 /** Checks, resolves and counts for one run. */
 export class EgressSession {
   readonly rules: NetworkRules;
   readonly activity: NetworkActivity = new NetworkActivity(() => this.report());
   readonly #lookup: EgressLookup;
-  readonly #hostAddresses: IpAddress[];
+  /** What the host delivers to itself, read once per session (it can change). */
+  readonly #hostAddresses: (IpAddress | IpRange)[];
   readonly #allowed = new Map<string, NetworkAllowedEntry>();
   readonly #denied: NetworkReport['denied'] = [];
   #bytes = 0;
@@ -74,7 +65,7 @@ export class EgressSession {
   constructor(rules: NetworkRules, lookup: EgressLookup) {
     this.rules = rules;
     this.#lookup = lookup;
-    this.#hostAddresses = ownAddresses();
+    this.#hostAddresses = hostLocalAddresses();
   }
 
   /** A copy of the report so far. */
