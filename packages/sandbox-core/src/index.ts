@@ -100,3 +100,4 @@ export {
   type NetworkReport,
 } from './network/network-policy.ts';
 export { type Destination, NetworkRules, type NetworkVerdict } from './network/network-rules.ts';
+export { systemLookup } from './network/system-lookup.ts';

@@ -2,7 +2,6 @@
 // host under an egress policy (core's NetworkRules): the name is resolved on the host, every
 // address checked, the connection pinned to the checked address, every redirect hop checked
 // again, and the response bounded in bytes and time.
-import { lookup as dnsLookup } from 'node:dns/promises';
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
@@ -15,14 +14,20 @@ import {
   type NetworkEvent,
   type NetworkPolicy,
   NetworkRules,
+  systemLookup,
   validate,
 } from '@coda/sandbox-core';
 import { z } from 'zod';
 import type { ToolDefinition } from './tool-config.ts';
 
-/** Resolves a host name to its addresses (default: the system resolver). */
+/**
+ * Resolves a host name to its addresses (default: `systemLookup` of `@coda/sandbox-core`, the
+ * hosts file then DNS). `signal` aborts when the call times out or is cancelled; a resolver may
+ * ignore it.
+ */
 export type FetchToolLookup = (
   hostname: string,
+  signal?: AbortSignal,
 ) => Promise<readonly { readonly address: string; readonly family: number }[]>;
 
 /** Options of {@link createFetchTool}. */
@@ -33,7 +38,7 @@ export interface FetchToolOptions {
   timeoutMs?: number | undefined;
   /** Redirects followed (each hop checked against the policy), 0 to 20; default 5. */
   maxRedirects?: number | undefined;
-  /** Resolves names on the host; default the system resolver. */
+  /** Resolves names on the host; default `systemLookup` (the hosts file, then DNS; cancelled at timeoutMs). */
   lookup?: FetchToolLookup | undefined;
   /** Extra trusted CA certificates (PEM) for HTTPS, besides Node's bundle. Default none. */
   ca?: string | string[] | undefined;
@@ -124,8 +129,7 @@ export function createFetchTool(
   const maxBytes = settings.maxResponseBytes ?? 1_048_576;
   const timeoutMs = settings.timeoutMs ?? 10_000;
   const maxRedirects = settings.maxRedirects ?? 5;
-  const resolve: FetchToolLookup =
-    settings.lookup ?? ((hostname) => dnsLookup(hostname, { all: true, order: 'verbatim' }));
+  const resolve: FetchToolLookup = settings.lookup ?? systemLookup;
   const emit = (event: NetworkEvent): void => {
     try {
       settings.onEvent?.(event);
@@ -156,7 +160,13 @@ export function createFetchTool(
     const port = portOf(url);
     const hostname = url.hostname.replace(/^\[|\]$/g, '');
     const admission = await beforeAbort(
-      admitDestination(rules, hostname, port, resolve, hostLocalAddresses()),
+      admitDestination(
+        rules,
+        hostname,
+        port,
+        (name) => resolve(name, signal),
+        hostLocalAddresses(),
+      ),
       signal,
       `the request to ${url.host}`,
     );
@@ -257,8 +267,8 @@ function portOf(url: URL): number {
 }
 
 /**
- * `promise`, or a refusal naming `what` when `signal` aborts first. The name lookup cannot be
- * cancelled; this keeps a slow resolver inside the call's timeoutMs all the same.
+ * `promise`, or a refusal naming `what` when `signal` aborts first: a resolver that ignores the
+ * signal is kept inside the call's timeoutMs all the same.
  */
 function beforeAbort<T>(promise: Promise<T>, signal: AbortSignal, what: string): Promise<T> {
   const refusal = () => new EgressRefusal(`${what} timed out or was cancelled`);

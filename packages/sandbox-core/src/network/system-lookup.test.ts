@@ -1,0 +1,60 @@
+// The default resolver against a real DNS server (this test's own, in private namespaces) and
+// one that never answers: lookups it cannot finish must leave getaddrinfo's threads alone and
+// end when cancelled.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { hostsFileAddresses } from './system-lookup.ts';
+
+const probe = fileURLToPath(new URL('../../test/support/dns-probe.ts', import.meta.url));
+
+function runProbe(): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'coda-dns-'));
+  const resolvConf = join(dir, 'resolv.conf');
+  writeFileSync(resolvConf, 'nameserver 127.0.0.77\n');
+  const command = `ip link set lo up && ip addr add 127.0.0.77/8 dev lo 2>/dev/null; mount --bind "${resolvConf}" /etc/resolv.conf && exec "$0" "$1"`;
+  return new Promise((resolve, reject) => {
+    execFile(
+      'unshare',
+      ['-m', '-n', 'sh', '-c', command, process.execPath, probe],
+      { timeout: 60_000 },
+      (error, stdout, stderr) => {
+        rmSync(dir, { recursive: true, force: true });
+        if (error === null) resolve(stdout);
+        else reject(new Error(`${error.message}\n${stderr}`));
+      },
+    );
+  });
+}
+
+describe('systemLookup', () => {
+  it('answers from DNS and the hosts file, and a stalled server costs the process nothing', async () => {
+    const result = JSON.parse(await runProbe());
+    expect(result.answered).toEqual([{ address: '192.0.2.10', family: 4 }]);
+    expect(result.fromHostsFile).toContainEqual({ address: '127.0.0.1', family: 4 });
+    // With getaddrinfo, the 20 stalled lookups held libuv's two DNS threads and this one waited
+    // behind them for tens of seconds; alone it takes milliseconds. Bound generous for a loaded
+    // two-core machine.
+    expect(result.getaddrinfoMs).toBeLessThan(1_000);
+    expect(result.outcomes).toEqual(['AbortError']);
+    expect(result.abortMs).toBeLessThan(1_000);
+  });
+
+  it('reads the hosts file: every address of the name, case-insensitive, comments ignored', () => {
+    const hosts = [
+      '127.0.0.1 localhost',
+      '# 10.0.0.1 api.test',
+      '10.0.0.2\tAPI.test api # the service',
+      'fd00::2 api.test',
+      'not-an-address api.test',
+    ].join('\n');
+    expect(hostsFileAddresses(hosts, 'api.test.')).toEqual([
+      { address: '10.0.0.2', family: 4 },
+      { address: 'fd00::2', family: 6 },
+    ]);
+    expect(hostsFileAddresses(hosts, 'other.test')).toEqual([]);
+  });
+});
