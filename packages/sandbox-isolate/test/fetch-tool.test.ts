@@ -95,6 +95,9 @@ beforeAll(async () => {
       return pump();
     }
     if (url === '/stall') return; // never answers
+    if (url === '/loop') return void response.writeHead(302, { location: '/loop' }).end();
+    if (url === '/to-file')
+      return void response.writeHead(302, { location: 'file:///etc/passwd' }).end();
     if (url === '/echo') {
       const chunks: Buffer[] = [];
       request.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -464,5 +467,49 @@ describe('createFetchTool: bounds of an execution', () => {
     } finally {
       upgrading.close();
     }
+  });
+
+  it('reports what it refuses before any connection, and a connection that fails after it was allowed', async () => {
+    const seen: NetworkEvent[] = [];
+    const closed = createServer();
+    const closedPort = await listen(closed);
+    closed.close();
+    await withFetch(
+      { allow: ['api.test'], allowPrivate: true },
+      { lookup, maxRedirects: 2, onEvent: (event) => seen.push(event) },
+      async (reporting) => {
+        const cases = [
+          ['file:///etc/passwd', 'only http and https URLs (got file:)'],
+          [`http://user:secret@api.test:${port}/`, 'no credentials in the URL'],
+          [`http://api.test:0/`, 'port 0 names no server'],
+          ['not a url', 'not a URL'],
+          [`http://api.test:${port}/to-file`, 'only http and https URLs (got file:)'],
+          [`http://api.test:${port}/loop`, 'more than 2 redirects'],
+          [`http://api.test:${closedPort}/`, 'ECONNREFUSED'],
+        ];
+        for (const [url, message] of cases) {
+          const error = expectError(
+            await reporting.run({
+              code: `return await tools.fetch({ url: ${JSON.stringify(url)} })`,
+            }),
+            'RUNTIME',
+          );
+          expect(error.message).toContain(message);
+        }
+      },
+    );
+    expect(
+      seen
+        .filter((event) => event.type === 'denied')
+        .map((event) => (event.type === 'denied' ? [event.host, event.port, event.reason] : [])),
+    ).toEqual([
+      ['file:///etc/passwd', 0, 'protocol'],
+      ['api.test', port, 'protocol'],
+      ['api.test', 0, 'protocol'],
+      ['not a url', 0, 'protocol'],
+      ['file:///etc/passwd', 0, 'protocol'],
+      ['api.test', port, 'protocol'],
+      ['api.test', closedPort, 'unreachable'],
+    ]);
   });
 });

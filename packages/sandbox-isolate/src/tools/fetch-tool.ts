@@ -147,6 +147,17 @@ export function createFetchTool(
     throw new EgressRefusal(`egress refused ${host}:${port}: ${reason} (${detail})`);
   };
 
+  /** The URL user code (or a redirect) named, or its refusal, reported like any other. */
+  const checkedUrl = (text: string): URL => {
+    const parsed = parseUrl(text);
+    if (parsed instanceof URL) return parsed;
+    const readable = URL.parse(text);
+    const web = readable?.protocol === 'http:' || readable?.protocol === 'https:';
+    const host = readable !== null && readable.hostname !== '' ? readable.hostname : text;
+    const port = readable === null ? 0 : web ? portOf(readable) : Number(readable.port);
+    return refuse(host.slice(0, 200), port, 'protocol', parsed.refused);
+  };
+
   const cap = policy.maxEgressBytes;
   // Bytes each execution moved (request bodies sent, response bodies read), against
   // maxEgressBytes. Keyed by the execution's signal: one per execution, collected with it.
@@ -191,7 +202,7 @@ export function createFetchTool(
         execution.bytes += bytes;
         if (execution.bytes > cap) capReached(url);
       };
-      let url = parseUrl(input.url);
+      let url = checkedUrl(input.url);
       let method: string = input.method;
       let body: string | undefined =
         input.body === undefined
@@ -210,7 +221,21 @@ export function createFetchTool(
         if (cap !== undefined && execution.bytes >= cap) capReached(url);
         const pinned = await admit(url, signal);
         if (body !== undefined) count(url, Buffer.byteLength(body));
-        const response = await send(url, method, headers, body, pinned, signal, settings.ca);
+        const response = await send(url, method, headers, body, pinned, signal, settings.ca).catch(
+          (error: unknown) => {
+            // A connection that failed after it was allowed is reported, as the proxy does.
+            if (!signal.aborted) {
+              emit({
+                type: 'denied',
+                host: url.hostname,
+                port: portOf(url),
+                reason: 'unreachable',
+                detail: (error as Error).message,
+              });
+            }
+            throw error;
+          },
+        );
         const location = response.headers.location;
         if (
           response.statusCode !== undefined &&
@@ -220,8 +245,10 @@ export function createFetchTool(
           // Nothing of a redirect's body is read: draining it would read without a bound
           // until timeoutMs (the connection is never reused: agent false).
           response.destroy();
-          if (hop >= maxRedirects) throw new EgressRefusal(`more than ${maxRedirects} redirects`);
-          const next = parseUrl(new URL(location, url).href);
+          const next = checkedUrl(URL.parse(location, url.href)?.href ?? location);
+          if (hop >= maxRedirects) {
+            refuse(next.hostname, portOf(next), 'protocol', `more than ${maxRedirects} redirects`);
+          }
           if (next.origin !== url.origin)
             for (const name of credentialHeaders) delete headers[name];
           if (
@@ -289,20 +316,17 @@ function beforeAbort<T>(promise: Promise<T>, signal: AbortSignal, what: string):
   });
 }
 
-function parseUrl(text: string): URL {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw new EgressRefusal(`not a URL: ${JSON.stringify(text.slice(0, 200))}`);
-  }
+/** `text` as a URL the tool may fetch, or why not. */
+function parseUrl(text: string): URL | { refused: string } {
+  const url = URL.parse(text);
+  if (url === null) return { refused: `not a URL: ${JSON.stringify(text.slice(0, 200))}` };
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new EgressRefusal(`only http and https URLs (got ${url.protocol})`);
+    return { refused: `only http and https URLs (got ${url.protocol})` };
   if (url.username !== '' || url.password !== '')
-    throw new EgressRefusal('no credentials in the URL; send an authorization header');
+    return { refused: 'no credentials in the URL; send an authorization header' };
   // Node's http reads port 0 as "the scheme's default", so the policy would check one port and
   // the request reach another.
-  if (url.port === '0') throw new EgressRefusal(`port 0 names no server (${url.host})`);
+  if (url.port === '0') return { refused: `port 0 names no server (${url.host})` };
   return url;
 }
 
