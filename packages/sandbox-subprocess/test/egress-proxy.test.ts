@@ -90,22 +90,27 @@ async function done(proxy: EgressProxy, listener: EgressListener) {
 describe('egress proxy, plain HTTP', () => {
   it('forwards an allowed host and counts its bytes; refuses another with a reason', async () => {
     const { proxy, listener, url } = await open({ allow: ['api.test'], allowPrivate: true });
+    const mark = http.closedConnections.length;
     const ok = await curl(['-x', url, `http://api.test:${http.port}/`]);
     expect(ok.stdout).toBe(body);
     const refused = await curl(['-x', url, '-i', `http://other.test:${http.port}/`]);
     expect(refused.stdout).toContain('403 Forbidden');
     expect(refused.stdout).toContain('x-coda-egress-denied: not-allowed');
     const report = await done(proxy, listener);
+    const [server] = await http.connectionsClosed(mark, 1);
+    if (server === undefined) throw new Error('the server saw no connection close');
     expect(report.allowed).toEqual([
       {
         host: 'api.test',
         port: http.port,
-        bytes: body.length,
-        bytesSent: 0,
-        bytesReceived: body.length,
+        // What the upstream connection carried, heads included, as the server counted it.
+        bytes: server.read + server.written,
+        bytesSent: server.read,
+        bytesReceived: server.written,
         connections: 1,
       },
     ]);
+    expect(server.written).toBeGreaterThan(body.length); // the response head counts too
     expect(report.denied).toEqual([
       {
         host: 'other.test',

@@ -92,20 +92,25 @@ const deniedOther = (port: number) => ({
 
 describe('a network allowlist, with real programs', () => {
   it('curl: an allowed host over HTTP and HTTPS, another refused with its reason', async () => {
+    const mark = http.closedConnections.length;
     const plain = await sandbox.run('curl', ['-sS', `http://api.test:${http.port}/`]);
     expect(plain.stdout).toBe(body);
     expect(plain.controls).toContain(SandboxControl.networkNamespace);
     expect(plain.controls).toContain(SandboxControl.egressProxy);
+    const [server] = await http.connectionsClosed(mark, 1);
+    if (server === undefined) throw new Error('the server saw no connection close');
     expect(plain.network?.allowed).toEqual([
       {
         host: 'api.test',
         port: http.port,
-        bytes: body.length,
-        bytesSent: 0,
-        bytesReceived: body.length,
+        // What the upstream connection carried, heads included, as the server counted it.
+        bytes: server.read + server.written,
+        bytesSent: server.read,
+        bytesReceived: server.written,
         connections: 1,
       },
     ]);
+    expect(server.written).toBeGreaterThan(body.length); // the response head counts too
     const tls = await sandbox.run('curl', ['-sS', '--cacert', caFile, 'https://secure.test/'], {
       readOnlyPaths: [files],
     });

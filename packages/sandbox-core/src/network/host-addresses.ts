@@ -29,8 +29,11 @@ export function hostLocalAddresses(): (IpAddress | IpRange)[] {
 function readProc(path: string): string {
   try {
     return readFileSync(path, 'latin1');
-  } catch {
-    return ''; // not Linux, or /proc not mounted: Node's list is what there is
+  } catch (error) {
+    // Not Linux, or no /proc: Node's list is what there is. Any other failure (EMFILE) throws:
+    // an incomplete list would class a host address as public.
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return '';
+    throw error;
   }
 }
 

@@ -63,6 +63,11 @@ export interface EgressListener {
   close(): Promise<void>;
 }
 
+/** Client connections one run's listener keeps open at once; more are refused (`egress-limit`). */
+export const maxClientConnections = 256;
+/** How long a client connection may take to start its request (or finish a SOCKS5 handshake). */
+export const handshakeTimeoutMs = 10_000;
+
 /** The text a refused client reads (an HTTP body, or logged by the program). */
 export function denialText(host: string, port: number, refused: Refused): string {
   return `coda-sandbox egress proxy refused ${host}:${port}: ${refused.reason} (${refused.detail})\n`;
@@ -149,26 +154,58 @@ export class EgressProxy {
     // Started with the first listener, not the first tunnel: spawn() blocks the event loop.
     relays?.start();
     const http = createHttpServer({ requestTimeout: 60_000, headersTimeout: 30_000 });
-    http.on('request', (request, response) => void forwardHttp(session, request, response));
-    http.on(
-      'connect',
-      (request, socket, head) => void tunnelHttp(session, request, socket as Socket, head, relays),
-    );
+    // A handler that throws must cost its own connection only: an uncaught error here would end
+    // the host process and every run with it.
+    http.on('request', (request, response) => {
+      forwardHttp(session, request, response).catch(() => response.destroy());
+    });
+    http.on('connect', (request, socket, head) => {
+      tunnelHttp(session, request, socket as Socket, head, relays).catch(() => socket.destroy());
+    });
     http.on('clientError', (_error, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       else socket.destroy();
     });
+    let clients = 0;
     const accept = (socket: Socket): void => {
       session.track(socket);
       socket.on('error', () => {});
+      // Each client connection holds a descriptor (and often an upstream one) on the host: a
+      // run holds a bounded number at once, and one that says nothing is closed.
+      if (clients >= maxClientConnections) {
+        session.deny(
+          '(connection)',
+          0,
+          'egress-limit',
+          `${maxClientConnections} proxy connections open at once, the most a run may hold`,
+        );
+        socket.destroy();
+        return;
+      }
+      clients += 1;
+      socket.once('close', () => {
+        clients -= 1;
+      });
+      socket.setTimeout(handshakeTimeoutMs, () => {
+        session.deny(
+          '(connection)',
+          0,
+          'protocol',
+          `no request within ${handshakeTimeoutMs} ms of connecting`,
+        );
+        socket.destroy();
+      });
       socket.once('data', (first) => {
         socket.pause();
         if (first[0] === 0x05) {
-          void handleSocks(session, socket, first, (admitted, head, port) =>
+          // The SOCKS5 handshake stays under the timeout until its tunnel is joined.
+          handleSocks(session, socket, first, (admitted, head, port) =>
             joinTunnel(session, admitted, socket, head, port, relays),
-          );
+          ).catch(() => socket.destroy());
           return;
         }
+        // HTTP: Node's headersTimeout and keepAliveTimeout bound a silent connection from here.
+        socket.setTimeout(0);
         if (first[0] === 0x04) {
           session.deny('(socks4)', 0, 'protocol', 'SOCKS4 is not supported; use SOCKS5 with names');
           socket.destroy();
@@ -380,9 +417,25 @@ async function forwardHttp(
   const length = request.headers['content-length'];
   if (length !== undefined) headers['content-length'] = length;
   if (request.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
+  const path = `${url.pathname}${url.search}`;
+  // The upstream connection carries this one request: its bytes, heads and framing included,
+  // are what the report counts. Received bytes are counted as they arrive; sent body chunks
+  // before they go, and what Node wrote around them (the request line, headers, chunk framing)
+  // as soon as the answer starts and when the connection closes.
+  let sentCounted = 0;
+  const countWritten = (): void => {
+    const unseen = upstream.bytesWritten - sentCounted;
+    if (unseen <= 0) return;
+    sentCounted += unseen;
+    session.count(entry, unseen, 0);
+  };
+  upstream.on('data', (chunk: Buffer) => {
+    if (!session.count(entry, 0, chunk.length)) upstream.destroy();
+  });
+  upstream.once('close', countWritten);
   const outgoing = httpRequest({
     method: request.method,
-    path: `${url.pathname}${url.search}`,
+    path,
     headers,
     // With createConnection and no agent option, the request goes on this checked socket.
     createConnection: () => upstream,
@@ -399,6 +452,7 @@ async function forwardHttp(
     else response.destroy();
   });
   request.on('data', (chunk: Buffer) => {
+    sentCounted += chunk.length;
     if (!session.count(entry, chunk.length, 0)) outgoing.destroy();
   });
   request.pipe(outgoing);
@@ -407,10 +461,28 @@ async function forwardHttp(
     for (const [name, value] of Object.entries(incoming.headers)) {
       if (value !== undefined && !hopHeaders.has(name)) forwarded[name] = value;
     }
-    response.writeHead(incoming.statusCode ?? 502, incoming.statusMessage, forwarded);
-    incoming.on('data', (chunk: Buffer) => {
-      if (!session.count(entry, 0, chunk.length)) incoming.destroy();
-    });
+    countWritten();
+    try {
+      response.writeHead(incoming.statusCode ?? 502, incoming.statusMessage, forwarded);
+    } catch (error) {
+      // Node's client takes status lines its server side refuses to write (`099`, a DEL in
+      // the reason): refused as the server's protocol error, never thrown.
+      upstream.destroy();
+      const refused = session.deny(
+        host,
+        port,
+        'protocol',
+        `the server's answer cannot be passed on: ${(error as Error).message}`,
+      );
+      // The refused writeHead left its reason on the response; the denial's own must replace it.
+      response.statusMessage = '';
+      try {
+        respondDenied(response, host, port, refused, 502);
+      } catch {
+        response.destroy();
+      }
+      return;
+    }
     incoming.pipe(response);
     incoming.once('close', () => upstream.destroy());
   });

@@ -48,6 +48,18 @@ export class NetworkActivity extends EventEmitter<NetworkActivityEvents> {
   }
 }
 
+/** Entries the report keeps in each list (allowed destinations, refusals). */
+export const maxReportEntries = 1000;
+const maxHostLength = 256;
+const maxDetailLength = 512;
+/** The allowed entry that counts destinations past {@link maxReportEntries}. */
+const otherDestinations = '(other destinations)';
+
+/** `text` cut to `max` characters, marked when cut. */
+function bounded(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
 /** Checks, resolves and counts for one run. */
 export class EgressSession {
   readonly rules: NetworkRules;
@@ -76,10 +88,18 @@ export class EgressSession {
     };
   }
 
-  /** Records a refusal and emits it. */
+  /**
+   * Records a refusal and emits it. The host and detail a program chose are cut to a bounded
+   * length, and the report keeps the first {@link maxReportEntries} refusals.
+   */
   deny(host: string, port: number, reason: NetworkDenialReason, detail: string): Refused {
-    const entry = { host: host.toLowerCase(), port, reason, detail };
-    if (this.#denied.length < 1000) this.#denied.push(entry);
+    const entry = {
+      host: bounded(host.toLowerCase(), maxHostLength),
+      port,
+      reason,
+      detail: bounded(detail, maxDetailLength),
+    };
+    if (this.#denied.length < maxReportEntries) this.#denied.push(entry);
     this.activity.emit('event', { type: 'denied', ...entry });
     return { ok: false, reason, detail };
   }
@@ -103,12 +123,17 @@ export class EgressSession {
 
   /** Records a connection made to an admitted destination; returns the entry its bytes go to. */
   opened(admitted: Admitted): NetworkAllowedEntry {
-    const key = `${admitted.host}:${admitted.port}`;
+    // Past maxReportEntries destinations, the rest are counted together in one entry.
+    const full = this.#allowed.size >= maxReportEntries;
+    const key =
+      full && !this.#allowed.has(`${admitted.host}:${admitted.port}`)
+        ? otherDestinations
+        : `${admitted.host}:${admitted.port}`;
     let entry = this.#allowed.get(key);
     if (entry === undefined) {
       entry = {
-        host: admitted.host,
-        port: admitted.port,
+        host: key === otherDestinations ? otherDestinations : admitted.host,
+        port: key === otherDestinations ? 0 : admitted.port,
         bytes: 0,
         bytesSent: 0,
         bytesReceived: 0,

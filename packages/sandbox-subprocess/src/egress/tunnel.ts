@@ -85,6 +85,8 @@ export async function joinTunnel(
   port: number,
   relays: HostRelays | undefined,
 ): Promise<void> {
+  // Admitted: the handshake's timeout (egress-proxy.ts) is over; a tunnel may idle.
+  client.setTimeout(0);
   const named = admitted.host;
   const mustBeTls = tlsPorts.has(port);
   let upstream: Socket | undefined;

@@ -57,6 +57,13 @@ export interface TestServer {
   readonly server: Server;
   readonly address: string;
   readonly port: number;
+  /**
+   * The bytes each closed connection carried, as the server's socket counted them, in the order
+   * they closed: what a proxy's report of a plain HTTP exchange must match.
+   */
+  readonly closedConnections: readonly { read: number; written: number }[];
+  /** Resolves with the next `count` connections to close after the first `since`. */
+  connectionsClosed(since: number, count: number): Promise<{ read: number; written: number }[]>;
   close(): Promise<void>;
 }
 
@@ -66,10 +73,22 @@ async function listen(server: Server, host: string, port: number): Promise<TestS
     server.listen(port, host, resolve);
   });
   const info = server.address() as AddressInfo;
+  const closedConnections: { read: number; written: number }[] = [];
+  server.on('connection', (socket) =>
+    socket.once('close', () =>
+      closedConnections.push({ read: socket.bytesRead, written: socket.bytesWritten }),
+    ),
+  );
   return {
     server,
     address: info.address,
     port: info.port,
+    closedConnections,
+    connectionsClosed: async (since, count) => {
+      for (let waited = 0; closedConnections.length < since + count && waited < 5_000; waited += 20)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      return closedConnections.slice(since, since + count);
+    },
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();

@@ -1,0 +1,184 @@
+// Attacks on the egress proxy's host side found by stop 33's attack round: an allowed server
+// whose answer the proxy's HTTP server refuses to write (it ended the host process), bytes in
+// HTTP heads (they passed maxEgressBytes uncounted), connections that never speak (one run held
+// the host's descriptors until every run failed), and a report a run can inflate.
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  EgressProxy,
+  handshakeTimeoutMs,
+  maxClientConnections,
+} from '../src/egress/egress-proxy.ts';
+import { maxReportEntries } from '../src/egress/egress-session.ts';
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A raw TCP server answering each request with `answer` (then closing). */
+async function rawServer(answer: string): Promise<{ port: number; requests: () => number }> {
+  let requests = 0;
+  const server: Server = createServer((socket) => {
+    socket.on('error', () => {});
+    socket.once('data', () => {
+      requests += 1;
+      socket.end(answer);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { port: (server.address() as { port: number }).port, requests: () => requests };
+}
+
+async function proxyFor(policy: {
+  allow: string[];
+  allowPrivate?: boolean;
+  maxEgressBytes?: number;
+}) {
+  const proxy = new EgressProxy({
+    lookup: async () => [{ address: '127.0.0.1', family: 4 }],
+    tunnelRelay: 'node',
+  });
+  const listener = await proxy.openTcp(policy);
+  cleanups.push(() => proxy.close());
+  return { listener, port: (listener.address as { port: number }).port };
+}
+
+/** Sends `request` to the proxy and resolves with everything it answered once it closes. */
+function exchange(port: number, request: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    let text = '';
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => resolve(text));
+    socket.write(request);
+  });
+}
+
+describe('an answer the proxy cannot pass on', () => {
+  it.each([
+    ['a status code below 100', 'HTTP/1.1 099 OK'],
+    ['a DEL in the reason phrase', 'HTTP/1.1 200 O\x7fK'],
+  ])(
+    '%s is refused as the server’s protocol error; the host process lives on',
+    async (_name, statusLine) => {
+      const server = await rawServer(
+        `${statusLine}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi`,
+      );
+      const { listener, port } = await proxyFor({ allow: ['api.test'], allowPrivate: true });
+      const answer = await exchange(
+        port,
+        `GET http://api.test:${server.port}/ HTTP/1.1\r\nHost: api.test:${server.port}\r\nConnection: close\r\n\r\n`,
+      );
+      expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 502 Bad Gateway');
+      expect(listener.session.report().denied.map(({ reason }) => reason)).toEqual(['protocol']);
+      // Before the fix this process had already exited with the uncaught error.
+      expect(process.exitCode ?? 0).toBe(0);
+    },
+  );
+});
+
+describe('HTTP heads count as bytes', () => {
+  it('refuses requests once their headers alone passed maxEgressBytes', async () => {
+    const server = await rawServer(
+      'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi',
+    );
+    const cap = 100_000;
+    const { listener, port } = await proxyFor({
+      allow: ['api.test'],
+      allowPrivate: true,
+      maxEgressBytes: cap,
+    });
+    const header = `X-Exfil: ${'a'.repeat(15_000)}\r\n`;
+    for (let i = 0; i < 20; i += 1) {
+      await exchange(
+        port,
+        `GET http://api.test:${server.port}/ HTTP/1.1\r\nHost: api.test:${server.port}\r\n${header}Connection: close\r\n\r\n`,
+      );
+    }
+    const report = listener.session.report();
+    // 15 000 header bytes per request: the cap is passed on the seventh, and no request after
+    // the cap reaches the server (before: all 20 did, counted as 0 bytes).
+    expect(server.requests()).toBe(7);
+    expect(report.allowed[0]!.bytesSent).toBeGreaterThan(cap);
+    expect(report.allowed[0]!.bytesSent).toBeLessThan(cap + 16_000);
+    expect(report.denied.filter(({ reason }) => reason === 'egress-limit').length).toBe(14);
+  });
+});
+
+describe('connections that never speak', () => {
+  it(`holds at most ${maxClientConnections} per run and closes each silent one after ${handshakeTimeoutMs} ms`, async () => {
+    const { listener, port } = await proxyFor({ allow: ['api.test'] });
+    const sockets: Socket[] = [];
+    const closed: number[] = [];
+    const started = performance.now();
+    for (let i = 0; i <= maxClientConnections; i += 1) {
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.once('close', () => closed.push(performance.now() - started));
+      sockets.push(socket);
+      await new Promise((resolve) => socket.once('connect', resolve));
+    }
+    cleanups.push(() => {
+      for (const socket of sockets) socket.destroy();
+    });
+    // The one past the bound is closed at once.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(closed.length).toBe(1);
+    expect(listener.session.report().denied).toEqual([
+      {
+        host: '(connection)',
+        port: 0,
+        reason: 'egress-limit',
+        detail: `${maxClientConnections} proxy connections open at once, the most a run may hold`,
+      },
+    ]);
+    // The rest, silent, are closed at the handshake timeout (generous bound for a loaded machine).
+    await new Promise((resolve) => setTimeout(resolve, handshakeTimeoutMs + 3_000));
+    expect(closed.length).toBe(maxClientConnections + 1);
+    expect(Math.min(...closed.slice(1))).toBeGreaterThanOrEqual(handshakeTimeoutMs - 100);
+    const silent = listener.session.report().denied.filter(({ reason }) => reason === 'protocol');
+    expect(silent.length).toBe(maxClientConnections);
+    expect(silent[0]!.detail).toBe(`no request within ${handshakeTimeoutMs} ms of connecting`);
+  }, 30_000);
+});
+
+describe('the report a run can inflate', () => {
+  it(`keeps ${maxReportEntries} refusals, each host and detail cut short`, async () => {
+    const { listener, port } = await proxyFor({ allow: ['api.test'] });
+    const long = `${'a'.repeat(60)}.`.repeat(110); // ~6.7 kB of labels
+    for (let i = 0; i < maxReportEntries + 50; i += 1) {
+      await exchange(port, `CONNECT x${i}.${long}test:443 HTTP/1.1\r\nHost: x\r\n\r\n`);
+    }
+    const { denied } = listener.session.report();
+    expect(denied.length).toBe(maxReportEntries);
+    expect(Math.max(...denied.map(({ host }) => host.length))).toBe(256);
+    expect(Math.max(...denied.map(({ detail }) => detail.length))).toBeLessThanOrEqual(512);
+  }, 60_000);
+
+  it(`keeps ${maxReportEntries} allowed destinations and counts the rest together`, async () => {
+    const server = await rawServer(
+      'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi',
+    );
+    const { listener, port } = await proxyFor({ allow: ['*.api.test'], allowPrivate: true });
+    const extra = 5;
+    for (let i = 0; i < maxReportEntries + extra; i += 1) {
+      const host = `h${i}.api.test:${server.port}`;
+      await exchange(
+        port,
+        `GET http://${host}/ HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+      );
+    }
+    const { allowed } = listener.session.report();
+    expect(allowed.length).toBe(maxReportEntries + 1);
+    expect(allowed.at(-1)).toMatchObject({
+      host: '(other destinations)',
+      port: 0,
+      connections: extra,
+    });
+  }, 60_000);
+});
