@@ -246,6 +246,7 @@ describe('createFetchTool', () => {
       '127.0.0.1 ip-literal',
       'metadata.test private-address',
       '127.0.0.1 ip-literal',
+      'api.test unreachable', // the stalled request, at timeoutMs
     ]);
     expect(events.some((event) => event.type === 'allowed' && event.host === 'api.test')).toBe(
       true,

@@ -105,10 +105,16 @@ export function classifyAddress(
   hostAddresses: readonly (IpAddress | IpRange)[] = [],
 ): AddressClass {
   const plain = unmapIpv4(address);
+  const own = () => hostAddresses.some((host) => inRange(plain, asRange(host)));
   const inner = embeddedIpv4(plain);
-  if (inner !== undefined) return classifyAddress(inner, hostAddresses);
+  if (inner !== undefined) {
+    // The IPv4 inside decides, unless the IPv6 form itself is the host's (a local route over
+    // the NAT64 prefix, or the host's own 6to4 address).
+    const kind = classifyAddress(inner, hostAddresses);
+    return kind === 'public' && own() ? 'host' : kind;
+  }
   for (const [range, kind] of compiled) if (inRange(plain, range)) return kind;
-  return hostAddresses.some((host) => inRange(plain, asRange(host))) ? 'host' : 'public';
+  return own() ? 'host' : 'public';
 }
 
 /** An address as the one-address range, a range as itself (IPv4-mapped forms unwrapped). */

@@ -65,7 +65,7 @@ export async function admitDestination(
       : refuse(host.toLowerCase(), destination.reason, destination.detail);
   }
   const named = destination.kind === 'name' ? destination.host : destination.text;
-  const verdict = rules.checkDestination(destination, port);
+  const verdict = rules.checkDestination(destination, port, hostAddresses);
   if (!verdict.ok) return refuse(named, verdict.reason, verdict.detail);
   if (destination.kind === 'ip') {
     return {

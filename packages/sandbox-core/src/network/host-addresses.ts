@@ -10,9 +10,22 @@ import { type IpAddress, type IpRange, parseIpAddress } from './ip-address.ts';
 /**
  * The addresses and ranges this host (its network namespace) delivers to itself: the kernel's
  * `local` routes for IPv4 and IPv6 and every IPv6 interface address (Linux), and the interface
- * addresses Node lists (everywhere). Read afresh on each call: they change.
+ * addresses Node lists (everywhere). They change: a reading is reused for one second at most.
  */
 export function hostLocalAddresses(): (IpAddress | IpRange)[] {
+  const now = performance.now();
+  if (cached === undefined || now - cached.at > cacheMs) cached = { at: now, value: readAll() };
+  return cached.value;
+}
+
+/**
+ * How long a reading is reused: reading /proc/net/fib_trie grows with the routing table (about
+ * 90 ms at 20 000 routes), and an admission asks for it on every connection.
+ */
+const cacheMs = 1_000;
+let cached: { at: number; value: (IpAddress | IpRange)[] } | undefined;
+
+function readAll(): (IpAddress | IpRange)[] {
   return [
     ...localIpv4Routes(readProc('/proc/net/fib_trie')),
     ...localIpv6Routes(readProc('/proc/net/ipv6_route')),
@@ -50,9 +63,11 @@ export function localIpv4Routes(fibTrie: string): IpRange[] {
       leaf = parseIpAddress(leafMatch[1] ?? '');
       continue;
     }
-    const route = /^\s*\/(\d+) \S+ LOCAL$/.exec(line);
-    if (route !== null && leaf !== undefined)
-      ranges.push({ address: leaf, prefix: Number(route[1]) });
+    const route = /^\s*\/(\d+) \S+ LOCAL(?: |$)/.exec(line);
+    const prefix = Number(route?.[1]);
+    // A local default route is a transparent proxy's (TPROXY: `local 0.0.0.0/0` in a table
+    // only marked packets use), not every address being this host's.
+    if (route !== null && leaf !== undefined && prefix > 0) ranges.push({ address: leaf, prefix });
   }
   return ranges;
 }
@@ -66,7 +81,9 @@ export function localIpv6Routes(ipv6Route: string): IpRange[] {
     if (destination === undefined || flags === undefined) return [];
     if ((Number.parseInt(flags, 16) & rtfLocal) === 0) return [];
     const address = hexIpv6(destination);
-    return address === undefined ? [] : [{ address, prefix: Number.parseInt(prefix ?? '', 16) }];
+    const length = Number.parseInt(prefix ?? '', 16);
+    // As for IPv4: `local ::/0` is a transparent proxy's route, not the host's addresses.
+    return address === undefined || !(length > 0) ? [] : [{ address, prefix: length }];
   });
 }
 

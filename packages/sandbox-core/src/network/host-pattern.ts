@@ -82,12 +82,15 @@ const mappedBlock: IpRange = { address: parseIpAddress('::ffff:0:0')!, prefix: 9
  * shorter IPv6 range that holds the whole mapped block is refused (it would match none of the
  * IPv4 addresses it seems to name), and so is a range of every address (`/0`), as `*` is.
  */
-function cidrPattern(written: IpRange): HostPattern | { error: string } {
+function cidrPattern(written: IpRange, list: 'allow' | 'deny'): HostPattern | { error: string } {
   const mapped = written.address.family === 6 && written.prefix >= 96;
   const range =
     mapped && inRange(written.address, mappedBlock)
       ? { address: unmapIpv4(written.address), prefix: written.prefix - 96 }
       : written;
+  // A wide deny range is what it says (`::/0`: every IPv6 address); only an allow range is
+  // refused for being every address, or for seeming to name IPv4 addresses it cannot match.
+  if (list === 'deny') return { kind: 'cidr', range, port: undefined };
   if (range.prefix === 0) {
     return {
       error:
@@ -103,8 +106,15 @@ function cidrPattern(written: IpRange): HostPattern | { error: string } {
   return { kind: 'cidr', range, port: undefined };
 }
 
-/** Parses one allow/deny entry, or returns why it is refused. */
-export function parseHostPattern(entry: string): HostPattern | { error: string } {
+/**
+ * Parses one entry of the `allow` (default) or `deny` list, or returns why it is refused. An
+ * allow range of every address (`/0`) or holding the IPv4-mapped block is refused; a deny range
+ * is taken as written.
+ */
+export function parseHostPattern(
+  entry: string,
+  list: 'allow' | 'deny' = 'allow',
+): HostPattern | { error: string } {
   const text = entry.trim();
   if (text === '*' || text === '*.*') {
     return { error: 'a pattern for every host is not an allowlist; use allowNetwork: true' };
@@ -114,7 +124,7 @@ export function parseHostPattern(entry: string): HostPattern | { error: string }
     if (range === undefined) {
       return { error: 'expected a CIDR range such as 10.0.0.0/8 (no host bits set, no port)' };
     }
-    return cidrPattern(range);
+    return cidrPattern(range, list);
   }
   let hostPart = text;
   let port: number | undefined;

@@ -4,15 +4,16 @@ import { z } from 'zod';
 import { parseHostPattern } from './host-pattern.ts';
 
 /** One allow/deny entry, refused with the parser's reason when it is not a pattern. */
-const PatternSchema = z.string().superRefine((entry, context) => {
-  const parsed = parseHostPattern(entry);
-  if ('error' in parsed) context.addIssue({ code: 'custom', message: parsed.error });
-});
+const patternSchema = (list: 'allow' | 'deny') =>
+  z.string().superRefine((entry, context) => {
+    const parsed = parseHostPattern(entry, list);
+    if ('error' in parsed) context.addIssue({ code: 'custom', message: parsed.error });
+  });
 
 /** The egress policy ({@link NetworkPolicy}). */
 export const NetworkPolicySchema = z.strictObject({
-  allow: z.array(PatternSchema).max(1024),
-  deny: z.array(PatternSchema).max(1024).optional(),
+  allow: z.array(patternSchema('allow')).max(1024),
+  deny: z.array(patternSchema('deny')).max(1024).optional(),
   allowPrivate: z.boolean().optional(),
   allowEncryptedClientHello: z.boolean().optional(),
   maxEgressBytes: z.number().int().positive().optional(),

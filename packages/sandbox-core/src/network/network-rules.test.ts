@@ -250,6 +250,20 @@ describe('deny entries and the IPv6 forms of an IPv4 address', () => {
   });
 });
 
+describe('wide deny ranges', () => {
+  it.each(['::/0', '0.0.0.0/0', '::/8'])(
+    '%s is a valid deny entry, matched as written',
+    (entry) => {
+      expect(parseHostPattern(entry, 'deny')).toMatchObject({ kind: 'cidr' });
+    },
+  );
+  it('denies every IPv6 address with ::/0 and leaves IPv4 to the rest', () => {
+    const rules = new NetworkRules({ allow: ['api.test'], deny: ['::/0'] });
+    expect(rules.checkResolved(ip('2606:4700::1111'), 443)).toMatchObject({ reason: 'denied' });
+    expect(rules.checkResolved(ip('8.8.8.8'), 443)).toEqual({ ok: true });
+  });
+});
+
 describe('entries written in IPv4-mapped form', () => {
   // Addresses are checked with mapped forms unwrapped, so a mapped entry must name IPv4.
   const rules = new NetworkRules({
@@ -327,6 +341,22 @@ describe('allow ranges and the IPv4 inside an IPv6 address', () => {
   ])('a literal %s: %s', (host, expected) => {
     expect(literal(host)).toBe(expected);
   });
+  it('never reaches the host through the IPv6 form of its own public IPv4, or under a local NAT64 route', () => {
+    const host = [ip('8.8.4.4'), { address: ip('64:ff9b::'), prefix: 96 }];
+    expect(rules.checkResolved(ip('2002:808:404::1'), 443, [ip('8.8.4.4')])).toEqual({
+      ok: false,
+      reason: 'private-address',
+      detail: 'resolved to 2002:808:404::1 (host)',
+    });
+    expect(classifyAddress(ip('64:ff9b::808:808'), host)).toBe('host');
+    const destination = NetworkRules.destination('64:ff9b::808:404');
+    if (!('kind' in destination)) throw new Error('test table: not a destination');
+    expect(rules.checkDestination(destination, 443, [ip('8.8.4.4')])).toMatchObject({
+      ok: false,
+      reason: 'ip-literal',
+    });
+  });
+
   it('reaches the private IPv4 inside when a range names that IPv4', () => {
     const named = new NetworkRules({ allow: ['*.test', '127.0.0.0/8'] });
     expect(named.checkResolved(ip('64:ff9b::7f00:1'), 443)).toEqual({ ok: true });

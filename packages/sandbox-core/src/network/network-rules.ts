@@ -70,10 +70,10 @@ export class NetworkRules {
   /** Validates `policy` (throws `SandboxValidationError` naming each bad entry). */
   constructor(policy: NetworkPolicy) {
     this.policy = Object.freeze(validate(NetworkPolicySchema, policy, 'network policy'));
-    const parse = (entries: readonly string[]): HostPattern[] =>
-      entries.map((entry) => parseHostPattern(entry) as HostPattern);
-    this.#allow = parse(this.policy.allow);
-    this.#deny = parse(this.policy.deny ?? []);
+    const parse = (entries: readonly string[], list: 'allow' | 'deny'): HostPattern[] =>
+      entries.map((entry) => parseHostPattern(entry, list) as HostPattern);
+    this.#allow = parse(this.policy.allow, 'allow');
+    this.#deny = parse(this.policy.deny ?? [], 'deny');
     this.#allowPrivate = this.policy.allowPrivate ?? false;
   }
 
@@ -87,8 +87,16 @@ export class NetworkRules {
     return { kind: 'name', host: name.host };
   }
 
-  /** Whether the policy lets a program ask for `host:port`, before any name is resolved. */
-  checkDestination(destination: Destination, port: number): NetworkVerdict {
+  /**
+   * Whether the policy lets a program ask for `host:port`, before any name is resolved.
+   * `hostAddresses` as for {@link checkResolved}: an IPv6 form of the host's own address is
+   * named only by an entry for that address.
+   */
+  checkDestination(
+    destination: Destination,
+    port: number,
+    hostAddresses: readonly (IpAddress | IpRange)[] = [],
+  ): NetworkVerdict {
     if (destination.kind === 'ip') {
       if (this.#denies(destination.address, port)) {
         return refuse('denied', `${destination.text} matches a deny entry`);
@@ -99,7 +107,7 @@ export class NetworkRules {
           `${destination.text} (${classifyAddress(destination.address)}) is never reached`,
         );
       }
-      return this.#allows(destination.address, port, () => true)
+      return this.#allows(destination.address, port, hostAddresses, () => true)
         ? allowed
         : refuse('ip-literal', `${destination.text} is an IP address no allow entry names`);
     }
@@ -128,7 +136,9 @@ export class NetworkRules {
     const kind: AddressClass = classifyAddress(plain, hostAddresses);
     if (neverClasses.has(kind)) return refuse('private-address', `resolved to ${text} (${kind})`);
     if (kind === 'public') return allowed;
-    if (this.#allows(plain, port, (pattern) => pattern.kind === 'cidr')) return allowed;
+    if (this.#allows(plain, port, hostAddresses, (pattern) => pattern.kind === 'cidr')) {
+      return allowed;
+    }
     if (this.#allowPrivate && privateClasses.has(kind)) return allowed;
     return refuse('private-address', `resolved to ${text} (${kind})`);
   }
@@ -137,14 +147,20 @@ export class NetworkRules {
    * Whether an allow entry (of those `eligible` picks) names `address`. An address that carries
    * an IPv4 one a gateway forwards to (NAT64, IPv4-translated, 6to4) is named by an entry for
    * that IPv4 address; an entry for the IPv6 form itself (`64:ff9b::/96`) names it only when the
-   * IPv4 inside is public, so a wide IPv6 range never reaches loopback or metadata through it.
+   * IPv4 inside is public and the address is not the host's, so a wide IPv6 range never reaches
+   * loopback, metadata or the host through it.
    */
-  #allows(address: IpAddress, port: number, eligible: (pattern: HostPattern) => boolean): boolean {
+  #allows(
+    address: IpAddress,
+    port: number,
+    hostAddresses: readonly (IpAddress | IpRange)[],
+    eligible: (pattern: HostPattern) => boolean,
+  ): boolean {
     const inner = embeddedIpv4(address);
     const names = (target: IpAddress) =>
       this.#allow.some((pattern) => eligible(pattern) && matchesAddress(pattern, target, port));
     if (inner === undefined) return names(address);
-    return names(inner) || (classifyAddress(inner) === 'public' && names(address));
+    return names(inner) || (classifyAddress(address, hostAddresses) === 'public' && names(address));
   }
 
   /**

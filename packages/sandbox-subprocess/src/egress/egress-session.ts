@@ -6,8 +6,6 @@ import {
   type Admission,
   admitDestination,
   hostLocalAddresses,
-  type IpAddress,
-  type IpRange,
   type NetworkAllowedEntry,
   type NetworkDenialReason,
   type NetworkEvent,
@@ -65,8 +63,6 @@ export class EgressSession {
   readonly rules: NetworkRules;
   readonly activity: NetworkActivity = new NetworkActivity(() => this.report());
   readonly #lookup: EgressLookup;
-  /** What the host delivers to itself, read once per session (it can change). */
-  readonly #hostAddresses: (IpAddress | IpRange)[];
   readonly #allowed = new Map<string, NetworkAllowedEntry>();
   readonly #denied: NetworkReport['denied'] = [];
   #bytes = 0;
@@ -77,7 +73,6 @@ export class EgressSession {
   constructor(rules: NetworkRules, lookup: EgressLookup) {
     this.rules = rules;
     this.#lookup = lookup;
-    this.#hostAddresses = hostLocalAddresses();
   }
 
   /** A copy of the report so far. */
@@ -115,7 +110,9 @@ export class EgressSession {
       host,
       port,
       (name) => lookupWithTimeout(this.#lookup, name),
-      this.#hostAddresses,
+      // What the host delivers to itself, on every admission: addresses come and go during a
+      // run (a reading is reused for a second).
+      hostLocalAddresses(),
     );
     if (!admission.ok) return this.deny(admission.host, port, admission.reason, admission.detail);
     return admission;
