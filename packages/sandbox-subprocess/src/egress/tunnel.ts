@@ -5,8 +5,9 @@
 
 import type { Socket } from 'node:net';
 import type { NetworkAllowedEntry } from '@coda/sandbox-core';
-import { maxClientHelloBytes, readClientHello } from './client-hello.ts';
+import { type FirstBytes, maxClientHelloBytes, readClientHello } from './client-hello.ts';
 import type { Admitted, EgressSession } from './egress-session.ts';
+import { afterFirstHello } from './hello-retry.ts';
 import type { HostRelay, HostRelays } from './host-relay.ts';
 import { connectUpstream } from './upstream.ts';
 
@@ -129,38 +130,48 @@ export async function joinTunnel(
     client.destroy();
     upstream?.destroy();
   };
-  if (hello.kind === 'client-hello') {
-    const literal = named.includes(':') || /^\d+\.\d+\.\d+\.\d+$/.test(named);
-    if (hello.serverName === undefined && !literal) {
-      return refuse(
-        'sni-mismatch',
-        `the TLS ClientHello names no server; the tunnel is for ${named}`,
-      );
-    }
-    if (hello.serverName !== undefined && hello.serverName !== named) {
-      return refuse(
-        'sni-mismatch',
-        `the TLS ClientHello names ${hello.serverName}; the tunnel is for ${named}`,
-      );
-    }
-    if (hello.encrypted && session.rules.policy.allowEncryptedClientHello !== true) {
-      return refuse(
-        'sni-mismatch',
-        `the TLS ClientHello carries Encrypted Client Hello, which hides the server it is for; the tunnel is for ${named} (network.allowEncryptedClientHello lets it through)`,
-      );
-    }
-  } else if (hello.kind === 'malformed' || mustBeTls) {
-    return refuse(
-      'protocol',
-      mustBeTls ? `port ${port} carries TLS only` : 'a malformed TLS record',
-    );
+  const helloRefused = helloRefusal(hello, named, session.rules.policy.allowEncryptedClientHello);
+  if (helloRefused !== undefined) return refuse(helloRefused.reason, helloRefused.detail);
+  if (hello.kind !== 'client-hello' && mustBeTls) {
+    return refuse('protocol', `port ${port} carries TLS only`);
   }
   upstream ??= await open();
   if (upstream === undefined || entry === undefined) return;
   const up = upstream;
   const counted = entry;
   if (!session.count(counted, first.length, 0)) return;
-  up.write(first);
+  let moved = first.length;
+  if (hello.kind === 'client-hello') {
+    // Watched from before the hello goes: the server's answer to it says whether it asks again.
+    const after = afterFirstHello(client, up, firstBytesTimeoutMs);
+    up.write(first);
+    const next = await after;
+    if (next === undefined) {
+      client.destroy();
+      up.destroy();
+      return;
+    }
+    if (next.retried !== undefined) {
+      const again = helloRefusal(
+        next.retried,
+        named,
+        session.rules.policy.allowEncryptedClientHello,
+      );
+      if (again !== undefined) {
+        return refuse(again.reason, `after the server's HelloRetryRequest, ${again.detail}`);
+      }
+      if (next.retried.kind !== 'client-hello') {
+        return refuse('protocol', "no second ClientHello after the server's HelloRetryRequest");
+      }
+    }
+    if (next.held.length > 0) {
+      if (!session.count(counted, next.held.length, 0)) return;
+      up.write(next.held);
+      moved += next.held.length;
+    }
+  } else {
+    up.write(first);
+  }
   if (relays === undefined) {
     pipeCounted(session, counted, client, up, 'sent');
     return;
@@ -168,7 +179,6 @@ export async function joinTunnel(
   // Node carries the tunnel's first bytes (a small request never waits for the relay), the
   // relay the bulk.
   stopReceiving?.();
-  let moved = first.length;
   const stops: (() => void)[] = [];
   const onMoved = (bytes: number): void => {
     moved += bytes;
@@ -180,6 +190,40 @@ export async function joinTunnel(
     pipeCounted(session, counted, client, up, 'sent', onMoved),
     pipeCounted(session, counted, up, client, 'received', onMoved),
   );
+}
+
+/**
+ * Why a tunnel's ClientHello is refused, if it is: it names another server than the tunnel's
+ * host, or none (an IP tunnel aside), or hides it in an Encrypted Client Hello the policy does
+ * not allow; or the bytes are malformed TLS. Bytes that are not TLS are no refusal here.
+ */
+function helloRefusal(
+  hello: FirstBytes,
+  named: string,
+  allowEncrypted: boolean | undefined,
+): { reason: 'sni-mismatch' | 'protocol'; detail: string } | undefined {
+  if (hello.kind === 'malformed') return { reason: 'protocol', detail: 'a malformed TLS record' };
+  if (hello.kind !== 'client-hello') return undefined;
+  const literal = named.includes(':') || /^\d+\.\d+\.\d+\.\d+$/.test(named);
+  if (hello.serverName === undefined && !literal) {
+    return {
+      reason: 'sni-mismatch',
+      detail: `the TLS ClientHello names no server; the tunnel is for ${named}`,
+    };
+  }
+  if (hello.serverName !== undefined && hello.serverName !== named) {
+    return {
+      reason: 'sni-mismatch',
+      detail: `the TLS ClientHello names ${hello.serverName}; the tunnel is for ${named}`,
+    };
+  }
+  if (hello.encrypted && allowEncrypted !== true) {
+    return {
+      reason: 'sni-mismatch',
+      detail: `the TLS ClientHello carries Encrypted Client Hello, which hides the server it is for; the tunnel is for ${named} (network.allowEncryptedClientHello lets it through)`,
+    };
+  }
+  return undefined;
 }
 
 /** Whether a socket still carries bytes both ways: neither ended nor closed. */

@@ -1,0 +1,95 @@
+// A TLS 1.3 server that wants a different key share answers the first ClientHello with a
+// HelloRetryRequest, and the client then sends a second ClientHello, in the clear like the
+// first. A tunnel's check of the first hello alone let a client name the allowed host there and
+// another host in the second, which a shared front (OpenSSL, a CDN) then served (RFC 8446
+// §4.1.2 says the second must match, but servers do not all hold clients to it). So after the
+// first hello, the client's next bytes wait until the server's first record says whether it
+// asked again; if it did, the second hello is read for the same checks.
+import type { Socket } from 'node:net';
+import { type FirstBytes, maxClientHelloBytes, readClientHello } from './client-hello.ts';
+
+/** The `random` of a ServerHello that is a HelloRetryRequest (RFC 8446 §4.1.3). */
+const helloRetryRandom = Buffer.from(
+  'cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c',
+  'hex',
+);
+
+/** Bytes of a server's first record needed to tell: record header, handshake header, version, random. */
+const serverHelloPrefix = 5 + 4 + 2 + 32;
+
+/** Whether a server's first bytes are a HelloRetryRequest, are not, or cannot tell yet. */
+export function isHelloRetryRequest(data: Buffer): 'yes' | 'no' | 'incomplete' {
+  if (data.length === 0) return 'incomplete';
+  if (data[0] !== 0x16) return 'no'; // not a handshake record
+  if (data.length < 6) return 'incomplete';
+  if (data[5] !== 0x02) return 'no'; // not a ServerHello
+  if (data.length < serverHelloPrefix) return 'incomplete';
+  return data.subarray(11, serverHelloPrefix).equals(helloRetryRandom) ? 'yes' : 'no';
+}
+
+/** The client's held bytes, and its second ClientHello when the server asked for one. */
+export interface AfterFirstHello {
+  /** What the client sent after its first hello, held back until now: to pass on, counted. */
+  readonly held: Buffer;
+  /** After a HelloRetryRequest: the client's second hello, read like the first. */
+  readonly retried: FirstBytes | undefined;
+}
+
+/**
+ * Holds what `client` sends after its first ClientHello until `server`'s first record shows
+ * whether it is a HelloRetryRequest, and after one until the client's second ClientHello is
+ * whole (change_cipher_spec records before it are skipped). The server's bytes keep flowing to
+ * the client meanwhile (another listener passes them on). Resolves undefined when either side
+ * closes or `timeoutMs` passes first.
+ */
+export function afterFirstHello(
+  client: Socket,
+  server: Socket,
+  timeoutMs: number,
+): Promise<AfterFirstHello | undefined> {
+  return new Promise((resolve) => {
+    let fromServer = Buffer.alloc(0);
+    let held = Buffer.alloc(0);
+    let asked: 'yes' | 'no' | 'incomplete' = 'incomplete';
+    const finish = (value: AfterFirstHello | undefined): void => {
+      clearTimeout(timer);
+      server.off('data', onServer);
+      server.off('close', onClose);
+      client.off('data', onClient);
+      client.off('close', onClose);
+      client.pause();
+      resolve(value);
+    };
+    const decide = (): void => {
+      if (asked === 'incomplete') return;
+      if (asked === 'no') return finish({ held, retried: undefined });
+      let offset = 0;
+      while (held.length >= offset + 5 && held[offset] === 0x14) {
+        offset += 5 + held.readUInt16BE(offset + 3);
+      }
+      if (held.length <= offset) return;
+      const retried = readClientHello(held.subarray(offset));
+      if (retried.kind === 'incomplete' && held.length - offset < maxClientHelloBytes) return;
+      finish({ held, retried });
+    };
+    const onServer = (chunk: Buffer): void => {
+      fromServer = Buffer.concat([fromServer, chunk]).subarray(0, serverHelloPrefix);
+      asked = isHelloRetryRequest(fromServer);
+      decide();
+    };
+    const onClient = (chunk: Buffer): void => {
+      held = Buffer.concat([held, chunk]);
+      // Nothing the client sends here is needed past one record and a change_cipher_spec:
+      // more waits in its socket (backpressure) rather than in the host's memory.
+      if (held.length > 2 * maxClientHelloBytes) client.pause();
+      decide();
+    };
+    const onClose = (): void => finish(undefined);
+    const timer = setTimeout(() => finish(undefined), timeoutMs);
+    server.on('data', onServer);
+    server.once('close', onClose);
+    client.on('data', onClient);
+    client.once('close', onClose);
+    client.resume();
+  });
+}

@@ -1,0 +1,123 @@
+// Domain fronting through a TLS 1.3 HelloRetryRequest (found by stop 33's attack round): the
+// first ClientHello names the tunnel's host, the server asks for another, and the second names
+// a different host, which a shared front (OpenSSL's s_server was measured) then served. The
+// server here stands in for such a front at the byte level: it answers the first record with a
+// HelloRetryRequest and records everything after it, so the test sees exactly what reached it.
+import { connect, createServer, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { EgressProxy } from '../src/egress/egress-proxy.ts';
+import { captureClientHello } from './support/client-hello-bytes.ts';
+import { randomLoopback } from './support/egress-servers.ts';
+
+/** A ServerHello record whose random is RFC 8446's HelloRetryRequest value. */
+const helloRetryRequest = Buffer.concat([
+  Buffer.from([0x16, 0x03, 0x03, 0x00, 0x28, 0x02, 0x00, 0x00, 0x24, 0x03, 0x03]),
+  Buffer.from('cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c', 'hex'),
+  Buffer.from([0x00, 0x13, 0x01, 0x00]), // no session id, TLS_AES_128_GCM_SHA256, no compression
+]);
+/** A plain ServerHello start (random of zeros): no second hello is asked for. */
+const serverHello = Buffer.concat([
+  Buffer.from([0x16, 0x03, 0x03, 0x00, 0x28, 0x02, 0x00, 0x00, 0x24, 0x03, 0x03]),
+  Buffer.alloc(32),
+  Buffer.from([0x00, 0x13, 0x01, 0x00]),
+]);
+const changeCipherSpec = Buffer.from([0x14, 0x03, 0x03, 0x00, 0x01, 0x01]);
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** The stand-in front on port 443: answers the first record with `answer`, keeps the rest. */
+async function front(answer: Buffer): Promise<{ address: string; afterFirst: () => Buffer }> {
+  const address = randomLoopback();
+  let rest = Buffer.alloc(0);
+  const server = createServer((socket) => {
+    socket.on('error', () => {});
+    let first = true;
+    socket.on('data', (chunk: Buffer) => {
+      if (first) {
+        first = false;
+        socket.write(answer);
+        return;
+      }
+      rest = Buffer.concat([rest, chunk]);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(443, address, resolve));
+  cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { address, afterFirst: () => rest };
+}
+
+/** CONNECT api.test:443, the first hello, then (once the server answered) `then`. */
+async function tunnel(frontAddress: string, first: Buffer, then: Buffer) {
+  const proxy = new EgressProxy({
+    lookup: async () => [{ address: frontAddress, family: 4 }],
+    tunnelRelay: 'node',
+  });
+  cleanups.push(() => proxy.close());
+  const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
+  const socket: Socket = connect((listener.address as { port: number }).port, '127.0.0.1');
+  socket.on('error', () => {});
+  const closed = new Promise<void>((resolve) => socket.once('close', resolve));
+  let received = Buffer.alloc(0);
+  socket.on('data', (chunk: Buffer) => {
+    received = Buffer.concat([received, chunk]);
+  });
+  socket.write('CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n');
+  await waitFor(() => received.includes('\r\n\r\n'));
+  received = Buffer.alloc(0);
+  socket.write(first);
+  await waitFor(() => received.length >= serverHello.length);
+  const answered = Buffer.from(received);
+  socket.write(then);
+  await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1_000))]);
+  socket.destroy();
+  return { answered, report: listener.session.report() };
+}
+
+async function waitFor(done: () => boolean): Promise<void> {
+  for (let waited = 0; !done() && waited < 5_000; waited += 10)
+    await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+describe('a second ClientHello after a HelloRetryRequest', () => {
+  it('naming another host is refused, and none of it reaches the server', async () => {
+    const server = await front(helloRetryRequest);
+    const first = await captureClientHello('api.test');
+    const second = Buffer.concat([changeCipherSpec, await captureClientHello('evil.test')]);
+    const { answered, report } = await tunnel(server.address, first, second);
+    expect(answered.equals(helloRetryRequest)).toBe(true); // the client got the server's request
+    expect(report.denied).toEqual([
+      {
+        host: 'api.test',
+        port: 443,
+        reason: 'sni-mismatch',
+        detail:
+          "after the server's HelloRetryRequest, the TLS ClientHello names evil.test; the tunnel is for api.test",
+      },
+    ]);
+    expect(server.afterFirst().length).toBe(0);
+  });
+
+  it('naming the tunnel’s host passes whole, change_cipher_spec first', async () => {
+    const server = await front(helloRetryRequest);
+    const first = await captureClientHello('api.test');
+    const second = Buffer.concat([changeCipherSpec, await captureClientHello('api.test')]);
+    const { report } = await tunnel(server.address, first, second);
+    expect(report.denied).toEqual([]);
+    await waitFor(() => server.afterFirst().length === second.length);
+    expect(server.afterFirst().equals(second)).toBe(true);
+  });
+
+  it('is not looked for after a plain ServerHello: what follows passes unread', async () => {
+    const server = await front(serverHello);
+    const first = await captureClientHello('api.test');
+    // Bytes a ClientHello reader would refuse: after a ServerHello they are the session's own.
+    const later = Buffer.concat([changeCipherSpec, await captureClientHello('evil.test')]);
+    const { report } = await tunnel(server.address, first, later);
+    expect(report.denied).toEqual([]);
+    await waitFor(() => server.afterFirst().length === later.length);
+    expect(server.afterFirst().equals(later)).toBe(true);
+  });
+});
