@@ -6,6 +6,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { maxRelayTunnels } from '../src/egress/egress-session.ts';
 import { python } from './support/helpers.ts';
 import {
   MiB,
@@ -79,6 +80,41 @@ describe('the egress relay under attack', () => {
       await proxy.close();
     }
   });
+
+  it(`a run's tunnels past ${maxRelayTunnels} at once stay in the proxy's loop: no more relay processes, every download whole`, async () => {
+    const { proxy, listener, port } = await open();
+    try {
+      const count = maxRelayTunnels + 4;
+      const size = 4 * MiB;
+      const tunnels = await Promise.all(Array.from({ length: count }, () => tunnel(port, size)));
+      // Each paused past the handover (2 MiB), so that every relay that started is still there.
+      for (const each of tunnels) {
+        await until(() => each.received() >= 2 * MiB, 'a tunnel past the handover');
+        each.socket.pause();
+      }
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const relays = relayProcesses().filter((entry) => entry.name === 'coda-egress-relay: tunnel');
+      expect(relays.length).toBe(maxRelayTunnels);
+      for (const each of tunnels) each.socket.resume();
+      await until(
+        () => tunnels.every((each) => each.received() === size),
+        'every download whole',
+        60_000,
+      );
+      for (const each of raw.accepted.slice(-count)) each.end();
+      expect(await Promise.all(tunnels.map((each) => each.ended))).toEqual(
+        Array<number>(count).fill(size),
+      );
+      await listener.close();
+      expect(listener.session.report().allowed[0]).toMatchObject({
+        bytesReceived: count * size,
+        connections: count,
+      });
+    } finally {
+      await proxy.close();
+    }
+    expect(relayProcesses()).toEqual([]);
+  }, 90_000);
 
   it("one run's stalled and capped tunnels: another run's download on the same helper is whole and exact", async () => {
     const { proxy, listener: calm, port: calmPort } = await open();

@@ -46,6 +46,11 @@ export class NetworkActivity extends EventEmitter<NetworkActivityEvents> {
   }
 }
 
+/**
+ * Tunnels of one run moved by host-side relay processes at once: 1000 tunnels made 1000
+ * processes (479 MiB) before this bound; past it, tunnels are moved by the proxy's own loop.
+ */
+export const maxRelayTunnels = 16;
 /** Entries the report keeps in each list (allowed destinations, refusals). */
 export const maxReportEntries = 1000;
 const maxHostLength = 256;
@@ -186,6 +191,23 @@ export class EgressSession {
   }
 
   #reserved = 0;
+
+  /**
+   * Takes one of the run's {@link maxRelayTunnels} slots for a tunnel moved by a host-side relay
+   * (each is a process on the host); false when all are taken (the tunnel stays in Node).
+   */
+  takeRelaySlot(): boolean {
+    if (this.#relayTunnels >= maxRelayTunnels) return false;
+    this.#relayTunnels += 1;
+    return true;
+  }
+
+  /** Gives back a relay slot when its tunnel's relay ended (or never started). */
+  releaseRelaySlot(): void {
+    this.#relayTunnels = Math.max(0, this.#relayTunnels - 1);
+  }
+
+  #relayTunnels = 0;
 
   /**
    * Counts bytes moved for `entry`. Returns false (and cuts every connection of the run) once

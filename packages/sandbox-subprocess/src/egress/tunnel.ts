@@ -307,16 +307,23 @@ async function handOff(
     }
     return true;
   };
+  // Each relay tunnel is a process on the host: a run has a bounded number at once.
+  if (!session.takeRelaySlot()) {
+    session.release(held);
+    return inNode();
+  }
   relay = relays.handOff(client, upstream, granted, {
     count,
     overBudget: () => session.reachedCap(entry),
     failed: (detail) => session.deny(entry.host, entry.port, 'unreachable', detail),
   });
   if (relay === undefined) {
+    session.releaseRelaySlot();
     session.release(held);
     return inNode();
   }
   relay.once('close', () => {
+    session.releaseRelaySlot();
     session.release(held);
     held = 0;
   });
