@@ -110,14 +110,21 @@ export class EgressSession {
       return this.deny(host, port || 0, 'protocol', `no valid port in the request (${port})`);
     }
     if (this.#overCap()) return this.#capRefusal(host, port);
+    // What the host delivers to itself, on every admission: addresses come and go during a run
+    // (a reading is reused for a second). Unreadable (out of descriptors), nothing is admitted.
+    let hostAddresses: ReturnType<typeof hostLocalAddresses>;
+    try {
+      hostAddresses = hostLocalAddresses();
+    } catch (error) {
+      const why = `the host's own addresses could not be read: ${(error as Error).message}`;
+      return this.deny(host, port, 'unreachable', why);
+    }
     const admission = await admitDestination(
       this.rules,
       host,
       port,
       (name) => lookupWithTimeout(this.#lookup, name),
-      // What the host delivers to itself, on every admission: addresses come and go during a
-      // run (a reading is reused for a second).
-      hostLocalAddresses(),
+      hostAddresses,
     );
     if (!admission.ok) return this.deny(admission.host, port, admission.reason, admission.detail);
     return admission;
