@@ -28,20 +28,29 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-/** The stand-in front on port 443: answers the first record with `answer`, keeps the rest. */
-async function front(answer: Buffer): Promise<{ address: string; afterFirst: () => Buffer }> {
+/**
+ * The stand-in front on port 443: answers the first record (by its length, however the bytes
+ * arrive) with `answer`, or with nothing when `answer` is undefined; keeps what follows it.
+ */
+async function front(
+  answer: Buffer | undefined,
+): Promise<{ address: string; afterFirst: () => Buffer }> {
   const address = randomLoopback();
   let rest = Buffer.alloc(0);
   const server = createServer((socket) => {
     socket.on('error', () => {});
-    let first = true;
+    let got = Buffer.alloc(0);
+    let answered = false;
     socket.on('data', (chunk: Buffer) => {
-      if (first) {
-        first = false;
-        socket.write(answer);
+      if (answered) {
+        rest = Buffer.concat([rest, chunk]);
         return;
       }
-      rest = Buffer.concat([rest, chunk]);
+      got = Buffer.concat([got, chunk]);
+      if (got.length < 5 || got.length < 5 + got.readUInt16BE(3)) return;
+      answered = true;
+      rest = got.subarray(5 + got.readUInt16BE(3));
+      if (answer !== undefined) socket.write(answer);
     });
   });
   await new Promise<void>((resolve) => server.listen(443, address, resolve));
@@ -50,7 +59,12 @@ async function front(answer: Buffer): Promise<{ address: string; afterFirst: () 
 }
 
 /** CONNECT api.test:443, the first hello, then (once the server answered) `then`. */
-async function tunnel(frontAddress: string, first: Buffer, then: Buffer) {
+async function tunnel(
+  frontAddress: string,
+  first: Buffer,
+  then: Buffer,
+  answerBytes = serverHello.length,
+) {
   const proxy = new EgressProxy({
     lookup: async () => [{ address: frontAddress, family: 4 }],
     tunnelRelay: 'node',
@@ -68,9 +82,9 @@ async function tunnel(frontAddress: string, first: Buffer, then: Buffer) {
   await waitFor(() => received.includes('\r\n\r\n'));
   received = Buffer.alloc(0);
   socket.write(first);
-  await waitFor(() => received.length >= serverHello.length);
+  await waitFor(() => received.length >= answerBytes);
   const answered = Buffer.from(received);
-  socket.write(then);
+  if (then.length > 0) socket.write(then);
   await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1_000))]);
   socket.destroy();
   return { answered, report: listener.session.report() };
@@ -99,6 +113,49 @@ describe('a second ClientHello after a HelloRetryRequest', () => {
     ]);
     expect(server.afterFirst().length).toBe(0);
   });
+
+  it('sent with the first in one write is held with it: refused, none of it reaches the server', async () => {
+    const server = await front(helloRetryRequest);
+    const first = await captureClientHello('api.test');
+    const both = Buffer.concat([first, changeCipherSpec, await captureClientHello('evil.test')]);
+    const { report } = await tunnel(server.address, both, Buffer.alloc(0));
+    expect(report.denied.map(({ reason, detail }) => [reason, detail])).toEqual([
+      [
+        'sni-mismatch',
+        "after the server's HelloRetryRequest, the TLS ClientHello names evil.test; the tunnel is for api.test",
+      ],
+    ]);
+    expect(server.afterFirst().length).toBe(0);
+  });
+
+  it('is waited for 10 s at most: a server that never answers the first is reported', async () => {
+    const server = await front(undefined);
+    const proxy = new EgressProxy({
+      lookup: async () => [{ address: server.address, family: 4 }],
+      tunnelRelay: 'node',
+    });
+    cleanups.push(() => proxy.close());
+    const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
+    const socket = connect((listener.address as { port: number }).port, '127.0.0.1');
+    socket.on('error', () => {});
+    const closed = new Promise<number>((resolve) =>
+      socket.once('close', () => resolve(performance.now())),
+    );
+    socket.write('CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n');
+    await new Promise((resolve) => socket.once('data', resolve));
+    const started = performance.now();
+    socket.write(await captureClientHello('api.test'));
+    const cut = await closed;
+    expect(cut - started).toBeGreaterThan(9_900);
+    expect(listener.session.report().denied).toEqual([
+      {
+        host: 'api.test',
+        port: 443,
+        reason: 'unreachable',
+        detail: 'no answer to the TLS ClientHello within 10000 ms',
+      },
+    ]);
+  }, 20_000);
 
   it('naming the tunnel’s host passes whole, change_cipher_spec first', async () => {
     const server = await front(helloRetryRequest);

@@ -6,7 +6,10 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { maxRelayTunnels } from '../src/egress/egress-session.ts';
+import { runSlots } from '../src/egress/egress-session.ts';
+
+const maxRelayTunnels = runSlots.relay;
+
 import { python } from './support/helpers.ts';
 import {
   MiB,

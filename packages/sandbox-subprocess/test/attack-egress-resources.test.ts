@@ -9,7 +9,7 @@ import {
   handshakeTimeoutMs,
   maxClientConnections,
 } from '../src/egress/egress-proxy.ts';
-import { maxReportEntries } from '../src/egress/egress-session.ts';
+import { maxReportEntries, runSlots } from '../src/egress/egress-session.ts';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -101,12 +101,116 @@ describe('HTTP heads count as bytes', () => {
       );
     }
     const report = listener.session.report();
-    // 15 000 header bytes per request: the cap is passed on the seventh, and no request after
-    // the cap reaches the server (before: all 20 did, counted as 0 bytes).
-    expect(server.requests()).toBe(7);
-    expect(report.allowed[0]!.bytesSent).toBeGreaterThan(cap);
-    expect(report.allowed[0]!.bytesSent).toBeLessThan(cap + 16_000);
+    // 15 000 header bytes per request: the seventh head would pass the cap, so it is never
+    // sent, and no request after it is admitted (before: all 20 reached the server, counted as
+    // 0 bytes).
+    expect(server.requests()).toBe(6);
+    expect(report.allowed[0]!.bytesSent).toBeLessThanOrEqual(cap);
+    expect(report.allowed[0]!.bytesSent).toBeGreaterThan(6 * 15_000);
     expect(report.denied.filter(({ reason }) => reason === 'egress-limit').length).toBe(14);
+  });
+});
+
+/** A server that reads and never answers: its open connections and the bytes it read. */
+async function silentServer(): Promise<{ port: number; open: () => number; read: () => number }> {
+  let open = 0;
+  let read = 0;
+  const server: Server = createServer((socket) => {
+    open += 1;
+    socket.on('error', () => {});
+    socket.on('data', (chunk: Buffer) => {
+      read += chunk.length;
+    });
+    socket.once('close', () => {
+      open -= 1;
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => {
+    server.close();
+  });
+  return { port: (server.address() as { port: number }).port, open: () => open, read: () => read };
+}
+
+async function settle(done: () => boolean, ms = 5_000): Promise<void> {
+  for (let waited = 0; !done() && waited < ms; waited += 20)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
+describe('upstream connections a run leaves behind (found by the review of these bounds)', () => {
+  it('a client gone before the answer takes its upstream connection with it, and its head was counted', async () => {
+    const server = await silentServer();
+    const cap = 100_000;
+    const { listener, port } = await proxyFor({
+      allow: ['api.test'],
+      allowPrivate: true,
+      maxEgressBytes: cap,
+    });
+    const header = `X-Exfil: ${'a'.repeat(15_000)}\r\n`;
+    for (let i = 0; i < 40; i += 1) {
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write(
+        `GET http://api.test:${server.port}/ HTTP/1.1\r\nHost: api.test:${server.port}\r\n${header}\r\n`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      socket.destroy();
+    }
+    await settle(() => server.open() === 0);
+    expect(server.open()).toBe(0); // before: 40 upstream connections stayed open
+    expect(server.read()).toBeLessThanOrEqual(cap); // before: 603 000 bytes, counted as 0
+    expect(listener.session.report().allowed[0]!.bytesSent).toBe(server.read());
+  });
+
+  it(`pipelined requests hold at most ${runSlots.upstream} upstream connections at once`, async () => {
+    const server = await silentServer();
+    const { listener, port } = await proxyFor({ allow: ['api.test'], allowPrivate: true });
+    const request = `GET http://api.test:${server.port}/ HTTP/1.1\r\nHost: api.test:${server.port}\r\n\r\n`;
+    const sockets = [0, 1].map(() => {
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write(request.repeat(200));
+      return socket;
+    });
+    cleanups.push(() => {
+      for (const socket of sockets) socket.destroy();
+    });
+    await settle(() => server.open() >= runSlots.upstream, 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(server.open()).toBe(runSlots.upstream); // before: 400
+    const limited = listener.session
+      .report()
+      .denied.filter(({ reason }) => reason === 'egress-limit');
+    expect(limited.length).toBe(400 - runSlots.upstream);
+    expect(limited[0]!.detail).toBe(
+      `${runSlots.upstream} connections to servers open at once, the most a run may hold`,
+    );
+  });
+
+  it('a tunnel client gone while its destination was looked up gets no upstream connection', async () => {
+    const server = await silentServer();
+    const proxy = new EgressProxy({
+      lookup: () =>
+        new Promise((resolve) =>
+          setTimeout(() => resolve([{ address: '127.0.0.1', family: 4 }]), 30),
+        ),
+      tunnelRelay: 'node',
+    });
+    cleanups.push(() => proxy.close());
+    const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
+    const proxyPort = (listener.address as { port: number }).port;
+    for (let i = 0; i < 30; i += 1) {
+      const socket = connect(proxyPort, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write(
+        `CONNECT api.test:${server.port} HTTP/1.1\r\nHost: api.test:${server.port}\r\n\r\n`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      socket.destroy();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await settle(() => server.open() === 0);
+    expect(server.open()).toBe(0); // before: 30 left open for good
   });
 });
 
@@ -158,6 +262,17 @@ describe('the report a run can inflate', () => {
     expect(denied.length).toBe(maxReportEntries);
     expect(Math.max(...denied.map(({ host }) => host.length))).toBe(256);
     expect(Math.max(...denied.map(({ detail }) => detail.length))).toBeLessThanOrEqual(512);
+  }, 60_000);
+
+  it('keeps the first refusal of each reason past the bound, so a flood cannot hide another kind', async () => {
+    const { listener, port } = await proxyFor({ allow: ['api.test'] });
+    for (let i = 0; i < maxReportEntries + 10; i += 1) {
+      await exchange(port, `CONNECT x${i}.junk.test:443 HTTP/1.1\r\nHost: x\r\n\r\n`);
+    }
+    await exchange(port, 'CONNECT 10.0.0.1:443 HTTP/1.1\r\nHost: x\r\n\r\n');
+    const { denied } = listener.session.report();
+    expect(denied.length).toBe(maxReportEntries + 1);
+    expect(denied.at(-1)).toMatchObject({ host: '10.0.0.1', reason: 'ip-literal' });
   }, 60_000);
 
   it(`keeps ${maxReportEntries} allowed destinations and counts the rest together`, async () => {

@@ -393,11 +393,6 @@ async function forwardHttp(
       return respondDenied(response, host, port, refused);
     }
   }
-  const admitted = await session.admit(host, port);
-  if (!admitted.ok) return respondDenied(response, host, port, admitted);
-  const opened = await connectUpstream(session, admitted);
-  if (!('socket' in opened)) return respondDenied(response, host, port, opened, 502);
-  const { socket: upstream, entry } = opened;
   const headers: Record<string, string | string[]> = {};
   const listed = new Set(
     String(request.headers.connection ?? '')
@@ -419,10 +414,22 @@ async function forwardHttp(
   if (request.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
   const path = `${url.pathname}${url.search}`;
   // The upstream connection carries this one request: its bytes, heads and framing included,
-  // are what the report counts. Received bytes are counted as they arrive; sent body chunks
-  // before they go, and what Node wrote around them (the request line, headers, chunk framing)
-  // as soon as the answer starts and when the connection closes.
-  let sentCounted = 0;
+  // are what the report counts. Received bytes are counted as they arrive. Sent: the request
+  // line and the headers given to Node, checked against the cap before any connection (a head
+  // past it never goes), body chunks before they go, and what Node adds around them (a few
+  // headers, chunk framing) as soon as the answer starts and when the connection closes.
+  const head = headBytes(`${request.method} ${path} HTTP/1.1`, headers);
+  const admitted = await session.admit(host, port);
+  if (!admitted.ok) return respondDenied(response, host, port, admitted);
+  if (!session.fits(head)) {
+    const refused = session.refuseOverCap(host, port);
+    return respondDenied(response, host, port, refused);
+  }
+  const opened = await connectUpstream(session, admitted);
+  if (!('socket' in opened)) return respondDenied(response, host, port, opened, 502);
+  const { socket: upstream, entry } = opened;
+  if (!session.count(entry, head, 0)) return;
+  let sentCounted = head;
   const countWritten = (): void => {
     const unseen = upstream.bytesWritten - sentCounted;
     if (unseen <= 0) return;
@@ -433,6 +440,11 @@ async function forwardHttp(
     if (!session.count(entry, 0, chunk.length)) upstream.destroy();
   });
   upstream.once('close', countWritten);
+  // A client gone before the answer ended needs no upstream connection: it would stay open for
+  // as long as the server takes.
+  response.once('close', () => {
+    if (!response.writableFinished) upstream.destroy();
+  });
   const outgoing = httpRequest({
     method: request.method,
     path,
@@ -486,4 +498,13 @@ async function forwardHttp(
     incoming.pipe(response);
     incoming.once('close', () => upstream.destroy());
   });
+}
+
+/** The size of an HTTP head as given to Node: its first line, each header line, the blank line. */
+function headBytes(firstLine: string, headers: Record<string, string | string[]>): number {
+  let bytes = Buffer.byteLength(firstLine) + 4;
+  for (const [name, value] of Object.entries(headers)) {
+    for (const one of [value].flat()) bytes += Buffer.byteLength(`${name}: ${one}`) + 2;
+  }
+  return bytes;
 }

@@ -47,10 +47,12 @@ export class NetworkActivity extends EventEmitter<NetworkActivityEvents> {
 }
 
 /**
- * Tunnels of one run moved by host-side relay processes at once: 1000 tunnels made 1000
- * processes (479 MiB) before this bound; past it, tunnels are moved by the proxy's own loop.
+ * What one run holds on the host at once. `relay`: tunnels moved by host-side relay processes
+ * (1000 tunnels made 1000 processes, 479 MiB, before this bound; past it, tunnels are moved by
+ * the proxy's own loop). `upstream`: connections to servers (pipelined plain HTTP requests made
+ * one each: 2000 open at once from 4 client connections; past it, a connection is refused).
  */
-export const maxRelayTunnels = 16;
+export const runSlots = { relay: 16, upstream: 256 } as const;
 /** Entries the report keeps in each list (allowed destinations, refusals). */
 export const maxReportEntries = 1000;
 const maxHostLength = 256;
@@ -90,7 +92,8 @@ export class EgressSession {
 
   /**
    * Records a refusal and emits it. The host and detail a program chose are cut to a bounded
-   * length, and the report keeps the first {@link maxReportEntries} refusals.
+   * length, and the report keeps the first {@link maxReportEntries} refusals and the first of
+   * each reason after them.
    */
   deny(host: string, port: number, reason: NetworkDenialReason, detail: string): Refused {
     const entry = {
@@ -99,7 +102,14 @@ export class EgressSession {
       reason,
       detail: bounded(detail, maxDetailLength),
     };
-    if (this.#denied.length < maxReportEntries) this.#denied.push(entry);
+    // The first refusals, and past them the first of each reason (so a flood of one kind
+    // cannot hide a later refusal of another); the events carry every one.
+    if (
+      this.#denied.length < maxReportEntries ||
+      !this.#denied.some((kept) => kept.reason === reason)
+    ) {
+      this.#denied.push(entry);
+    }
     this.activity.emit('event', { type: 'denied', ...entry });
     return { ok: false, reason, detail };
   }
@@ -200,21 +210,21 @@ export class EgressSession {
   #reserved = 0;
 
   /**
-   * Takes one of the run's {@link maxRelayTunnels} slots for a tunnel moved by a host-side relay
-   * (each is a process on the host); false when all are taken (the tunnel stays in Node).
+   * Takes one of the run's slots of `kind` (see {@link runSlots}): false when all are taken.
+   * Each taken slot is given back with {@link releaseSlot} once its connection or relay ended.
    */
-  takeRelaySlot(): boolean {
-    if (this.#relayTunnels >= maxRelayTunnels) return false;
-    this.#relayTunnels += 1;
+  takeSlot(kind: keyof typeof runSlots): boolean {
+    if (this.#slots[kind] >= runSlots[kind]) return false;
+    this.#slots[kind] += 1;
     return true;
   }
 
-  /** Gives back a relay slot when its tunnel's relay ended (or never started). */
-  releaseRelaySlot(): void {
-    this.#relayTunnels = Math.max(0, this.#relayTunnels - 1);
+  /** Gives back a slot taken with {@link takeSlot}. */
+  releaseSlot(kind: keyof typeof runSlots): void {
+    this.#slots[kind] = Math.max(0, this.#slots[kind] - 1);
   }
 
-  #relayTunnels = 0;
+  readonly #slots: Record<keyof typeof runSlots, number> = { relay: 0, upstream: 0 };
 
   /**
    * Counts bytes moved for `entry`. Returns false (and cuts every connection of the run) once
@@ -244,18 +254,38 @@ export class EgressSession {
 
   #capReported = false;
 
+  /** Whether `bytes` more would stay within `maxEgressBytes` (always, without a cap). */
+  fits(bytes: number): boolean {
+    const cap = this.rules.policy.maxEgressBytes;
+    return cap === undefined || this.#bytes + this.#reserved + bytes <= cap;
+  }
+
+  /**
+   * Bytes that would pass `maxEgressBytes` were not sent: from now on the run is at its cap
+   * (nothing more is admitted), reported once. Its open connections are left to finish.
+   */
+  refuseOverCap(host: string, port: number): Refused {
+    this.#capHit = true;
+    if (this.#capReported) {
+      return { ok: false, reason: 'egress-limit', detail: this.#capDetail() };
+    }
+    this.#capReported = true;
+    return this.#capRefusal(host, port);
+  }
+
+  #capHit = false;
+
   #overCap(): boolean {
     const cap = this.rules.policy.maxEgressBytes;
-    return cap !== undefined && this.#bytes > cap;
+    return this.#capHit || (cap !== undefined && this.#bytes > cap);
+  }
+
+  #capDetail(): string {
+    return `maxEgressBytes (${this.rules.policy.maxEgressBytes}) reached`;
   }
 
   #capRefusal(host: string, port: number): Refused {
-    return this.deny(
-      host,
-      port,
-      'egress-limit',
-      `maxEgressBytes (${this.rules.policy.maxEgressBytes}) reached`,
-    );
+    return this.deny(host, port, 'egress-limit', this.#capDetail());
   }
 
   /**

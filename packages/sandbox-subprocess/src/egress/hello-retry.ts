@@ -36,7 +36,8 @@ export interface AfterFirstHello {
 }
 
 /**
- * Holds what `client` sends after its first ClientHello until `server`'s first record shows
+ * Holds what `client` sends after its first ClientHello (starting with `alreadySent`, the bytes
+ * that came in the hello's own reads) until `server`'s first record shows
  * whether it is a HelloRetryRequest, and after one until the client's second ClientHello is
  * whole (change_cipher_spec records before it are skipped). The server's bytes keep flowing to
  * the client meanwhile (another listener passes them on). Resolves undefined when either side
@@ -45,11 +46,12 @@ export interface AfterFirstHello {
 export function afterFirstHello(
   client: Socket,
   server: Socket,
+  alreadySent: Buffer,
   timeoutMs: number,
 ): Promise<AfterFirstHello | undefined> {
   return new Promise((resolve) => {
     let fromServer = Buffer.alloc(0);
-    let held = Buffer.alloc(0);
+    let held = alreadySent;
     let asked: 'yes' | 'no' | 'incomplete' = 'incomplete';
     const finish = (value: AfterFirstHello | undefined): void => {
       clearTimeout(timer);
@@ -62,7 +64,10 @@ export function afterFirstHello(
     };
     const decide = (): void => {
       if (asked === 'incomplete') return;
-      if (asked === 'no') return finish({ held, retried: undefined });
+      if (asked === 'no') {
+        finish({ held, retried: undefined });
+        return;
+      }
       let offset = 0;
       while (held.length >= offset + 5 && held[offset] === 0x14) {
         offset += 5 + held.readUInt16BE(offset + 3);

@@ -101,6 +101,8 @@ export async function handleSocks(
     socket.end(reply(0x07));
     return;
   }
+  // The request is whole: the handshake's timeout is over (admission has its own bounds).
+  socket.setTimeout(0);
   const admitted = await session.admit(host, port);
   if (!admitted.ok) {
     socket.end(reply(0x02));

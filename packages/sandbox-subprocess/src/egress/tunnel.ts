@@ -86,6 +86,8 @@ export async function joinTunnel(
   port: number,
   relays: HostRelays | undefined,
 ): Promise<void> {
+  // Admission awaited a lookup: a client gone meanwhile gets no upstream connection.
+  if (client.destroyed) return;
   // Admitted: the handshake's timeout (egress-proxy.ts) is over; a tunnel may idle.
   client.setTimeout(0);
   const named = admitted.host;
@@ -101,6 +103,11 @@ export async function joinTunnel(
     }
     const opened = result.socket;
     entry = result.entry;
+    // A client that left while the connection was made has no 'close' left to tell it.
+    if (client.destroyed) {
+      opened.destroy();
+      return undefined;
+    }
     // Server to client flows at once (a server may speak first).
     stopReceiving = pipeCounted(session, result.entry, opened, client, 'received');
     opened.once('close', () => client.destroy());
@@ -139,14 +146,23 @@ export async function joinTunnel(
   if (upstream === undefined || entry === undefined) return;
   const up = upstream;
   const counted = entry;
-  if (!session.count(counted, first.length, 0)) return;
-  let moved = first.length;
+  let moved = 0;
   if (hello.kind === 'client-hello') {
+    // Only the hello's own record goes now; whatever the client sent after it in the same
+    // write waits with the rest, until the server's answer says whether it asks again.
+    const record = first.subarray(0, 5 + first.readUInt16BE(3));
+    if (!session.count(counted, record.length, 0)) return;
+    moved = record.length;
     // Watched from before the hello goes: the server's answer to it says whether it asks again.
-    const after = afterFirstHello(client, up, firstBytesTimeoutMs);
-    up.write(first);
+    const after = afterFirstHello(client, up, first.subarray(record.length), firstBytesTimeoutMs);
+    up.write(record);
     const next = await after;
     if (next === undefined) {
+      // Both still there: the server did not answer in time (else one side closed).
+      if (!client.destroyed && !up.destroyed) {
+        const detail = `no answer to the TLS ClientHello within ${firstBytesTimeoutMs} ms`;
+        session.deny(named, port, 'unreachable', detail);
+      }
       client.destroy();
       up.destroy();
       return;
@@ -170,6 +186,8 @@ export async function joinTunnel(
       moved += next.held.length;
     }
   } else {
+    if (!session.count(counted, first.length, 0)) return;
+    moved = first.length;
     up.write(first);
   }
   if (relays === undefined) {
@@ -308,7 +326,7 @@ async function handOff(
     return true;
   };
   // Each relay tunnel is a process on the host: a run has a bounded number at once.
-  if (!session.takeRelaySlot()) {
+  if (!session.takeSlot('relay')) {
     session.release(held);
     return inNode();
   }
@@ -318,12 +336,12 @@ async function handOff(
     failed: (detail) => session.deny(entry.host, entry.port, 'unreachable', detail),
   });
   if (relay === undefined) {
-    session.releaseRelaySlot();
+    session.releaseSlot('relay');
     session.release(held);
     return inNode();
   }
   relay.once('close', () => {
-    session.releaseRelaySlot();
+    session.releaseSlot('relay');
     session.release(held);
     held = 0;
   });
@@ -361,6 +379,7 @@ function firstBytes(client: Socket, head: Buffer, mustBeTls: boolean): Promise<B
       () => done(undefined),
       mustBeTls ? firstBytesTimeoutMs : 2_147_483_647,
     );
+    if (client.destroyed) return done(undefined); // gone before 'close' could be listened for
     if (data.length > 0 && decide()) return;
     client.on('data', onData);
     client.once('close', onClose);

@@ -3,7 +3,7 @@
 
 import { connect, type Socket } from 'node:net';
 import type { NetworkAllowedEntry } from '@coda/sandbox-core';
-import type { Admitted, EgressSession, Refused } from './egress-session.ts';
+import { type Admitted, type EgressSession, type Refused, runSlots } from './egress-session.ts';
 
 const connectTimeoutMs = 10_000;
 
@@ -19,6 +19,10 @@ export function connectUpstream(
   admitted: Admitted,
 ): Promise<Upstream | Refused> {
   const { host, port } = admitted;
+  if (!session.takeSlot('upstream')) {
+    const detail = `${runSlots.upstream} connections to servers open at once, the most a run may hold`;
+    return Promise.resolve(session.deny(host, port, 'egress-limit', detail));
+  }
   return new Promise((resolve) => {
     const upstream = connect({
       host: admitted.address,
@@ -26,6 +30,7 @@ export function connectUpstream(
       family: admitted.family,
       timeout: connectTimeoutMs,
     });
+    upstream.once('close', () => session.releaseSlot('upstream'));
     const fail = (why: string): void => {
       upstream.destroy();
       resolve(session.deny(host, port, 'unreachable', `${admitted.address}:${port}: ${why}`));
