@@ -64,6 +64,7 @@ async function tunnel(
   first: Buffer,
   then: Buffer,
   answerBytes = serverHello.length,
+  pieces: Buffer[] = [],
 ) {
   const proxy = new EgressProxy({
     lookup: async () => [{ address: frontAddress, family: 4 }],
@@ -85,6 +86,11 @@ async function tunnel(
   await waitFor(() => received.length >= answerBytes);
   const answered = Buffer.from(received);
   if (then.length > 0) socket.write(then);
+  // Later pieces, each in its own segment.
+  for (const piece of pieces) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    socket.write(piece);
+  }
   await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1_000))]);
   socket.destroy();
   return { answered, report: listener.session.report() };
@@ -156,6 +162,40 @@ describe('a second ClientHello after a HelloRetryRequest', () => {
       },
     ]);
   }, 20_000);
+
+  it('is read across records: a HelloRetryRequest split in two still has the second hello checked', async () => {
+    // RFC 8446 lets a handshake message span records: the same request in a 4- and a 36-byte one.
+    const body = helloRetryRequest.subarray(5);
+    const split = Buffer.concat([
+      Buffer.from([0x16, 0x03, 0x03, 0x00, 0x04]),
+      body.subarray(0, 4),
+      Buffer.from([0x16, 0x03, 0x03, 0x00, body.length - 4]),
+      body.subarray(4),
+    ]);
+    const server = await front(split);
+    const first = await captureClientHello('api.test');
+    const second = Buffer.concat([changeCipherSpec, await captureClientHello('evil.test')]);
+    const { report } = await tunnel(server.address, first, second, split.length);
+    expect(report.denied.map(({ reason }) => reason)).toEqual(['sni-mismatch']);
+    expect(server.afterFirst().length).toBe(0); // before: the second hello reached the server
+  });
+
+  it('waits for a change_cipher_spec that comes in pieces, then passes the right second hello', async () => {
+    const server = await front(helloRetryRequest);
+    const first = await captureClientHello('api.test');
+    const second = await captureClientHello('api.test');
+    const { report } = await tunnel(
+      server.address,
+      first,
+      changeCipherSpec.subarray(0, 3),
+      helloRetryRequest.length,
+      [changeCipherSpec.subarray(3), second],
+    );
+    expect(report.denied).toEqual([]); // before: protocol, no second ClientHello
+    const sent = Buffer.concat([changeCipherSpec, second]);
+    await waitFor(() => server.afterFirst().length === sent.length);
+    expect(server.afterFirst().equals(sent)).toBe(true);
+  });
 
   it('naming the tunnel’s host passes whole, change_cipher_spec first', async () => {
     const server = await front(helloRetryRequest);

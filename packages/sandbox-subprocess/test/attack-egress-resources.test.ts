@@ -187,6 +187,32 @@ describe('upstream connections a run leaves behind (found by the review of these
     );
   });
 
+  it('a plain HTTP client gone while its destination was looked up gets no upstream connection', async () => {
+    const server = await silentServer();
+    const proxy = new EgressProxy({
+      lookup: () =>
+        new Promise((resolve) =>
+          setTimeout(() => resolve([{ address: '127.0.0.1', family: 4 }]), 100),
+        ),
+      tunnelRelay: 'node',
+    });
+    cleanups.push(() => proxy.close());
+    const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
+    const proxyPort = (listener.address as { port: number }).port;
+    for (let i = 0; i < 30; i += 1) {
+      const socket = connect(proxyPort, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write(
+        `GET http://api.test:${server.port}/ HTTP/1.1\r\nHost: api.test:${server.port}\r\n\r\n`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      socket.destroy();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await settle(() => server.open() === 0);
+    expect(server.open()).toBe(0); // before: every one stayed open, holding a run slot
+  });
+
   it('a tunnel client gone while its destination was looked up gets no upstream connection', async () => {
     const server = await silentServer();
     const proxy = new EgressProxy({
@@ -211,6 +237,98 @@ describe('upstream connections a run leaves behind (found by the review of these
     await new Promise((resolve) => setTimeout(resolve, 500));
     await settle(() => server.open() === 0);
     expect(server.open()).toBe(0); // before: 30 left open for good
+  });
+});
+
+describe('the cap and its edges (found by a third look at these bounds)', () => {
+  it('a chunked body’s framing counts before it goes: 1-byte chunks stay within the cap', async () => {
+    const server = await silentServer();
+    const cap = 20_000;
+    const { port } = await proxyFor({
+      allow: ['api.test'],
+      allowPrivate: true,
+      maxEgressBytes: cap,
+    });
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    socket.write(
+      `POST http://api.test:${server.port}/ HTTP/1.1\r\nHost: api.test:${server.port}\r\nTransfer-Encoding: chunked\r\n\r\n`,
+    );
+    for (let i = 0; i < 400 && !socket.destroyed; i += 1) {
+      socket.write('1\r\nX\r\n'.repeat(100));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    socket.destroy();
+    expect(server.read()).toBeGreaterThan(cap / 2);
+    expect(server.read()).toBeLessThanOrEqual(cap); // before: 119 674
+  });
+
+  it('a head refused for the cap leaves the run’s open tunnel to finish, and admits nothing new', async () => {
+    const sink = await silentServer();
+    const cap = 20_000;
+    const { listener, port } = await proxyFor({
+      allow: ['api.test'],
+      allowPrivate: true,
+      maxEgressBytes: cap,
+    });
+    const tunnel = connect(port, '127.0.0.1');
+    tunnel.on('error', () => {});
+    tunnel.resume();
+    let closed = false;
+    tunnel.on('close', () => {
+      closed = true;
+    });
+    tunnel.write(`CONNECT api.test:${sink.port} HTTP/1.1\r\nHost: api.test:${sink.port}\r\n\r\n`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    tunnel.write(Buffer.alloc(10_000, 0x41));
+    await settle(() => sink.read() === 10_000);
+    const answer = await exchange(
+      port,
+      `GET http://api.test:${sink.port}/ HTTP/1.1\r\nHost: api.test:${sink.port}\r\nX-Big: ${'b'.repeat(12_000)}\r\n\r\n`,
+    );
+    expect(answer).toContain('egress-limit');
+    tunnel.write('hello');
+    await settle(() => sink.read() === 10_005);
+    expect(closed).toBe(false); // before: cut at its next byte
+    expect(sink.read()).toBe(10_005);
+    const again = await exchange(
+      port,
+      `GET http://api.test:${sink.port}/ HTTP/1.1\r\nHost: api.test:${sink.port}\r\n\r\n`,
+    );
+    expect(again).toContain('egress-limit');
+    tunnel.destroy();
+    expect(listener.session.report().allowed[0]!.bytesSent).toBeLessThanOrEqual(cap);
+  });
+
+  it('what a relay holds of the cap is not spent: a small request near it still goes', async () => {
+    const sink = await silentServer();
+    const answering = await rawServer(
+      'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok',
+    );
+    const proxy = new EgressProxy({ lookup: async () => [{ address: '127.0.0.1', family: 4 }] });
+    cleanups.push(() => proxy.close());
+    const listener = await proxy.openTcp({
+      allow: ['api.test'],
+      allowPrivate: true,
+      maxEgressBytes: 1_600_000,
+    });
+    const proxyPort = (listener.address as { port: number }).port;
+    const tunnel = connect(proxyPort, '127.0.0.1');
+    tunnel.on('error', () => {});
+    cleanups.push(() => {
+      tunnel.destroy();
+    });
+    tunnel.write(`CONNECT api.test:${sink.port} HTTP/1.1\r\nHost: api.test:${sink.port}\r\n\r\n`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Not TLS: past 1 MiB the tunnel goes to the splice relay, which holds the rest of the cap.
+    tunnel.write(Buffer.alloc(1_100_000, 0x41));
+    await settle(() => sink.read() >= 1_100_000);
+    const answer = await exchange(
+      proxyPort,
+      `GET http://api.test:${answering.port}/ HTTP/1.1\r\nHost: api.test:${answering.port}\r\n\r\n`,
+    );
+    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 200 OK'); // before: egress-limit
   });
 });
 

@@ -351,6 +351,12 @@ async function forwardHttp(
   response: ServerResponse,
 ): Promise<void> {
   response.on('error', () => {});
+  // Listened for from the start: a client may leave while its destination is looked up or
+  // connected to, and an upstream connection opened after that must not stay.
+  let clientGone = false;
+  response.once('close', () => {
+    clientGone = !response.writableFinished;
+  });
   let url: URL;
   try {
     url = new URL(request.url ?? '');
@@ -412,22 +418,33 @@ async function forwardHttp(
   const length = request.headers['content-length'];
   if (length !== undefined) headers['content-length'] = length;
   if (request.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
+  // Each request has its own upstream connection; saying so here (Node would add it) keeps the
+  // head counted below the head that is sent.
+  headers.connection = 'close';
   const path = `${url.pathname}${url.search}`;
   // The upstream connection carries this one request: its bytes, heads and framing included,
   // are what the report counts. Received bytes are counted as they arrive. Sent: the request
   // line and the headers given to Node, checked against the cap before any connection (a head
   // past it never goes), body chunks before they go, and what Node adds around them (a few
   // headers, chunk framing) as soon as the answer starts and when the connection closes.
-  const head = headBytes(`${request.method} ${path} HTTP/1.1`, headers);
+  // A chunked body ends with a last chunk (`0` and two CRLFs): counted with the head.
+  const head =
+    headBytes(`${request.method} ${path} HTTP/1.1`, headers) +
+    (headers['transfer-encoding'] === undefined ? 0 : 5);
   const admitted = await session.admit(host, port);
   if (!admitted.ok) return respondDenied(response, host, port, admitted);
   if (!session.fits(head)) {
     const refused = session.refuseOverCap(host, port);
     return respondDenied(response, host, port, refused);
   }
+  if (clientGone) return;
   const opened = await connectUpstream(session, admitted);
   if (!('socket' in opened)) return respondDenied(response, host, port, opened, 502);
   const { socket: upstream, entry } = opened;
+  if (clientGone) {
+    upstream.destroy();
+    return;
+  }
   if (!session.count(entry, head, 0)) return;
   let sentCounted = head;
   const countWritten = (): void => {
@@ -443,7 +460,7 @@ async function forwardHttp(
   // A client gone before the answer ended needs no upstream connection: it would stay open for
   // as long as the server takes.
   response.once('close', () => {
-    if (!response.writableFinished) upstream.destroy();
+    if (clientGone) upstream.destroy();
   });
   const outgoing = httpRequest({
     method: request.method,
@@ -463,9 +480,12 @@ async function forwardHttp(
       );
     else response.destroy();
   });
+  const chunked = headers['transfer-encoding'] !== undefined;
   request.on('data', (chunk: Buffer) => {
-    sentCounted += chunk.length;
-    if (!session.count(entry, chunk.length, 0)) outgoing.destroy();
+    // Chunked, Node writes each chunk with its size line and CRLFs: counted with it, before.
+    const bytes = chunked ? chunk.length + chunk.length.toString(16).length + 4 : chunk.length;
+    sentCounted += bytes;
+    if (!session.count(entry, bytes, 0)) outgoing.destroy();
   });
   request.pipe(outgoing);
   outgoing.on('response', (incoming) => {

@@ -119,7 +119,7 @@ export class EgressSession {
     if (!Number.isInteger(port) || port < 1 || port > 65_535) {
       return this.deny(host, port || 0, 'protocol', `no valid port in the request (${port})`);
     }
-    if (this.#overCap()) return this.#capRefusal(host, port);
+    if (this.#capHit || this.#overCap()) return this.#capRefusal(host, port);
     // What the host delivers to itself, on every admission: addresses come and go during a run
     // (a reading is reused for a second). Unreadable (out of descriptors), nothing is admitted.
     let hostAddresses: ReturnType<typeof hostLocalAddresses>;
@@ -254,15 +254,18 @@ export class EgressSession {
 
   #capReported = false;
 
-  /** Whether `bytes` more would stay within `maxEgressBytes` (always, without a cap). */
+  /**
+   * Whether `bytes` more would stay within `maxEgressBytes` (always, without a cap). What relays
+   * hold of the cap but have not moved yet is not counted as spent.
+   */
   fits(bytes: number): boolean {
     const cap = this.rules.policy.maxEgressBytes;
-    return cap === undefined || this.#bytes + this.#reserved + bytes <= cap;
+    return cap === undefined || this.#bytes + bytes <= cap;
   }
 
   /**
-   * Bytes that would pass `maxEgressBytes` were not sent: from now on the run is at its cap
-   * (nothing more is admitted), reported once. Its open connections are left to finish.
+   * Bytes that would pass `maxEgressBytes` were not sent: from now on nothing more is admitted,
+   * reported once. The run's open connections are left to finish, counted as before.
    */
   refuseOverCap(host: string, port: number): Refused {
     this.#capHit = true;
@@ -277,7 +280,7 @@ export class EgressSession {
 
   #overCap(): boolean {
     const cap = this.rules.policy.maxEgressBytes;
-    return this.#capHit || (cap !== undefined && this.#bytes > cap);
+    return cap !== undefined && this.#bytes > cap;
   }
 
   #capDetail(): string {

@@ -14,17 +14,44 @@ const helloRetryRandom = Buffer.from(
   'hex',
 );
 
-/** Bytes of a server's first record needed to tell: record header, handshake header, version, random. */
-const serverHelloPrefix = 5 + 4 + 2 + 32;
+/** Handshake bytes that tell a ServerHello's kind: type, length, version, random. */
+const serverHelloStart = 4 + 2 + 32;
+/**
+ * Server bytes read to tell, at most: a ServerHello's start may be split over many tiny records
+ * (RFC 8446 lets handshake messages span records). Past this, undecided counts as a retry, so
+ * the client's next bytes are checked rather than passed unread.
+ */
+const maxServerBytes = 1024;
 
-/** Whether a server's first bytes are a HelloRetryRequest, are not, or cannot tell yet. */
+/**
+ * Whether a server's first bytes are a HelloRetryRequest, are not, or cannot tell yet. The
+ * ServerHello's start is put together from consecutive handshake records.
+ */
 export function isHelloRetryRequest(data: Buffer): 'yes' | 'no' | 'incomplete' {
-  if (data.length === 0) return 'incomplete';
-  if (data[0] !== 0x16) return 'no'; // not a handshake record
-  if (data.length < 6) return 'incomplete';
-  if (data[5] !== 0x02) return 'no'; // not a ServerHello
-  if (data.length < serverHelloPrefix) return 'incomplete';
-  return data.subarray(11, serverHelloPrefix).equals(helloRetryRandom) ? 'yes' : 'no';
+  const handshake: Buffer[] = [];
+  let have = 0;
+  let offset = 0;
+  while (have < serverHelloStart) {
+    if (data.length <= offset) return undecided(data);
+    if (data[offset] !== 0x16) return 'no'; // not a handshake record
+    if (data.length < offset + 5) return undecided(data);
+    const end = offset + 5 + data.readUInt16BE(offset + 3);
+    const payload = data.subarray(offset + 5, Math.min(end, data.length));
+    handshake.push(payload);
+    have += payload.length;
+    if (handshake[0]!.length > 0 && handshake[0]![0] !== 0x02) return 'no'; // not a ServerHello
+    if (end > data.length) break;
+    offset = end;
+  }
+  if (have < serverHelloStart) return undecided(data);
+  const start = Buffer.concat(handshake);
+  if (start[0] !== 0x02) return 'no';
+  return start.subarray(6, serverHelloStart).equals(helloRetryRandom) ? 'yes' : 'no';
+}
+
+/** Not enough to tell: wait for more, unless the server has sent too much to wait any longer. */
+function undecided(data: Buffer): 'yes' | 'incomplete' {
+  return data.length >= maxServerBytes ? 'yes' : 'incomplete';
 }
 
 /** The client's held bytes, and its second ClientHello when the server asked for one. */
@@ -68,9 +95,13 @@ export function afterFirstHello(
         finish({ held, retried: undefined });
         return;
       }
+      // change_cipher_spec records first, each waited for whole (they may come split).
       let offset = 0;
-      while (held.length >= offset + 5 && held[offset] === 0x14) {
-        offset += 5 + held.readUInt16BE(offset + 3);
+      while (held.length > offset && held[offset] === 0x14) {
+        if (held.length < offset + 5) return;
+        const end = offset + 5 + held.readUInt16BE(offset + 3);
+        if (held.length < end) return;
+        offset = end;
       }
       if (held.length <= offset) return;
       const retried = readClientHello(held.subarray(offset));
@@ -78,7 +109,8 @@ export function afterFirstHello(
       finish({ held, retried });
     };
     const onServer = (chunk: Buffer): void => {
-      fromServer = Buffer.concat([fromServer, chunk]).subarray(0, serverHelloPrefix);
+      if (asked !== 'incomplete') return;
+      fromServer = Buffer.concat([fromServer, chunk]).subarray(0, maxServerBytes);
       asked = isHelloRetryRequest(fromServer);
       decide();
     };
