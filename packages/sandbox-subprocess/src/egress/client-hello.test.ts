@@ -169,5 +169,9 @@ describe('readClientHello', () => {
     const notHello = Buffer.from(hello);
     notHello.writeUInt8(0x02, 5); // a ServerHello type
     expect(readClientHello(notHello)).toEqual({ kind: 'malformed' });
+    // More in the record than the ClientHello: where a second hello could start unread.
+    const trailing = Buffer.concat([hello, Buffer.from([0x01, 0x00, 0x00, 0x00])]);
+    trailing.writeUInt16BE(hello.length - 5 + 4, 3);
+    expect(readClientHello(trailing)).toEqual({ kind: 'malformed' });
   });
 });

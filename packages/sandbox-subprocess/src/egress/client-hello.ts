@@ -96,7 +96,10 @@ function namesOf(record: Uint8Array): { serverName: string | undefined; encrypte
   if (u8() !== 0x01) throw new RangeError('not a ClientHello');
   const bodyLength = (u8() << 16) | u16();
   // A ClientHello split over records puts the extensions beyond this one: refuse, not guess.
-  if (bodyLength + 4 > record.length) throw new RangeError('ClientHello spans records');
+  // One that leaves bytes in its record could have another message start there (a second
+  // ClientHello a lenient server reads): a first record holds the ClientHello alone.
+  if (bodyLength + 4 !== record.length)
+    throw new RangeError('ClientHello does not fill its record');
   skip(2 + 32); // version, random
   skip(u8()); // session id
   skip(u16()); // cipher suites
