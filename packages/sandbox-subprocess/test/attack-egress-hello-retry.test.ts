@@ -180,6 +180,17 @@ describe('a second ClientHello after a HelloRetryRequest', () => {
     expect(server.afterFirst().length).toBe(0); // before: the second hello reached the server
   });
 
+  it('sees a HelloRetryRequest behind a warning alert, which OpenSSL clients skip', async () => {
+    const alert = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x01, 0x70]); // unrecognized_name
+    const answer = Buffer.concat([alert, helloRetryRequest]);
+    const server = await front(answer);
+    const first = await captureClientHello('api.test');
+    const second = Buffer.concat([changeCipherSpec, await captureClientHello('evil.test')]);
+    const { report } = await tunnel(server.address, first, second, answer.length);
+    expect(report.denied.map(({ reason }) => reason)).toEqual(['sni-mismatch']);
+    expect(server.afterFirst().length).toBe(0); // before: read as no request, passed unchecked
+  });
+
   it('waits for a change_cipher_spec that comes in pieces, then passes the right second hello', async () => {
     const server = await front(helloRetryRequest);
     const first = await captureClientHello('api.test');

@@ -301,17 +301,18 @@ describe('the cap and its edges (found by a third look at these bounds)', () => 
     expect(listener.session.report().allowed[0]!.bytesSent).toBeLessThanOrEqual(cap);
   });
 
-  it('what a relay holds of the cap is not spent: a small request near it still goes', async () => {
+  it('what relays hold of the cap is spent for everything else until they give it back', async () => {
     const sink = await silentServer();
     const answering = await rawServer(
       'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok',
     );
+    const cap = 1_600_000;
     const proxy = new EgressProxy({ lookup: async () => [{ address: '127.0.0.1', family: 4 }] });
     cleanups.push(() => proxy.close());
     const listener = await proxy.openTcp({
       allow: ['api.test'],
       allowPrivate: true,
-      maxEgressBytes: 1_600_000,
+      maxEgressBytes: cap,
     });
     const proxyPort = (listener.address as { port: number }).port;
     const tunnel = connect(proxyPort, '127.0.0.1');
@@ -324,11 +325,47 @@ describe('the cap and its edges (found by a third look at these bounds)', () => 
     // Not TLS: past 1 MiB the tunnel goes to the splice relay, which holds the rest of the cap.
     tunnel.write(Buffer.alloc(1_100_000, 0x41));
     await settle(() => sink.read() >= 1_100_000);
-    const answer = await exchange(
+    const body = 'p'.repeat(480_000);
+    const post = await exchange(
+      proxyPort,
+      `POST http://api.test:${sink.port}/ HTTP/1.1\r\nHost: api.test:${sink.port}\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    expect(post).toContain("held by the run's bulk tunnels"); // before: sent, 480 kB over the cap
+    tunnel.write(Buffer.alloc(100_000, 0x42)); // within what the relay holds
+    await settle(() => sink.read() >= 1_200_000);
+    expect(sink.read()).toBe(1_200_000);
+    // The tunnel gone, what its relay still held comes back: a small request goes again.
+    tunnel.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const small = await exchange(
       proxyPort,
       `GET http://api.test:${answering.port}/ HTTP/1.1\r\nHost: api.test:${answering.port}\r\n\r\n`,
     );
-    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 200 OK'); // before: egress-limit
+    expect(small.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+  });
+
+  it('bodiless POSTs count the Content-Length Node gives them, before they go', async () => {
+    const server = await silentServer();
+    const cap = 15_100;
+    const { port } = await proxyFor({
+      allow: ['api.test'],
+      allowPrivate: true,
+      maxEgressBytes: cap,
+    });
+    const sockets = Array.from({ length: 250 }, () => {
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write(
+        `POST http://api.test:${server.port}/ HTTP/1.1\r\nHost: api.test:${server.port}\r\n\r\n`,
+      );
+      return socket;
+    });
+    cleanups.push(() => {
+      for (const socket of sockets) socket.destroy();
+    });
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(server.read()).toBeGreaterThan(cap / 2);
+    expect(server.read()).toBeLessThanOrEqual(cap); // before: 19 750
   });
 });
 

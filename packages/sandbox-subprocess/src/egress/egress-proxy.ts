@@ -311,6 +311,16 @@ async function tunnelHttp(
   await joinTunnel(session, admitted, client, head, target.port, relays);
 }
 
+/** Methods Node sends without a Content-Length when they have no body. */
+const bodilessMethods: ReadonlySet<string> = new Set([
+  'GET',
+  'HEAD',
+  'DELETE',
+  'OPTIONS',
+  'TRACE',
+  'CONNECT',
+]);
+
 /** Headers that belong to one hop (RFC 9110 §7.6.1) and never go on. */
 const hopHeaders = new Set([
   'connection',
@@ -418,6 +428,15 @@ async function forwardHttp(
   const length = request.headers['content-length'];
   if (length !== undefined) headers['content-length'] = length;
   if (request.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
+  // Without either, the request has no body; Node would add `Content-Length: 0` for a method
+  // that may carry one: said here, so the head counted is the head sent.
+  if (
+    length === undefined &&
+    headers['transfer-encoding'] === undefined &&
+    !bodilessMethods.has(request.method ?? '')
+  ) {
+    headers['content-length'] = '0';
+  }
   // Each request has its own upstream connection; saying so here (Node would add it) keeps the
   // head counted below the head that is sent.
   headers.connection = 'close';
@@ -434,7 +453,7 @@ async function forwardHttp(
   const admitted = await session.admit(host, port);
   if (!admitted.ok) return respondDenied(response, host, port, admitted);
   if (!session.fits(head)) {
-    const refused = session.refuseOverCap(host, port);
+    const refused = session.refuseOverCap(host, port, head);
     return respondDenied(response, host, port, refused);
   }
   if (clientGone) return;

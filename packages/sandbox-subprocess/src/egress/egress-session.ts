@@ -255,19 +255,29 @@ export class EgressSession {
   #capReported = false;
 
   /**
-   * Whether `bytes` more would stay within `maxEgressBytes` (always, without a cap). What relays
-   * hold of the cap but have not moved yet is not counted as spent.
+   * Whether `bytes` more would stay within `maxEgressBytes` (always, without a cap), with what
+   * relays hold of it counted as spent: they may move it without asking again.
    */
   fits(bytes: number): boolean {
     const cap = this.rules.policy.maxEgressBytes;
-    return cap === undefined || this.#bytes + bytes <= cap;
+    return cap === undefined || this.#bytes + this.#reserved + bytes <= cap;
   }
 
   /**
-   * Bytes that would pass `maxEgressBytes` were not sent: from now on nothing more is admitted,
-   * reported once. The run's open connections are left to finish, counted as before.
+   * `bytes` that did not fit were not sent. Past the cap itself, nothing more is admitted from
+   * now on (reported once); short of it, what is left is held by the run's relays, and a later
+   * request may fit once they give it back. The run's open connections go on either way.
    */
-  refuseOverCap(host: string, port: number): Refused {
+  refuseOverCap(host: string, port: number, bytes: number): Refused {
+    const cap = this.rules.policy.maxEgressBytes ?? Number.POSITIVE_INFINITY;
+    if (this.#bytes + bytes <= cap) {
+      return this.deny(
+        host,
+        port,
+        'egress-limit',
+        `${this.#capDetail()}: what is left of it is held by the run's bulk tunnels`,
+      );
+    }
     this.#capHit = true;
     if (this.#capReported) {
       return { ok: false, reason: 'egress-limit', detail: this.#capDetail() };
@@ -278,9 +288,13 @@ export class EgressSession {
 
   #capHit = false;
 
+  /**
+   * Whether counted bytes passed the cap, with relays' holdings counted as spent: a relay gives
+   * back what it moved before counting it, so only bytes beyond every holding pass it.
+   */
   #overCap(): boolean {
     const cap = this.rules.policy.maxEgressBytes;
-    return cap !== undefined && this.#bytes > cap;
+    return cap !== undefined && this.#bytes + this.#reserved > cap;
   }
 
   #capDetail(): string {

@@ -31,10 +31,19 @@ export function isHelloRetryRequest(data: Buffer): 'yes' | 'no' | 'incomplete' {
   const handshake: Buffer[] = [];
   let have = 0;
   let offset = 0;
+  let warnings = 0;
   while (have < serverHelloStart) {
     if (data.length <= offset) return undecided(data);
-    if (data[offset] !== 0x16) return 'no'; // not a handshake record
     if (data.length < offset + 5) return undecided(data);
+    // A warning alert before the ServerHello is skipped by OpenSSL's clients, which then answer
+    // a HelloRetryRequest after it: skipped here too (a few at most).
+    if (isWarningAlert(data, offset) && warnings < maxWarnings && handshake.length === 0) {
+      if (data.length < offset + 7) return undecided(data);
+      warnings += 1;
+      offset += 7;
+      continue;
+    }
+    if (data[offset] !== 0x16) return 'no'; // not a handshake record
     const end = offset + 5 + data.readUInt16BE(offset + 3);
     const payload = data.subarray(offset + 5, Math.min(end, data.length));
     handshake.push(payload);
@@ -47,6 +56,18 @@ export function isHelloRetryRequest(data: Buffer): 'yes' | 'no' | 'incomplete' {
   const start = Buffer.concat(handshake);
   if (start[0] !== 0x02) return 'no';
   return start.subarray(6, serverHelloStart).equals(helloRetryRandom) ? 'yes' : 'no';
+}
+
+/** Warning alerts skipped before a ServerHello. */
+const maxWarnings = 4;
+
+/** Whether the record at `offset` is an alert of two bytes whose level is warning (1). */
+function isWarningAlert(data: Buffer, offset: number): boolean {
+  return (
+    data[offset] === 0x15 &&
+    data.readUInt16BE(offset + 3) === 2 &&
+    (data.length <= offset + 5 || data[offset + 5] === 0x01)
+  );
 }
 
 /** Not enough to tell: wait for more, unless the server has sent too much to wait any longer. */
