@@ -187,57 +187,45 @@ describe('upstream connections a run leaves behind (found by the review of these
     );
   });
 
-  it('a plain HTTP client gone while its destination was looked up gets no upstream connection', async () => {
-    const server = await silentServer();
-    const proxy = new EgressProxy({
-      lookup: () =>
-        new Promise((resolve) =>
-          setTimeout(() => resolve([{ address: '127.0.0.1', family: 4 }]), 100),
-        ),
-      tunnelRelay: 'node',
-    });
-    cleanups.push(() => proxy.close());
-    const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
-    const proxyPort = (listener.address as { port: number }).port;
-    for (let i = 0; i < 30; i += 1) {
-      const socket = connect(proxyPort, '127.0.0.1');
-      socket.on('error', () => {});
-      socket.write(
-        `GET http://api.test:${server.port}/ HTTP/1.1\r\nHost: api.test:${server.port}\r\n\r\n`,
-      );
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      socket.destroy();
-    }
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    await settle(() => server.open() === 0);
-    expect(server.open()).toBe(0); // before: every one stayed open, holding a run slot
-  });
-
-  it('a tunnel client gone while its destination was looked up gets no upstream connection', async () => {
-    const server = await silentServer();
-    const proxy = new EgressProxy({
-      lookup: () =>
-        new Promise((resolve) =>
-          setTimeout(() => resolve([{ address: '127.0.0.1', family: 4 }]), 30),
-        ),
-      tunnelRelay: 'node',
-    });
-    cleanups.push(() => proxy.close());
-    const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
-    const proxyPort = (listener.address as { port: number }).port;
-    for (let i = 0; i < 30; i += 1) {
-      const socket = connect(proxyPort, '127.0.0.1');
-      socket.on('error', () => {});
-      socket.write(
-        `CONNECT api.test:${server.port} HTTP/1.1\r\nHost: api.test:${server.port}\r\n\r\n`,
-      );
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      socket.destroy();
-    }
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    await settle(() => server.open() === 0);
-    expect(server.open()).toBe(0); // before: 30 left open for good
-  });
+  it.each([
+    {
+      kind: 'plain HTTP',
+      request: 'GET http://api.test:PORT/ HTTP/1.1\r\nHost: api.test:PORT\r\n\r\n',
+      lookupMs: 100,
+      leaveAfterMs: 20,
+    },
+    {
+      kind: 'tunnel',
+      request: 'CONNECT api.test:PORT HTTP/1.1\r\nHost: api.test:PORT\r\n\r\n',
+      lookupMs: 30,
+      leaveAfterMs: 5,
+    },
+  ])(
+    'a $kind client gone while its destination was looked up gets no upstream connection',
+    async ({ request, lookupMs, leaveAfterMs }) => {
+      const server = await silentServer();
+      const proxy = new EgressProxy({
+        lookup: () =>
+          new Promise((resolve) =>
+            setTimeout(() => resolve([{ address: '127.0.0.1', family: 4 }]), lookupMs),
+          ),
+        tunnelRelay: 'node',
+      });
+      cleanups.push(() => proxy.close());
+      const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
+      const proxyPort = (listener.address as { port: number }).port;
+      for (let i = 0; i < 30; i += 1) {
+        const socket = connect(proxyPort, '127.0.0.1');
+        socket.on('error', () => {});
+        socket.write(request.replaceAll('PORT', String(server.port)));
+        await new Promise((resolve) => setTimeout(resolve, leaveAfterMs));
+        socket.destroy();
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await settle(() => server.open() === 0);
+      expect(server.open()).toBe(0); // before: every one stayed open, holding a run slot
+    },
+  );
 });
 
 describe('the cap and its edges (found by a third look at these bounds)', () => {

@@ -12,6 +12,20 @@ const ip = (text: string) => {
   return parsed;
 };
 
+/** What `rules` says to a program naming `host:port`: 'ok' or the refusal's reason. */
+function literalVerdict(rules: NetworkRules, host: string, port: number): string {
+  const destination = NetworkRules.destination(host);
+  if (!('kind' in destination)) return destination.ok ? 'ok' : destination.reason;
+  const verdict = rules.checkDestination(destination, port);
+  return verdict.ok ? 'ok' : verdict.reason;
+}
+
+/** What `rules` says to a name that resolved to `address`: 'ok' or the refusal's reason. */
+function resolvedVerdict(rules: NetworkRules, address: string, port: number): string {
+  const verdict = rules.checkResolved(ip(address), port);
+  return verdict.ok ? 'ok' : verdict.reason;
+}
+
 describe('IP literals', () => {
   it.each([
     ['127.0.0.1', '127.0.0.1'],
@@ -152,12 +166,7 @@ describe('allow and deny patterns', () => {
     ],
     deny: ['evil.githubusercontent.com'],
   });
-  const check = (host: string, port: number) => {
-    const destination = NetworkRules.destination(host);
-    if ('ok' in destination) return destination.ok ? 'ok' : destination.reason;
-    const verdict = rules.checkDestination(destination, port);
-    return verdict.ok ? 'ok' : verdict.reason;
-  };
+  const check = (host: string, port: number) => literalVerdict(rules, host, port);
   it.each([
     ['registry.npmjs.org', 443, 'ok'],
     ['REGISTRY.npmjs.org.', 80, 'ok'],
@@ -232,12 +241,7 @@ describe('deny entries and the IPv6 forms of an IPv4 address', () => {
     allow: ['api.test', '64:ff9b::/96', '::ffff:0:0:0/96', '2002::/16', '10.0.0.0/8'],
     deny: ['10.9.0.0/16', '169.254.169.254'],
   });
-  const named = (address: string) => {
-    const destination = NetworkRules.destination(address);
-    if (!('kind' in destination)) return destination.ok ? 'ok' : destination.reason;
-    const verdict = rules.checkDestination(destination, 443);
-    return verdict.ok ? 'ok' : verdict.reason;
-  };
+  const named = (address: string) => literalVerdict(rules, address, 443);
   it.each([
     ['10.9.1.1', 'denied'],
     ['64:ff9b::a09:101', 'denied'], // NAT64 of 10.9.1.1
@@ -271,16 +275,8 @@ describe('entries written in IPv4-mapped form', () => {
     deny: ['::ffff:127.0.0.0/104', '[::ffff:10.1.2.3]'],
     allowPrivate: true,
   });
-  const literal = (host: string) => {
-    const destination = NetworkRules.destination(host);
-    if (!('kind' in destination)) return destination.ok ? 'ok' : destination.reason;
-    const verdict = rules.checkDestination(destination, 80);
-    return verdict.ok ? 'ok' : verdict.reason;
-  };
-  const resolved = (address: string) => {
-    const verdict = rules.checkResolved(ip(address), 80);
-    return verdict.ok ? 'ok' : verdict.reason;
-  };
+  const literal = (host: string) => literalVerdict(rules, host, 80);
+  const resolved = (address: string) => resolvedVerdict(rules, address, 80);
   it.each([
     ['127.0.0.1', 'denied'],
     ['::ffff:127.9.9.9', 'denied'],
@@ -313,16 +309,8 @@ describe('entries written in IPv4-mapped form', () => {
 describe('allow ranges and the IPv4 inside an IPv6 address', () => {
   // A wide IPv6 range names the IPv6 forms of public IPv4 addresses, never of private ones.
   const rules = new NetworkRules({ allow: ['*.test', '2000::/3', '64:ff9b::/96'] });
-  const literal = (host: string) => {
-    const destination = NetworkRules.destination(host);
-    if (!('kind' in destination)) return destination.ok ? 'ok' : destination.reason;
-    const verdict = rules.checkDestination(destination, 443);
-    return verdict.ok ? 'ok' : verdict.reason;
-  };
-  const resolved = (address: string) => {
-    const verdict = rules.checkResolved(ip(address), 443);
-    return verdict.ok ? 'ok' : verdict.reason;
-  };
+  const literal = (host: string) => literalVerdict(rules, host, 443);
+  const resolved = (address: string) => resolvedVerdict(rules, address, 443);
   it.each([
     ['2002:a9fe:a9fe::1', 'private-address'], // 6to4 of 169.254.169.254
     ['2002:7f00:1::1', 'private-address'], // 6to4 of 127.0.0.1
