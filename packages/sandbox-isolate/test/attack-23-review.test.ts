@@ -9,6 +9,8 @@ import { expectError, expectHealthy, expectResult, workerDeathLog } from './help
 
 const modes = ['process', 'in-process'] as const;
 const loop = 'for (;;) {}';
+/** Short, so the rows that end at their limit cost little: the bound past it is what matters. */
+const timeoutMs = 250;
 
 /** A benign co-tenant with an exact result, submitted beside every attack. */
 const coTenant = { code: 'let s = 0; for (let k = 0; k < 1e6; k++) s += k % 3; return s' };
@@ -106,14 +108,14 @@ describe.each(modes)('no user code outside the clock (%s)', (isolation) => {
       deaths.length = 0;
       const started = performance.now();
       const [attack, benign] = await Promise.all([
-        engine.run({ code, limits: { timeoutMs: 1_000 } }).then((event) => ({
+        engine.run({ code, limits: { timeoutMs } }).then((event) => ({
           event,
           ms: performance.now() - started,
         })),
         engine.run(coTenant),
       ]);
-      expect(expectError(attack.event, 'TIMEOUT').details).toEqual({ timeoutMs: 1_000 });
-      expect(attack.ms).toBeLessThan(2_000);
+      expect(expectError(attack.event, 'TIMEOUT').details).toEqual({ timeoutMs });
+      expect(attack.ms).toBeLessThan(timeoutMs + 1_000);
       expect(expectResult(benign).payload).toBe(coTenantSum);
       expect(deaths).toEqual([]);
     },

@@ -21,6 +21,15 @@ const heapExhaustion = {
 function benign(i: number): { code: string } {
   return { code: `let s = 0; for (let k = 0; k < 2e7; k++) s += k % 7; return [${i}, s]` };
 }
+/**
+ * Source that spins until a moment fixed when the code is written, not when it runs: a first
+ * run holds its worker for the whole window, and a second run after a worker death (the
+ * journal's replay) finds the moment passed and goes straight on, so the replays cost no time.
+ */
+function busyUntil(fromNowMs: number): string {
+  return `const end = ${Date.now() + fromNowMs}; while (Date.now() < end) {}`;
+}
+
 const benignSum = (() => {
   let s = 0;
   for (let k = 0; k < 2e7; k++) s += k % 7;
@@ -115,7 +124,7 @@ describe('co-tenant survival', () => {
       const limits = { timeoutMs: 20_000 };
       // Long enough that all three still run when the worker-killer's fatal error comes, on a
       // loaded machine (where building its 256 Mi-character string can take seconds).
-      const busy = 'const end = Date.now() + 10_000; while (Date.now() < end) {}';
+      const busy = busyUntil(10_000);
       const statusHandle = engine.submit({
         code: `reportStatus("started"); ${busy} return "status ok"`,
         limits,
@@ -162,7 +171,7 @@ describe('co-tenant survival', () => {
     it('a second run that asks something else than the first ends with replayDiverged, no handler called twice', async () => {
       await engine.ready();
       const callsBefore = dataCalls.length;
-      const busy = 'const end = Date.now() + 10_000; while (Date.now() < end) {}';
+      const busy = busyUntil(10_000);
       const random = engine.submit({
         code: `await dataProxy.request({ r: Math.random() }); ${busy} return "unreachable"`,
         limits: { timeoutMs: 20_000 },
@@ -190,7 +199,7 @@ describe('co-tenant survival', () => {
       const retriedBefore = recording.retried.length;
       const idsBefore = new Set(recording.retried);
       const quiet = engine.run({
-        code: 'const end = Date.now() + 10_000; while (Date.now() < end) {} return "still here"',
+        code: `${busyUntil(10_000)} return "still here"`,
       });
       await until(() => engine.stats().active === 1);
       const hostile = await engine.run(heapExhaustion);
@@ -280,7 +289,7 @@ describe('co-tenant survival', () => {
               i,
               events: collect(
                 engine.submit({
-                  code: `const end = Date.now() + 3_000; while (Date.now() < end) {} return ${i}`,
+                  code: `${busyUntil(3_000)} return ${i}`,
                   limits,
                 }),
               ),
@@ -348,7 +357,7 @@ describe('co-tenant survival', () => {
     try {
       await engine.ready();
       const quiet = engine.run({
-        code: 'const end = Date.now() + 4_000; while (Date.now() < end) {} return "outlived it"',
+        code: `${busyUntil(4_000)} return "outlived it"`,
       });
       await until(() => engine.stats().active === 1);
       const stuck = await engine.run({
@@ -379,7 +388,7 @@ describe('co-tenant survival', () => {
     try {
       await engine.ready();
       const quiet = engine.run({
-        code: 'const end = Date.now() + 3_000; while (Date.now() < end) {} return "outlived it"',
+        code: `${busyUntil(3_000)} return "outlived it"`,
       });
       const waiting = collect(
         engine.submit({

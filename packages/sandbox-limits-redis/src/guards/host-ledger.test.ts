@@ -116,4 +116,49 @@ describe('the host ledger', () => {
     const next = await rate.acquire(context());
     expect(next.decision?.allowed).toBe(true);
   });
+
+  it('does not refuse a turn the store reset because the first answer came back late', async () => {
+    // The first claim's answer takes 300 ms: counted from its arrival, the ledger's turn outlived
+    // the store's by 300 ms and refused the retry the store's retryAfterMs invited.
+    const backing = createMemoryLimitStore();
+    let delayNext = 300;
+    const slow: LimitStore = {
+      ...backing,
+      kind: 'memory',
+      claimBudget: async (...args) => {
+        const answer = await backing.claimBudget(...args);
+        const delay = delayNext;
+        delayNext = 0;
+        await sleep(delay);
+        return answer;
+      },
+    };
+    const budget = createTurnBudgetGuard({
+      store: slow,
+      maxExecutionsPerTurn: 1,
+      turnTtlMs: 1_000,
+      timeoutMs: 1_000,
+    });
+    await budget.acquire(context());
+    const refused = await refusal(budget.acquire(context()));
+    expect(refused.details).not.toHaveProperty('thisHost');
+    await sleep((refused.details?.retryAfterMs as number) + 30);
+    expect((await budget.acquire(context())).decision?.allowed).toBe(true);
+  });
+
+  it('forgets a turn it joined late when the store does', async () => {
+    // Host A opens the turn; host B's first execution comes 400 ms into its 700 ms. Counted for a
+    // whole TTL from there, B's ledger held the turn 400 ms past the store's reset.
+    const store = createMemoryLimitStore();
+    const hostA = createTurnBudgetGuard({ store, maxExecutionsPerTurn: 2, turnTtlMs: 700 });
+    const hostB = createTurnBudgetGuard({ store, maxExecutionsPerTurn: 2, turnTtlMs: 700 });
+    await hostA.acquire(context());
+    await sleep(400);
+    await hostB.acquire(context());
+    const refused = await refusal(hostB.acquire(context()));
+    expect(refused.details).toMatchObject({ used: 2 });
+    await sleep((refused.details?.retryAfterMs as number) + 30);
+    expect((await hostB.acquire(context())).decision?.allowed).toBe(true);
+    expect((await hostB.acquire(context())).decision?.allowed).toBe(true);
+  });
 });

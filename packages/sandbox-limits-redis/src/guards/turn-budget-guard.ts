@@ -94,6 +94,7 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
         parsed.conversationId === undefined ? '-' : keyPart(parsed.conversationId);
       const key = `${name}:turn:${hashTag(conversation, keyPart(turnId))}`;
       const member = keyPart(parsed.executionId);
+      const began = performance.now();
       const outcome = await callStore(
         'claimBudget',
         (current) => current.claimBudget(key, member, limit, turnTtlMs),
@@ -113,7 +114,13 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
       // Counted in this host's ledger too. Refused there when this host alone already had the
       // turn's executions: the store forgot some (a failover, a restart) or never saw them (the
       // insurance store's). The store keeps this claim counted: a budget cannot be given back.
-      const counted = ledger.claimBudget(key, member, limit, turnTtlMs);
+      // The count ends no later than the store's: the turn's remaining life as the store gave
+      // it, from when the call began. Counted from when the answer arrived (later, under load or
+      // on a slow link), or for the whole TTL when this host joined a turn late, the ledger
+      // refused a retry at the store's own retryAfterMs.
+      const storeLeft = decision.resetMs > 0 ? Math.min(decision.resetMs, turnTtlMs) : turnTtlMs;
+      const ledgerTtlMs = Math.max(1, Math.floor(storeLeft - (performance.now() - began)));
+      const counted = ledger.claimBudget(key, member, limit, ledgerTtlMs);
       if (!counted.allowed) throw exhausted(counted, { thisHost: true });
       return lease({ decision });
     },
