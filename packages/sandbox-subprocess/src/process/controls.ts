@@ -48,7 +48,9 @@ export const SandboxControl = {
   /**
    * A network allowlist under Landlock: `socket()` makes TCP streams only (no UDP, so no DNS
    * from inside; no AF_UNIX socket, so no host socket file reachable), `listen()` refused and
-   * no TCP Fast Open send, the two ways past Landlock's TCP rules.
+   * no TCP Fast Open send, the two ways past Landlock's TCP rules, and no socket bound to an
+   * interface (`SO_BINDTODEVICE`, `SO_BINDTOIFINDEX`), which sent a connect to 127.0.0.1 out of
+   * the uplink.
    */
   seccompTcpClientOnly: 'seccomp-tcp-client-only',
   /**

@@ -290,6 +290,19 @@ describe('generated seccomp filter (BPF emulator)', () => {
       expect(runFilter(tcp, { arch, nr: table.socketpair!, args: [1, 2] })).toBe(EPERM);
       expect(runFilter(tcp, { arch, nr: table.listen! })).toBe(EPERM);
       expect(runFilter(tcp, { arch, nr: table.connect! })).toBe(USER_NOTIF);
+      // [level, optname] from socket(7) and tcp(7): binding to an interface refused, the rest not.
+      const options: [string, number[], number][] = [
+        ['SOL_SOCKET SO_BINDTODEVICE', [1, 25], EPERM],
+        ['SOL_SOCKET SO_BINDTOIFINDEX', [1, 62], EPERM],
+        ['SOL_SOCKET SO_KEEPALIVE', [1, 9], ALLOW],
+        ['SOL_SOCKET SO_REUSEADDR', [1, 2], ALLOW],
+        ['IPPROTO_TCP TCP_NODELAY', [6, 1], ALLOW],
+        ['IPPROTO_TCP 25 (TCP_WINDOW_CLAMP, not a device)', [6, 25], ALLOW],
+      ];
+      for (const [name, [level, optname], decision] of options) {
+        const args = [3, level!, optname!, 0, 4, 0];
+        expect(runFilter(tcp, { arch, nr: table.setsockopt!, args }), name).toBe(decision);
+      }
       const MSG_FASTOPEN = 0x20000000;
       const MSG_NOSIGNAL = 0x4000;
       const sends: [string, number][] = [

@@ -48,8 +48,10 @@ export interface SeccompFilterOptions {
    * IPPROTO_TCP: Landlock's TCP rules see no UDP, SCTP or MPTCP), no AF_UNIX socket() (connect's
    * address is in memory seccomp cannot read, so a host socket file would be reachable),
    * no datagram socketpair, `listen(2)` refused (on an unbound socket it binds a port without
-   * Landlock's bind check) and `MSG_FASTOPEN` refused on sendto, sendmsg and sendmmsg (a TCP
-   * Fast Open send connects without Landlock's connect check). Both bypasses were seen on this
+   * Landlock's bind check), `MSG_FASTOPEN` refused on sendto, sendmsg and sendmmsg (a TCP
+   * Fast Open send connects without Landlock's connect check) and `SO_BINDTODEVICE` and
+   * `SO_BINDTOIFINDEX` refused (a connect to 127.0.0.1 from a socket bound to the uplink left
+   * the machine by its default route). All three were seen on this
    * project's kernel (6.18). `connect(2)` returns SECCOMP_RET_USER_NOTIF: the Landlock applier's
    * supervisor (connect-supervisor.ts) refuses any address but the proxy's and connects the
    * socket itself; installed without a listener, every connect fails with ENOSYS. `seccomp(2)`
@@ -86,6 +88,10 @@ const SOCK_STREAM = 1;
 const AF_INET = 2;
 const AF_INET6 = 10;
 const IPPROTO_TCP = 6;
+const SOL_SOCKET = 1;
+/** Bind a socket to an interface, by name or by index (asm-generic, x86_64 and arm64 alike). */
+const SO_BINDTODEVICE = 25;
+const SO_BINDTOIFINDEX = 62;
 /** A send flag: connect and send in one call (TCP Fast Open), past Landlock's connect check. */
 const MSG_FASTOPEN = 0x20000000;
 /** seccomp(2)'s flag that returns a user-notification listener for the new filter. */
@@ -183,6 +189,11 @@ function archBlock(arch: Architecture, options: SeccompFilterOptions): BpfInstru
     rule('socket', tcpSocketBody());
     rule('socketpair', noDatagramBody());
     rule('listen', [bpf.ret(deny)]);
+    // No socket bound to an interface: the supervisor and Landlock check where a connect goes
+    // (127.0.0.1, the proxy's port), not which way. Bound to the uplink (unprivileged since
+    // Linux 5.7), a connect to 127.0.0.1 followed its default route out of the machine, and a
+    // Fast Open write rode in the SYN (attack-egress-landlock-device.test.ts).
+    rule('setsockopt', noDeviceBindingBody());
     for (const [name, arg] of Object.entries(sendFlagsArgument)) {
       rule(name, argumentBody(arg, { kind: 'no-bit', mask: MSG_FASTOPEN }));
     }
@@ -254,6 +265,19 @@ function tcpSocketBody(): BpfInstruction[] {
     bpf.jeq(IPPROTO_TCP, 1, 0),
     bpf.ret(deny),
     bpf.ret(allow),
+  ];
+}
+
+/** setsockopt(): refuses SOL_SOCKET's SO_BINDTODEVICE and SO_BINDTOIFINDEX, allows the rest. */
+function noDeviceBindingBody(): BpfInstruction[] {
+  return [
+    bpf.load(SeccompData.argLow(1)),
+    bpf.jeq(SOL_SOCKET, 0, 3), // another level: to the allow
+    bpf.load(SeccompData.argLow(2)),
+    bpf.jeq(SO_BINDTODEVICE, 2, 0), // to the deny
+    bpf.jeq(SO_BINDTOIFINDEX, 1, 0),
+    bpf.ret(allow),
+    bpf.ret(deny),
   ];
 }
 
