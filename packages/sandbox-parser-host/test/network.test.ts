@@ -99,6 +99,30 @@ describe('parser host with a network allowlist', () => {
     expect(sockets.length).toBe(before);
   });
 
+  it('a Python parser that rebuilds _socket past the import hook still reaches nothing (held)', async () => {
+    // _imp.create_builtin raises no import event (docs/parser-host.md lists it); the audit
+    // hook's allowlist still refuses every event a socket raises on its way out.
+    await using host = createParserHost({
+      ...options,
+      module: pythonNetworkPath,
+      python: testPython,
+    });
+    const before = sockets.length;
+    const result = await host.runParser('rebuilt_socket', { port });
+    const refused = (event: string) =>
+      `RefusedToParsers: audit hook: ${event} is not available to parsers`;
+    expect(result.data).toEqual({
+      tcp: refused('socket.__new__'),
+      udp: refused('socket.__new__'),
+      getaddrinfo: refused('socket.getaddrinfo'),
+      gethostbyname: refused('socket.gethostbyname'),
+      'pair-connect': refused('socket.connect'),
+      'pair-sendto': refused('socket.sendto'),
+    });
+    expect(result.network).toEqual({ allowed: [], denied: [] });
+    expect(sockets.length).toBe(before);
+  });
+
   it('without an allowlist a result has no network report', async () => {
     await using host = createParserHost({ module, warmSpare: false, confinement: 'required' });
     const result = await host.runParser('fetchText', { url: `http://127.0.0.1:${port}/` });
