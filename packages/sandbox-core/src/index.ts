@@ -100,4 +100,5 @@ export {
   type NetworkReport,
 } from './network/network-policy.ts';
 export { type Destination, NetworkRules, type NetworkVerdict } from './network/network-rules.ts';
+export { holdProxyListenerPort, isProxyListener } from './network/proxy-listeners.ts';
 export { systemLookup } from './network/system-lookup.ts';

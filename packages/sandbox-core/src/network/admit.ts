@@ -5,6 +5,7 @@ import type { IpAddress, IpRange } from './ip-address.ts';
 import { parseIpAddress } from './ip-address.ts';
 import type { NetworkDenialReason } from './network-policy.ts';
 import { NetworkRules } from './network-rules.ts';
+import { isProxyListener } from './proxy-listeners.ts';
 
 /** Resolves a host name to its addresses (a layer passes the system resolver or a test's). */
 export type NetworkLookup = (
@@ -41,8 +42,8 @@ export type Admission =
 /**
  * Admits `host:port` under `rules`: an IP literal only when an entry names it; a name when the
  * patterns allow it and every address `lookup` gives passes (one refused address refuses all).
- * `hostAddresses` are what the host delivers to itself (see {@link hostLocalAddresses}). Never
- * throws.
+ * Never one of this process's egress proxy listeners (proxy-listeners.ts). `hostAddresses`
+ * are what the host delivers to itself (see {@link hostLocalAddresses}). Never throws.
  */
 export async function admitDestination(
   rules: NetworkRules,
@@ -67,7 +68,14 @@ export async function admitDestination(
   const named = destination.kind === 'name' ? destination.host : destination.text;
   const verdict = rules.checkDestination(destination, port, hostAddresses);
   if (!verdict.ok) return refuse(named, verdict.reason, verdict.detail);
+  const proxyListener = (address: string): Admission =>
+    refuse(
+      named,
+      'private-address',
+      `${address}:${port} is a listener of this host's egress proxy (another run's way out)`,
+    );
   if (destination.kind === 'ip') {
+    if (isProxyListener(destination.address, port)) return proxyListener(destination.text);
     return {
       ok: true,
       host: named,
@@ -99,6 +107,7 @@ export async function admitDestination(
     }
     const check = rules.checkResolved(parsed, port, hostAddresses);
     if (!check.ok) return refuse(named, check.reason, check.detail);
+    if (isProxyListener(parsed, port)) return proxyListener(candidate.address);
     first ??= { address: candidate.address, family: parsed.family };
   }
   return { ok: true, host: named, port, ...first! };

@@ -5,6 +5,7 @@ import { admitDestination } from './admit.ts';
 import { parseHostPattern } from './host-pattern.ts';
 import { formatIpAddress, parseIpAddress, parseIpRange } from './ip-address.ts';
 import { NetworkRules } from './network-rules.ts';
+import { holdProxyListenerPort } from './proxy-listeners.ts';
 
 const ip = (text: string) => {
   const parsed = parseIpAddress(text);
@@ -407,5 +408,50 @@ describe('admitDestination', () => {
     ],
   ])('%s', async (host, expected) => {
     expect(await admitDestination(rules, host, 443, lookup)).toEqual(expected);
+  });
+
+  it("refuses 127.0.0.1 at a port of this process's egress proxy listeners, whatever the policy", async () => {
+    const loopback = new NetworkRules({ allow: ['loop.test', '127.0.0.1'], allowPrivate: true });
+    const answers: Record<string, string> = {
+      'loop.test': '127.0.0.1',
+      'mapped.test': '::ffff:127.0.0.1',
+    };
+    const resolve = async (name: string) => [
+      { address: answers[name] ?? '127.0.0.2', family: answers[name]?.includes(':') ? 6 : 4 },
+    ];
+    const wide = new NetworkRules({ allow: ['*.test', '127.0.0.1'], allowPrivate: true });
+    const release = holdProxyListenerPort(40_001);
+    try {
+      const refusal = (host: string, address: string) => ({
+        ok: false,
+        host,
+        port: 40_001,
+        reason: 'private-address',
+        detail: `${address}:40001 is a listener of this host's egress proxy (another run's way out)`,
+      });
+      expect(await admitDestination(loopback, 'loop.test', 40_001, resolve)).toEqual(
+        refusal('loop.test', '127.0.0.1'),
+      );
+      expect(await admitDestination(loopback, '127.0.0.1', 40_001, resolve)).toEqual(
+        refusal('127.0.0.1', '127.0.0.1'),
+      );
+      expect(await admitDestination(wide, 'mapped.test', 40_001, resolve)).toEqual(
+        refusal('mapped.test', '::ffff:127.0.0.1'),
+      );
+      // Another port, or another loopback address at that port, reaches no listener.
+      expect(await admitDestination(loopback, 'loop.test', 40_002, resolve)).toMatchObject({
+        ok: true,
+      });
+      expect(await admitDestination(wide, 'other.test', 40_001, resolve)).toMatchObject({
+        ok: true,
+        address: '127.0.0.2',
+      });
+    } finally {
+      release();
+    }
+    // Closed, the port is an ordinary loopback port again.
+    expect(await admitDestination(loopback, 'loop.test', 40_001, resolve)).toMatchObject({
+      ok: true,
+    });
   });
 });

@@ -13,7 +13,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NetworkPolicy } from '@coda/sandbox-core';
-import { NetworkRules } from '@coda/sandbox-core';
+import { holdProxyListenerPort, NetworkRules } from '@coda/sandbox-core';
 import { perlPath } from '../linux/detect.ts';
 import { EgressSession, type Refused } from './egress-session.ts';
 import { type ForwarderChannel, HostRelays } from './host-relay.ts';
@@ -138,6 +138,8 @@ export class EgressProxy {
     });
     const info = server.address();
     bound = { port: typeof info === 'object' && info !== null ? info.port : 0 };
+    // No admission reaches it: no run's proxy (nor fetch tool) is a way into this one.
+    server.once('close', holdProxyListenerPort(bound.port));
     return { ...listener, address: bound };
   }
 
