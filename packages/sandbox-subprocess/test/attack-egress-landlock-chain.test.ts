@@ -11,18 +11,18 @@ import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { startHttp, type TestServer, tableLookup } from './support/egress-servers.ts';
-import { pathWithBwrap, removeFakeBwraps } from './support/fake-bwrap.ts';
+import { useLandlockBackend } from './support/fake-bwrap.ts';
 import { python } from './support/helpers.ts';
 
-const hostPath = process.env.PATH;
 let api: TestServer;
 let requests = 0;
 let a: SubprocessSandbox;
 let b: SubprocessSandbox;
 
+// bubblewrap refused, as in a container: the Landlock backend runs the commands.
+useLandlockBackend();
+
 beforeAll(async () => {
-  // bubblewrap refused, as in a container: the Landlock backend runs the commands.
-  process.env.PATH = pathWithBwrap('always', 'bwrap: setting up uid map: Permission denied');
   api = await startHttp((_request, response) => {
     requests++;
     response.end('api secret\n');
@@ -41,8 +41,6 @@ afterAll(async () => {
   await a?.close();
   await b?.close();
   await api?.close();
-  removeFakeBwraps();
-  process.env.PATH = hostPath;
 });
 
 // Run A's command: a tunnel through its own proxy to loop.test:OTHER (run B's listener), then a

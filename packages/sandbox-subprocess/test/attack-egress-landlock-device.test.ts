@@ -17,7 +17,7 @@ import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { tableLookup } from './support/egress-servers.ts';
-import { pathWithBwrap, removeFakeBwraps } from './support/fake-bwrap.ts';
+import { useLandlockBackend } from './support/fake-bwrap.ts';
 import { python } from './support/helpers.ts';
 
 /** The interface of the host's IPv4 default route, else the first other one that is up. */
@@ -87,10 +87,9 @@ attempt('answer-connected', lambda: c.recv(200).split(b'\r\n')[0].decode() or 'c
 
 describe('the Landlock backend: a socket bound to the uplink', () => {
   let sandbox: SubprocessSandbox;
-  const hostPath = process.env.PATH;
+  // bubblewrap refused, as in a container: the Landlock backend runs the command.
+  useLandlockBackend();
   beforeAll(() => {
-    // bubblewrap refused, as in a container: the Landlock backend runs the command.
-    process.env.PATH = pathWithBwrap('always', 'bwrap: setting up uid map: Permission denied');
     sandbox = createSandbox(
       { network: { allow: ['api.test'], allowPrivate: true }, timeoutMs: 30_000 },
       { lookup: tableLookup({ 'api.test': '127.0.0.1' }) },
@@ -98,8 +97,6 @@ describe('the Landlock backend: a socket bound to the uplink', () => {
   });
   afterAll(async () => {
     await sandbox?.close();
-    removeFakeBwraps();
-    process.env.PATH = hostPath;
   });
 
   it('SO_BINDTODEVICE and SO_BINDTOIFINDEX are refused; nothing for 127/8 leaves the uplink (broke: fixed in filter.ts)', async () => {

@@ -6,19 +6,19 @@ import { createSocket } from 'node:dgram';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { startHttp, type TestServer } from './support/egress-servers.ts';
-import { pathWithBwrap, removeFakeBwraps } from './support/fake-bwrap.ts';
+import { useLandlockBackend } from './support/fake-bwrap.ts';
 import { python } from './support/helpers.ts';
 
 const curl = '/usr/bin/curl';
-const hostPath = process.env.PATH;
 let http: TestServer;
 let sandbox: SubprocessSandbox;
 /** Every name the proxy asked the resolver for, in order. */
 const looked: string[] = [];
 
+// bubblewrap refused, as in a container: the Landlock backend runs the command.
+useLandlockBackend();
+
 beforeAll(async () => {
-  // bubblewrap refused, as in a container: the Landlock backend runs the command.
-  process.env.PATH = pathWithBwrap('always', 'bwrap: setting up uid map: Permission denied');
   http = await startHttp((_request, response) => response.end('api\n'));
   sandbox = createSandbox(
     { network: { allow: ['api.test'], allowPrivate: true }, timeoutMs: 30_000 },
@@ -34,8 +34,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await sandbox?.close();
   await http?.close();
-  removeFakeBwraps();
-  process.env.PATH = hostPath;
 });
 
 describe('a Landlock run with a network allowlist (held)', () => {

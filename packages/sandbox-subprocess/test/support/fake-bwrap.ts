@@ -3,6 +3,7 @@
 import { chmodSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
 
 const dirs: string[] = [];
 
@@ -24,4 +25,20 @@ export function pathWithBwrap(when: 'network' | 'always', message: string): stri
 /** Removes every PATH directory made by {@link pathWithBwrap}. */
 export function removeFakeBwraps(): void {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * Runs the calling file's (or describe's) sandboxes on the Landlock backend: bubblewrap refused
+ * as in a container, from before its first test; the host's PATH back and the fake gone after
+ * its last hook (call it before the hooks that make and close the sandboxes).
+ */
+export function useLandlockBackend(): void {
+  const hostPath = process.env.PATH;
+  beforeAll(() => {
+    process.env.PATH = pathWithBwrap('always', 'bwrap: setting up uid map: Permission denied');
+  });
+  afterAll(() => {
+    removeFakeBwraps();
+    process.env.PATH = hostPath;
+  });
 }
