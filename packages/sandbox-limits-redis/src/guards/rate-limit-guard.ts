@@ -181,6 +181,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
     outcome: StoreOutcome<RateLimitDecision>,
     key: string,
     refusalKey: string,
+    sentAt: number,
   ): RateLimitLease => {
     if (!outcome.ok) return unlimited;
     const decision = outcome.value;
@@ -192,7 +193,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       throw refused(decision.retryAfterMs, decision.resetMs, false, { insured: true });
     }
     if (!decision.allowed) {
-      refusals?.refuse(refusalKey, decision.retryAfterMs, decision.resetMs);
+      refusals?.refuse(refusalKey, decision.retryAfterMs, decision.resetMs, sentAt);
       throw refused(decision.retryAfterMs, decision.resetMs, false, {
         clockFallback: decision.clockFallback === true,
       });
@@ -236,12 +237,14 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
           return refuseLocally(refused(left.retryAfterMs, left.resetMs, true));
       }
       const key = keyPrefix + hashTag(keyPart(userId));
+      // A refund on this host while the check is in flight makes its refusal stale: not cached.
+      const sentAt = refusals?.epoch ?? 0;
       return callStore(
         'rateLimit',
         (current) => current.rateLimit(key, rule),
         signal,
         undefined,
-        (outcome) => admit(outcome, key, refusalKey),
+        (outcome) => admit(outcome, key, refusalKey, sentAt),
       );
     },
   };

@@ -36,4 +36,14 @@ describe('RefusalCache', () => {
     expect(cache.lookup('a')).toBeUndefined();
     expect(cache.lookup('c')?.retryAfterMs).toBe(99);
   });
+
+  it('does not record a refusal of a check sent before a key was forgotten', () => {
+    const { cache } = clocked(10);
+    const sentAt = cache.epoch;
+    cache.forget('a'); // a refund while the check was in flight
+    cache.refuse('a', 100, 100, sentAt);
+    expect(cache.lookup('a')).toBeUndefined();
+    cache.refuse('a', 100, 100, cache.epoch);
+    expect(cache.lookup('a')?.retryAfterMs).toBe(100);
+  });
 });

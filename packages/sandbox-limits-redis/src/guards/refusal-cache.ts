@@ -29,6 +29,8 @@ export class RefusalCache {
   readonly #entries = new Map<string, CachedRefusal>();
   readonly #size: number;
   readonly #now: () => number;
+  /** Counts `forget` calls: a refusal answered across one is not recorded (see `refuse`). */
+  #forgets = 0;
 
   constructor(size: number, now: () => number = () => performance.now()) {
     this.#size = size;
@@ -53,8 +55,21 @@ export class RefusalCache {
     return undefined;
   }
 
-  /** Records a refusal of `key` by the store, for `retryAfterMs` (and a reset in `resetMs`). */
-  refuse(key: string, retryAfterMs: number, resetMs: number): void {
+  /** A mark to pass to `refuse` for a check sent now. */
+  get epoch(): number {
+    return this.#forgets;
+  }
+
+  /**
+   * Records a refusal of `key` by the store, for `retryAfterMs` (and a reset in `resetMs`).
+   * `sentAt` is the {@link epoch} when the refused check was sent: if a key was forgotten since
+   * (a unit refunded), the store may have answered before it saw that refund, and its
+   * `retryAfterMs` may be stale: nothing is recorded, the next check goes to the store. Found by an
+   * attack review: a check in flight while its user's one unit was refunded came back refused and
+   * was cached for 60 s, though the store held no unit of the user any more.
+   */
+  refuse(key: string, retryAfterMs: number, resetMs: number, sentAt = this.#forgets): void {
+    if (sentAt !== this.#forgets) return;
     const now = this.#now();
     // Re-inserted, so the Map's order is the order of the latest refusals: the first is the oldest.
     this.#entries.delete(key);
@@ -67,6 +82,7 @@ export class RefusalCache {
 
   /** Forgets `key` (a unit was refunded: the store may admit sooner than it said). */
   forget(key: string): void {
+    this.#forgets++;
     this.#entries.delete(key);
   }
 
