@@ -100,8 +100,8 @@ const writeBackLimit = Number.MAX_SAFE_INTEGER;
  * lost to a crash. Each lease is also held in this host's ledger, whichever store granted it, so
  * one host never holds more than the cap (`details.thisHost` when the ledger refused), and leases
  * granted while the store was down are written back to it when it answers again. Refuses with
- * `RATE_LIMITED` (`details.scope` says which cap) and `retryAfterMs` (when the oldest lease
- * expires if nobody renews it: an upper bound).
+ * `RATE_LIMITED` (`details.scope` says which cap) and `retryAfterMs` (when a slot frees if
+ * nobody renews a lease: an upper bound).
  */
 export function createConcurrencyGuard(options: ConcurrencyGuardOptions): ConcurrencyGuard {
   const settings = validate(ConcurrencyGuardOptionsSchema, options, 'concurrency guard options');

@@ -143,15 +143,21 @@ return {1, used + 1, ttl, 0}
  * Concurrency leases: a sorted set of holders scored by expiry time. Expired holders are dropped
  * first (a crashed holder's slot comes back after its TTL), then the holder is added or its expiry
  * pushed out (renewal uses the same script). The key expires with its last lease.
- * ARGV: member, limit, ttlMs. Returns {allowed, held, retryAfterMs}.
+ * ARGV: member, limit, ttlMs. Returns {allowed, held, retryAfterMs}: when refused, until enough
+ * leases expire (unless renewed) for one slot to free — the oldest alone when the set is at the
+ * cap; later when it holds more (found by an attack review: after a write-back over the cap, a
+ * retry at the oldest lease's expiry was refused again).
  */
 const acquireLeaseBody = `now = math.floor(now)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local held = redis.call('ZCARD', KEYS[1])
 local mine = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not mine and held >= tonumber(ARGV[2]) then
-  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {0, held, math.max(1, tonumber(oldest[2]) - now)}
+  -- A slot frees when held - limit + 1 leases have expired (more than the cap are held after a
+  -- write-back over it): the expiry of that one, not of the oldest.
+  local freeing = held - tonumber(ARGV[2])
+  local slot = redis.call('ZRANGE', KEYS[1], freeing, freeing, 'WITHSCORES')
+  return {0, held, math.max(1, tonumber(slot[2]) - now)}
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
 if not mine then held = held + 1 end

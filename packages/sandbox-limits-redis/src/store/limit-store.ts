@@ -57,7 +57,10 @@ export interface LeaseDecision {
   allowed: boolean;
   /** Slots held after this call (live leases only). */
   held: number;
-  /** When refused: milliseconds until the oldest lease expires unless renewed; else 0. */
+  /**
+   * When refused: milliseconds until enough leases expire, unless renewed, for one slot to free
+   * (the oldest lease's expiry when the set is at the cap; later when it holds more); else 0.
+   */
   retryAfterMs: number;
   /** As {@link RateLimitDecision.clockFallback}. */
   clockFallback?: true;

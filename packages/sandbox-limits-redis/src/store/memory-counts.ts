@@ -160,9 +160,11 @@ export function createMemoryCounts(read: () => Reading, rateKeptUntilFull = fals
       for (const [holder, expiresAt] of holders) if (expiresAt <= now) holders.delete(holder);
       const mine = holders.has(member);
       if (!mine && holders.size >= limit) {
-        const oldest = Math.min(...holders.values());
+        // A slot frees once held - limit + 1 leases have expired, as in the Redis script.
+        const expiries = [...holders.values()].sort((a, b) => a - b);
+        const freeing = expiries[holders.size - limit] ?? now;
         return withClockFallback(
-          { allowed: false, held: holders.size, retryAfterMs: Math.max(1, oldest - now) },
+          { allowed: false, held: holders.size, retryAfterMs: Math.max(1, freeing - now) },
           reading.fellBack,
         );
       }
