@@ -85,6 +85,8 @@ interface HeldSlot {
    * ledger, and written back (counted on the shared store) at the first renewal it answers.
    */
   insured: boolean;
+  /** Given back (released, or the acquisition failed): a late answer's lease is removed then. */
+  givenBack?: boolean;
 }
 
 /**
@@ -124,9 +126,21 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       (error: unknown) =>
         warn('release', { err: String(error) }, `${name}: could not release a lease`),
     );
-  const giveBack = ({ slot, insured }: HeldSlot, leaseId: string): Promise<void> => {
-    ledger.releaseLease(slot.key, leaseId);
-    return insured ? Promise.resolve() : releaseShared(slot, leaseId);
+  const giveBack = (each: HeldSlot, leaseId: string): Promise<void> => {
+    each.givenBack = true;
+    ledger.releaseLease(each.slot.key, leaseId);
+    return each.insured ? Promise.resolve() : releaseShared(each.slot, leaseId);
+  };
+  /**
+   * The shared store granted `leaseId` after the guard stopped waiting. If the insurance store
+   * granted the same lease meanwhile (`insured`) and it still runs, the store's copy is its
+   * write-back, done early: kept, and the lease is a shared one from then on. Otherwise nobody
+   * will release it, so we do. Found by an attack review: removed while it ran (after a write-back
+   * that had landed too), the lease left its slot to another host: 2 ran under a cap of 1.
+   */
+  const lateGrant = (slot: Slot, leaseId: string, insured: HeldSlot | undefined) => {
+    if (insured !== undefined && insured.givenBack !== true) insured.insured = false;
+    else void releaseShared(slot, leaseId);
   };
   const refusal = (
     slot: Slot,
@@ -158,19 +172,23 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     leaseId: string,
     signal?: AbortSignal,
   ): Promise<HeldSlot | undefined> {
+    let insuredSlot: HeldSlot | undefined;
     const outcome = await callStore(
       'acquireLease',
       (current) => current.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
       signal,
-      // Admitted after we stopped waiting (timeout, abort): nobody will release it, so we do.
+      // Admitted after we stopped waiting (timeout, abort).
       (late) => {
-        if (late.allowed) void releaseShared(slot, leaseId);
+        if (late.allowed) lateGrant(slot, leaseId, insuredSlot);
       },
     );
     if (!outcome.ok) return undefined;
     // Answered by the insurance store: that is the ledger, which knows this host's shared leases.
     if (outcome.insured) {
-      if (outcome.value.allowed) return { slot, insured: true };
+      if (outcome.value.allowed) {
+        insuredSlot = { slot, insured: true };
+        return insuredSlot;
+      }
       throw refusal(slot, outcome.value, { insured: true });
     }
     if (!outcome.value.allowed) throw refusal(slot, outcome.value, {});
@@ -251,9 +269,9 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
         'writeBackLease',
         renewOn(slot, writeBackLimit),
         undefined,
-        // Written back after we stopped waiting: undone; the next renewal writes it back again.
+        // Written back after we stopped waiting: kept if the execution still runs.
         (late) => {
-          if (late?.allowed) void releaseShared(slot, leaseId);
+          if (late?.allowed) lateGrant(slot, leaseId, each);
         },
       ).then((outcome) => {
         if (outcome.ok && !outcome.insured && outcome.value?.allowed) each.insured = false;
