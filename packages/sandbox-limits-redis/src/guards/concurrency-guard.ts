@@ -175,7 +175,20 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     let insuredSlot: HeldSlot | undefined;
     const outcome = await callStore(
       'acquireLease',
-      (current) => current.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
+      (current) => {
+        const asked = current.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs);
+        if (current === insurance) return asked;
+        // A failure can come after the store ran the acquisition (a connection dropped before
+        // its reply): the lease would hold a slot for a TTL with nobody to release it. Removing
+        // a lease that is not there costs nothing. (Found by an attack review: a cap of 1 stayed
+        // full for 15 s on every host after an acquisition refused with UNAVAILABLE.)
+        return asked.catch((error: unknown) => {
+          Promise.resolve()
+            .then(() => current.releaseLease(slot.key, leaseId))
+            .catch(() => {});
+          throw error;
+        });
+      },
       signal,
       // Admitted after we stopped waiting (timeout, abort).
       (late) => {

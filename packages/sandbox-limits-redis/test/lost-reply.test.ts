@@ -1,0 +1,108 @@
+// A lease acquisition that Redis ran but whose reply never came back: the connection dropped
+// between the two (a proxy here cuts it as the reply arrives). node-redis rejects the command, the
+// guard refuses with UNAVAILABLE, and nobody holds the lease: it must not keep the user's slot
+// taken for a lease TTL on every host.
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import {
+  createConcurrencyGuard,
+  createRedisLimitStore,
+  fromIoredis,
+  fromNodeRedis,
+} from '../src/index.ts';
+import { refusal } from './refusal.ts';
+
+/** A TCP proxy to Redis that, once armed, drops the next reply and cuts that connection. */
+async function replyDropper(target: { host: string; port: number }) {
+  let armed = false;
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = tcpConnect(target.port, target.host);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {});
+    }
+    client.pipe(upstream);
+    upstream.on('data', (chunk: Buffer) => {
+      if (!armed) {
+        client.write(chunk);
+        return;
+      }
+      armed = false;
+      client.destroy();
+      upstream.destroy();
+    });
+    client.on('close', () => upstream.destroy());
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('no proxy port');
+  return {
+    port: address.port,
+    arm: () => {
+      armed = true;
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+describe('a lease whose reply was lost', () => {
+  const url = new URL(inject('redisUrl'));
+  const target = { host: url.hostname, port: Number(url.port || 6379) };
+  let proxy: Awaited<ReturnType<typeof replyDropper>>;
+  let viaProxy: ReturnType<typeof createClient>;
+  let direct: Redis;
+  beforeAll(async () => {
+    proxy = await replyDropper(target);
+    viaProxy = createClient({ url: `redis://127.0.0.1:${proxy.port}` });
+    viaProxy.on('error', () => {});
+    await viaProxy.connect();
+    direct = new Redis(target);
+    await once(direct, 'ready');
+  });
+  afterAll(async () => {
+    await viaProxy?.close().catch(() => {});
+    await direct?.quit().catch(() => {});
+    await proxy?.close();
+  });
+
+  it('does not keep the slot of an acquisition refused with UNAVAILABLE', async () => {
+    const keyPrefix = `test:${randomUUID()}:`;
+    const hostA = createConcurrencyGuard({
+      store: createRedisLimitStore({ client: fromNodeRedis(viaProxy), keyPrefix }),
+      maxPerUser: 1,
+      timeoutMs: 10_000,
+    });
+    const hostB = createConcurrencyGuard({
+      store: createRedisLimitStore({ client: fromIoredis(direct), keyPrefix }),
+      maxPerUser: 1,
+      timeoutMs: 10_000,
+    });
+    const userId = `user-${randomUUID()}`;
+    const context = () => ({ executionId: randomUUID(), userId });
+    // Scripts cached first, so that the dropped reply is the acquisition's own.
+    await (await hostA.acquire(context())).release();
+    proxy.arm();
+    expect((await refusal(hostA.acquire(context()))).code).toBe('UNAVAILABLE');
+    // Nothing runs for this user: host B gets the one slot within a second (the client
+    // reconnects first), not once the phantom lease's 15 s have passed.
+    const deadline = performance.now() + 1_000;
+    let lease = await hostB.acquire(context()).catch(() => undefined);
+    while (lease === undefined && performance.now() < deadline) {
+      await sleep(50);
+      lease = await hostB.acquire(context()).catch(() => undefined);
+    }
+    expect(lease).toBeDefined();
+    await lease?.release();
+  });
+});
