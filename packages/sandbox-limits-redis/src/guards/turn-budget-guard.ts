@@ -117,8 +117,12 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
       // The count ends no later than the store's: the turn's remaining life as the store gave
       // it, from when the call began. Counted from when the answer arrived (later, under load or
       // on a slow link), or for the whole TTL when this host joined a turn late, the ledger
-      // refused a retry at the store's own retryAfterMs.
-      const storeLeft = decision.resetMs > 0 ? Math.min(decision.resetMs, turnTtlMs) : turnTtlMs;
+      // refused a retry at the store's own retryAfterMs. A resetMs of 0 is the turn's last
+      // millisecond on Redis (PTTL 0: the key lives until its expiry is past), not "unknown":
+      // read as a whole turnTtlMs, the ledger held the turn an hour past the store's reset.
+      const storeLeft = Number.isFinite(decision.resetMs)
+        ? Math.min(Math.max(0, decision.resetMs), turnTtlMs)
+        : turnTtlMs;
       const ledgerTtlMs = Math.max(1, Math.floor(storeLeft - (performance.now() - began)));
       const counted = ledger.claimBudget(key, member, limit, ledgerTtlMs);
       if (!counted.allowed) throw exhausted(counted, { thisHost: true });
