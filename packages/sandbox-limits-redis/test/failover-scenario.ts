@@ -186,15 +186,16 @@ export async function runScenario(
  * The bounds of docs/limits.md, from its formulas: with N hosts, each host is admitted at most
  * the limit whichever store answers, so all of them at most N times it.
  *
- * - rate: per host `burst + ⌈(T + timeoutMs) × limit / windowMs⌉` (the ledger's slack is one
- *   store timeout), for a run of length T;
+ * - rate: per host `burst + ⌈(T + s) × limit / windowMs⌉` (the ledger's slack `s`, the longest
+ *   a call still takes its answer, at most `1.1 × timeoutMs + 10 ms`), for a run of length T;
  * - budget: per host `maxExecutionsPerTurn` per turn;
  * - leases: per host `maxPerUser` in flight at once.
  */
 export function expectWithinBounds(tally: RunTally, hostCount: number): void {
   const { rate } = limits;
   const ratePerHost =
-    rate.burst + Math.ceil(((tally.elapsedMs + limits.timeoutMs) * rate.limit) / rate.windowMs);
+    rate.burst +
+    Math.ceil(((tally.elapsedMs + 1.1 * limits.timeoutMs + 10) * rate.limit) / rate.windowMs);
   const perHost: Record<Kind, number> = {
     rate: ratePerHost,
     budget: limits.maxExecutionsPerTurn,

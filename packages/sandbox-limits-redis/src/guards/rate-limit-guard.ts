@@ -170,13 +170,15 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       () => new SandboxRateLimitedError(`${message}${retryAfterMs} ms`, { retryAfterMs, details }),
     );
   };
-  // A unit the shared store granted is counted in the ledger too, `timeoutMs` early: the ledger
-  // times each unit when its answer arrives, so round trips that vary (at most `timeoutMs`, or
-  // the call would have timed out) can bring two units closer together there than they were on
-  // the store. Without that slack a host alone at the edge of its limit was refused by its ledger
-  // what the store had admitted (measured: by 6 ms). Answering as the insurance store, the
-  // ledger applies the rule exactly. See docs/limits.md for the bound this gives.
-  const ledgerSlackMs = settings.timeoutMs;
+  // A unit the shared store granted is counted in the ledger too, with slack: the ledger times
+  // each unit when its answer arrives, so round trips that vary (at most the longest a call
+  // still takes its answer, or it would have timed out) can bring two units closer together
+  // there than they were on the store. Without that slack a host alone at the edge of its limit
+  // was refused by its ledger what the store had admitted (measured: by 6 ms); with `timeoutMs`
+  // alone, after an answer the watcher took between timeoutMs and its next tick (up to a tenth
+  // later). Answering as the insurance store, the ledger applies the rule exactly. See
+  // docs/limits.md for the bound this gives.
+  const ledgerSlackMs = callStore.latestAnswerMs;
   const admit = (
     outcome: StoreOutcome<RateLimitDecision>,
     key: string,

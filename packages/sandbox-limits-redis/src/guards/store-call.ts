@@ -41,6 +41,12 @@ export type StoreCaller = (<T, R = StoreOutcome<T>>(
    * what this host holds on the shared store. What it granted is given back there, directly.
    */
   readonly insurance: LimitStore | undefined;
+  /**
+   * The longest a call can wait for its answer and still take it (unless the event loop itself
+   * is late): `timeoutMs` rounded up to the watcher's ticks, plus the tick in progress when the
+   * call began. Up to a tenth of `timeoutMs` more than it.
+   */
+  readonly latestAnswerMs: number;
 };
 
 /**
@@ -150,7 +156,8 @@ export function createStoreCaller(settings: StoreCallSettings, warn: Warn): Stor
     );
     return promise;
   };
-  return Object.assign(call, { ledger, insurance });
+  const latestAnswerMs = (ticksToExpire + 1) * everyMs;
+  return Object.assign(call, { ledger, insurance, latestAnswerMs });
 }
 
 /** What the deadline watcher needs of a call in flight: it is a node of the {@link PendingList}. */
