@@ -124,7 +124,10 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
         ? Math.min(Math.max(0, decision.resetMs), turnTtlMs)
         : turnTtlMs;
       const ledgerTtlMs = Math.max(1, Math.floor(storeLeft - (performance.now() - began)));
-      const counted = ledger.claimBudget(key, member, limit, ledgerTtlMs);
+      // A turn the ledger already counts ends there no later either: one this host joined on its
+      // insurance store (the store down) was counted for a whole turnTtlMs from there, not
+      // knowing when the turn began, and refused executions of the next turn the store admitted.
+      const counted = ledger.claimBudget(key, member, limit, ledgerTtlMs, ledgerTtlMs);
       if (!counted.allowed) throw exhausted(counted, { thisHost: true });
       return lease({ decision });
     },

@@ -23,7 +23,17 @@ export interface MemoryCounts {
    */
   rateLimit(key: string, rule: RateRule, toleranceMs?: number): RateLimitDecision;
   refundRate(key: string, rule: RateRule, unitLeftMs?: number): void;
-  claimBudget(key: string, member: string, limit: number, ttlMs: number): BudgetDecision;
+  /**
+   * As {@link LimitStore.claimBudget}; `endsWithinMs` (a guard's ledger counting what the shared
+   * store admitted: see turn-budget-guard.ts) ends a record that would live longer sooner.
+   */
+  claimBudget(
+    key: string,
+    member: string,
+    limit: number,
+    ttlMs: number,
+    endsWithinMs?: number,
+  ): BudgetDecision;
   acquireLease(key: string, member: string, limit: number, ttlMs: number): LeaseDecision;
   releaseLease(key: string, member: string): void;
   /** Every live entry, for tests. */
@@ -123,10 +133,13 @@ export function createMemoryCounts(read: () => Reading, rateKeptUntilFull = fals
       entry.tat -= back;
       if (entry.tat <= now) rates.delete(key);
     },
-    claimBudget(key, member, limit, ttlMs) {
+    claimBudget(key, member, limit, ttlMs, endsWithinMs) {
       const reading = tick();
       const { now } = reading;
       const entry = live(budgets, key, now);
+      if (entry !== undefined && endsWithinMs !== undefined) {
+        entry.expiresAt = Math.min(entry.expiresAt, now + endsWithinMs);
+      }
       const resetMs = entry === undefined ? 0 : Math.max(0, Math.ceil(entry.expiresAt - now));
       const used = entry?.members.size ?? 0;
       if (entry?.members.has(member)) {
