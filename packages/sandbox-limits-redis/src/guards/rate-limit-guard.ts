@@ -118,11 +118,16 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
    * passed and what was given back on its key since (see refund-log.ts), at most one interval.
    * Logged as given back.
    */
-  const unitLeft = (key: string, answeredAt: number, resetMs: UnitTimes): UnitTimes => {
+  const unitLeft = (
+    key: string,
+    answeredAt: number,
+    resetMs: UnitTimes,
+    marks: UnitTimes,
+  ): UnitTimes => {
     // Less 1 ms: a store timed by whole milliseconds (clock 'host') can count up to 1 ms behind
     // this clock, and a unit refunded at once must come back whole.
     const since = performance.now() - answeredAt - 1;
-    const moved = refunds.since(key, answeredAt);
+    const moved = refunds.since(key, marks);
     const left = (reset: number, shift: number) =>
       Math.min(interval, Math.max(0, reset - since - shift));
     const given = {
@@ -132,17 +137,17 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
     refunds.add(key, given);
     return given;
   };
-  const refund: Refund = (key, refusalKey, answeredAt, resetMs) => {
+  const refund: Refund = (key, refusalKey, answeredAt, resetMs, marks) => {
     // The store may admit this user sooner now: stop refusing them here.
     refusals?.forget(refusalKey);
-    const left = unitLeft(key, answeredAt, resetMs);
+    const left = unitLeft(key, answeredAt, resetMs, marks);
     ledger.refundRate(key, rule, left.ledger);
     return refundShared(key, left.store);
   };
   const keyPrefix = `${name}:rate:`;
   // A unit the insurance store granted is in this host's ledger alone: it goes back there.
-  const refundInsured: Refund = (key, _refusalKey, answeredAt, resetMs) => {
-    ledger.refundRate(key, rule, unitLeft(key, answeredAt, resetMs).ledger);
+  const refundInsured: Refund = (key, _refusalKey, answeredAt, resetMs, marks) => {
+    ledger.refundRate(key, rule, unitLeft(key, answeredAt, resetMs, marks).ledger);
     return Promise.resolve();
   };
   const message = `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in `;
@@ -184,13 +189,23 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
     key: string,
     refusalKey: string,
     sentAt: number,
+    sentMark: number,
   ): RateLimitLease => {
     if (!outcome.ok) return unlimited;
     const decision = outcome.value;
     if (outcome.insured) {
       if (decision.allowed) {
         const insured = { ...decision, insured: true } as const;
-        return new AdmittedRate(insured, key, refusalKey, refundInsured, decision.resetMs);
+        const mark = refunds.mark;
+        return new AdmittedRate(
+          insured,
+          key,
+          refusalKey,
+          refundInsured,
+          decision.resetMs,
+          mark,
+          mark,
+        );
       }
       throw refused(decision.retryAfterMs, decision.resetMs, false, { insured: true });
     }
@@ -211,7 +226,10 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       refusals?.refuse(refusalKey, retryAfterMs, counted.resetMs);
       throw refused(retryAfterMs, counted.resetMs, false, { thisHost: true });
     }
-    return new AdmittedRate(decision, key, refusalKey, refund, counted.resetMs);
+    // Refunds after the check was sent may have moved this unit on the store; on the ledger,
+    // which counted it just now, only those from now on (see refund-log.ts).
+    const { mark } = refunds;
+    return new AdmittedRate(decision, key, refusalKey, refund, counted.resetMs, sentMark, mark);
   };
   const refuseLocally = (error: Error): Promise<never> => {
     // Rejected a microtask later, once the caller has attached its handler: a promise rejected
@@ -241,12 +259,13 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       const key = keyPrefix + hashTag(keyPart(userId));
       // A refund on this host while the check is in flight makes its refusal stale: not cached.
       const sentAt = refusals?.epoch ?? 0;
+      const sentMark = refunds.mark;
       return callStore(
         'rateLimit',
         (current) => current.rateLimit(key, rule),
         signal,
         undefined,
-        (outcome) => admit(outcome, key, refusalKey, sentAt),
+        (outcome) => admit(outcome, key, refusalKey, sentAt, sentMark),
       );
     },
   };
@@ -277,6 +296,7 @@ type Refund = (
   refusalKey: string,
   answeredAt: number,
   resetMs: UnitTimes,
+  marks: UnitTimes,
 ) => Promise<void>;
 
 /**
@@ -295,6 +315,9 @@ class AdmittedRate implements RateLimitLease {
   readonly #answeredAt = performance.now();
   /** The ledger's `resetMs` for this unit (the store's is the decision's). */
   readonly #ledgerResetMs: number;
+  /** The refund log's marks when the check was sent (the store's) and counted in the ledger. */
+  readonly #storeMark: number;
+  readonly #ledgerMark: number;
   #refunded: Promise<void> | undefined;
 
   constructor(
@@ -303,18 +326,23 @@ class AdmittedRate implements RateLimitLease {
     refusalKey: string,
     refund: Refund,
     ledgerResetMs: number,
+    storeMark: number,
+    ledgerMark: number,
   ) {
     this.decision = decision;
     this.#key = key;
     this.#refusalKey = refusalKey;
     this.#refund = refund;
     this.#ledgerResetMs = ledgerResetMs;
+    this.#storeMark = storeMark;
+    this.#ledgerMark = ledgerMark;
   }
 
   refund(): Promise<void> {
     if (this.#refunded === undefined) {
       const resetMs = { store: this.decision.resetMs, ledger: this.#ledgerResetMs };
-      this.#refunded = this.#refund(this.#key, this.#refusalKey, this.#answeredAt, resetMs);
+      const marks = { store: this.#storeMark, ledger: this.#ledgerMark };
+      this.#refunded = this.#refund(this.#key, this.#refusalKey, this.#answeredAt, resetMs, marks);
     }
     return this.#refunded;
   }

@@ -12,6 +12,8 @@ export interface UnitTimes {
 
 interface Entry extends UnitTimes {
   at: number;
+  /** Its place in the order of this log's refunds (see `mark`). */
+  seq: number;
 }
 
 /**
@@ -22,22 +24,33 @@ export class RefundLog {
   readonly #byKey = new Map<string, Entry[]>();
   readonly #keepMs: number;
   #sweptAt = performance.now();
+  #seq = 0;
 
   constructor(keepMs: number) {
     this.#keepMs = keepMs;
   }
 
+  /** The latest refund so far, to pass to `since` later: a counter, no clock read. */
+  get mark(): number {
+    return this.#seq;
+  }
+
   /**
-   * What was given back on `key` since `since`. Refunds of units admitted after the one asking
-   * count too (they did not move its slot): the sum can only make a refund smaller.
+   * What was given back on `key` after the refunds marked `after` (per counter: the store's, the
+   * ledger's). A unit's store part is marked when its check was *sent*: a refund logged while
+   * the check was in flight may have landed on the store after the unit was counted there, and
+   * so moved its slot (found by an attack review: marked on arrival, five units admitted while
+   * five earlier ones were refunded each kept the refunds' interval, and once the bucket had
+   * refilled gave back 4.4 intervals it no longer held: another host ran 14 where 10 were
+   * allowed). Its ledger part, counted on arrival, is marked then. Refunds that did not move
+   * the unit count too: the sum can only make a refund smaller.
    */
-  since(key: string, since: number): UnitTimes {
+  since(key: string, after: UnitTimes): UnitTimes {
     const entries = this.#live(key);
     const sum = { store: 0, ledger: 0 };
     for (const entry of entries ?? []) {
-      if (entry.at <= since) continue;
-      sum.store += entry.store;
-      sum.ledger += entry.ledger;
+      if (entry.seq > after.store) sum.store += entry.store;
+      if (entry.seq > after.ledger) sum.ledger += entry.ledger;
     }
     return sum;
   }
@@ -45,7 +58,7 @@ export class RefundLog {
   add(key: string, given: UnitTimes): void {
     const now = performance.now();
     const entries = this.#live(key) ?? [];
-    entries.push({ at: now, ...given });
+    entries.push({ at: now, seq: ++this.#seq, ...given });
     this.#byKey.set(key, entries);
     // Users not seen again are dropped by a sweep of every key, at most once per keepMs.
     if (now - this.#sweptAt >= this.#keepMs) {
