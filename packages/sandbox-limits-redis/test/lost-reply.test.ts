@@ -16,6 +16,7 @@ import {
   fromNodeRedis,
 } from '../src/index.ts';
 import { refusal } from './refusal.ts';
+import { warningRecorder } from './warning-recorder.ts';
 
 /** A TCP proxy to Redis that, once armed, drops the next reply and cuts that connection. */
 async function replyDropper(target: { host: string; port: number }) {
@@ -96,6 +97,46 @@ describe('a lease whose reply was lost', () => {
     expect((await refusal(hostA.acquire(context()))).code).toBe('UNAVAILABLE');
     // Nothing runs for this user: host B gets the one slot within a second (the client
     // reconnects first), not once the phantom lease's 15 s have passed.
+    const deadline = performance.now() + 1_000;
+    let lease = await hostB.acquire(context()).catch(() => undefined);
+    while (lease === undefined && performance.now() < deadline) {
+      await sleep(50);
+      lease = await hostB.acquire(context()).catch(() => undefined);
+    }
+    expect(lease).toBeDefined();
+    await lease?.release();
+  });
+
+  it('does not keep the slot of an insured lease whose write-back reply was lost', async () => {
+    const keyPrefix = `test:${randomUUID()}:`;
+    // Renewed (written back) every 500 ms; a lease left behind would hold its slot for 3 s.
+    const hostA = createConcurrencyGuard({
+      store: createRedisLimitStore({ client: fromNodeRedis(viaProxy), keyPrefix }),
+      maxPerUser: 1,
+      failMode: 'insurance',
+      leaseTtlMs: 3_000,
+      renewEveryMs: 500,
+      timeoutMs: 10_000,
+      logger: warningRecorder().logger,
+    });
+    const hostB = createConcurrencyGuard({
+      store: createRedisLimitStore({ client: fromIoredis(direct), keyPrefix }),
+      maxPerUser: 1,
+      timeoutMs: 10_000,
+    });
+    const userId = `user-${randomUUID()}`;
+    const context = () => ({ executionId: randomUUID(), userId });
+    await (await hostA.acquire(context())).release();
+    // The acquisition's reply is lost: the insurance store grants the lease.
+    proxy.arm();
+    const running = await hostA.acquire(context());
+    expect(running.insured).toBe(true);
+    // Reconnected; then the first write-back (at 500 ms) runs on Redis and its reply is lost.
+    await sleep(200);
+    proxy.arm();
+    await sleep(500);
+    // The execution ends before the next write-back.
+    await running.release();
     const deadline = performance.now() + 1_000;
     let lease = await hostB.acquire(context()).catch(() => undefined);
     while (lease === undefined && performance.now() < deadline) {

@@ -142,6 +142,30 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     if (insured !== undefined && insured.givenBack !== true) insured.insured = false;
     else void releaseShared(slot, leaseId);
   };
+  /**
+   * Runs `write` (an acquisition or a write-back of `leaseId`) on `current`; if it fails, removes
+   * the lease there too. The failure can come after the store ran it (a connection dropped
+   * before its reply): the lease would then hold a slot for a TTL with nobody to release it, or,
+   * written back, one the guard still counts as not written back and so never removes. Removing
+   * a lease that is not there costs nothing. (Found by an attack review: a cap of 1 stayed full
+   * for 15 s on every host after an acquisition refused with UNAVAILABLE, and for a lease TTL
+   * after an insured lease whose write-back reply was lost had been released.)
+   */
+  const removedOnFailure = <T>(
+    current: LimitStore,
+    slot: Slot,
+    leaseId: string,
+    write: () => Promise<T>,
+  ): Promise<T> => {
+    const asked = write();
+    if (current === insurance) return asked;
+    return asked.catch((error: unknown) => {
+      Promise.resolve()
+        .then(() => current.releaseLease(slot.key, leaseId))
+        .catch(() => {});
+      throw error;
+    });
+  };
   const refusal = (
     slot: Slot,
     decision: LeaseDecision,
@@ -175,20 +199,10 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     let insuredSlot: HeldSlot | undefined;
     const outcome = await callStore(
       'acquireLease',
-      (current) => {
-        const asked = current.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs);
-        if (current === insurance) return asked;
-        // A failure can come after the store ran the acquisition (a connection dropped before
-        // its reply): the lease would hold a slot for a TTL with nobody to release it. Removing
-        // a lease that is not there costs nothing. (Found by an attack review: a cap of 1 stayed
-        // full for 15 s on every host after an acquisition refused with UNAVAILABLE.)
-        return asked.catch((error: unknown) => {
-          Promise.resolve()
-            .then(() => current.releaseLease(slot.key, leaseId))
-            .catch(() => {});
-          throw error;
-        });
-      },
+      (current) =>
+        removedOnFailure(current, slot, leaseId, () =>
+          current.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
+        ),
       signal,
       // Admitted after we stopped waiting (timeout, abort).
       (late) => {
@@ -278,9 +292,19 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
           if (outcome.ok) checkKept(slot, outcome.value);
         }, failed);
       }
+      // A write-back that fails is removed again (it may have landed): the lease is insured
+      // (again, if a late acquisition had counted as its write-back meanwhile), and the next
+      // renewal writes it back.
+      const writeBack = (current: LimitStore) => renewOn(slot, writeBackLimit)(current);
       return callStore(
         'writeBackLease',
-        renewOn(slot, writeBackLimit),
+        (current) =>
+          removedOnFailure(current, slot, leaseId, () => writeBack(current)).catch(
+            (error: unknown) => {
+              each.insured = true;
+              throw error;
+            },
+          ),
         undefined,
         // Written back after we stopped waiting: kept if the execution still runs.
         (late) => {
