@@ -229,7 +229,14 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
     // Refunds after the check was sent may have moved this unit on the store; on the ledger,
     // which counted it just now, only those from now on (see refund-log.ts).
     const { mark } = refunds;
-    return new AdmittedRate(decision, key, refusalKey, refund, counted.resetMs, sentMark, mark);
+    // What would still be admitted right now is what both would admit: after the store forgot
+    // this host's units it counts a fuller bucket than the ledger lets this host use (found by an
+    // attack review: 2 remaining, and the second check was refused, thisHost).
+    const answer =
+      counted.remaining < decision.remaining
+        ? { ...decision, remaining: counted.remaining }
+        : decision;
+    return new AdmittedRate(answer, key, refusalKey, refund, counted.resetMs, sentMark, mark);
   };
   const refuseLocally = (error: Error): Promise<never> => {
     // Rejected a microtask later, once the caller has attached its handler: a promise rejected

@@ -116,7 +116,8 @@ export function createMemoryCounts(read: () => Reading, rateKeptUntilFull = fals
       const resetMs = Math.max(1, Math.ceil(nextTat - now));
       const keptMs = rateKeptUntilFull ? nextTat - now : Math.max(resetMs, rule.windowMs);
       rates.set(key, { tat: nextTat, expiresAt: now + keptMs });
-      const remaining = Math.floor((now - allowAt) / interval + 1e-6);
+      // With a tolerance, what it would still admit with that tolerance (at least 0).
+      const remaining = Math.max(0, Math.floor((now + toleranceMs - allowAt) / interval + 1e-6));
       return withClockFallback(
         { allowed: true, remaining, resetMs, retryAfterMs: 0 },
         reading.fellBack,
