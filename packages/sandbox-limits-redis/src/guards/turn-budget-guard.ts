@@ -129,6 +129,10 @@ export function createTurnBudgetGuard(options: TurnBudgetGuardOptions): TurnBudg
       // knowing when the turn began, and refused executions of the next turn the store admitted.
       const counted = ledger.claimBudget(key, member, limit, ledgerTtlMs, ledgerTtlMs);
       if (!counted.allowed) throw exhausted(counted, { thisHost: true });
+      // Counted against the turn: at least what this host ran of it (the store may have
+      // forgotten some; found by an attack review: 1 of 3 used, and the next claim refused).
+      if (counted.used > decision.used)
+        return lease({ decision: { ...decision, used: counted.used } });
       return lease({ decision });
     },
   };
