@@ -10,6 +10,7 @@ import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
+  type ConcurrencyGuard,
   createConcurrencyGuard,
   createRedisLimitStore,
   fromIoredis,
@@ -19,6 +20,21 @@ import { refusal } from './refusal.ts';
 import { warningRecorder } from './warning-recorder.ts';
 
 /** A TCP proxy to Redis that, once armed, drops the next reply and cuts that connection. */
+/** The first lease `guard` grants within `ms` (asking every 50 ms), or undefined. */
+async function acquiredWithin(
+  guard: ConcurrencyGuard,
+  context: () => { executionId: string; userId: string },
+  ms: number,
+) {
+  const deadline = performance.now() + ms;
+  let lease = await guard.acquire(context()).catch(() => undefined);
+  while (lease === undefined && performance.now() < deadline) {
+    await sleep(50);
+    lease = await guard.acquire(context()).catch(() => undefined);
+  }
+  return lease;
+}
+
 async function replyDropper(target: { host: string; port: number }) {
   let armed = false;
   const sockets = new Set<Socket>();
@@ -97,12 +113,7 @@ describe('a lease whose reply was lost', () => {
     expect((await refusal(hostA.acquire(context()))).code).toBe('UNAVAILABLE');
     // Nothing runs for this user: host B gets the one slot within a second (the client
     // reconnects first), not once the phantom lease's 15 s have passed.
-    const deadline = performance.now() + 1_000;
-    let lease = await hostB.acquire(context()).catch(() => undefined);
-    while (lease === undefined && performance.now() < deadline) {
-      await sleep(50);
-      lease = await hostB.acquire(context()).catch(() => undefined);
-    }
+    const lease = await acquiredWithin(hostB, context, 1_000);
     expect(lease).toBeDefined();
     await lease?.release();
   });
@@ -137,12 +148,7 @@ describe('a lease whose reply was lost', () => {
     await sleep(500);
     // The execution ends before the next write-back.
     await running.release();
-    const deadline = performance.now() + 1_000;
-    let lease = await hostB.acquire(context()).catch(() => undefined);
-    while (lease === undefined && performance.now() < deadline) {
-      await sleep(50);
-      lease = await hostB.acquire(context()).catch(() => undefined);
-    }
+    const lease = await acquiredWithin(hostB, context, 1_000);
     expect(lease).toBeDefined();
     await lease?.release();
   });

@@ -5,36 +5,12 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { forgetfulStore, lateFirstAnswer } from '../../test/faulty-stores.ts';
 import { refusal } from '../../test/refusal.ts';
-import type { LimitStore } from '../store/limit-store.ts';
 import { createMemoryLimitStore } from '../store/memory-store.ts';
 import { createConcurrencyGuard } from './concurrency-guard.ts';
 import { createRateLimitGuard } from './rate-limit-guard.ts';
 import { createTurnBudgetGuard } from './turn-budget-guard.ts';
-
-/** A memory store behind a handle: `forget()` swaps in an empty one. */
-function forgetfulStore() {
-  let current = createMemoryLimitStore();
-  const calls = { rateLimit: 0 };
-  const store: LimitStore = {
-    kind: 'memory',
-    rateLimit: (...args) => {
-      calls.rateLimit++;
-      return current.rateLimit(...args);
-    },
-    refundRate: (...args) => current.refundRate(...args),
-    claimBudget: (...args) => current.claimBudget(...args),
-    acquireLease: (...args) => current.acquireLease(...args),
-    releaseLease: (...args) => current.releaseLease(...args),
-  };
-  return {
-    store,
-    calls,
-    forget: () => {
-      current = createMemoryLimitStore();
-    },
-  };
-}
 
 const context = (userId = 'u') => ({
   executionId: randomUUID(),
@@ -96,19 +72,7 @@ describe('the host ledger', () => {
   it('does not refuse a unit the store admitted because its answer came back late', async () => {
     // 1 per second. The first answer takes 300 ms: the ledger counts that unit 300 ms after the
     // store did, so without slack it would refuse the next unit for 300 ms after the store admits.
-    const backing = createMemoryLimitStore();
-    let delayNext = 300;
-    const slow: LimitStore = {
-      ...backing,
-      kind: 'memory',
-      rateLimit: async (...args) => {
-        const answer = await backing.rateLimit(...args);
-        const delay = delayNext;
-        delayNext = 0;
-        await sleep(delay);
-        return answer;
-      },
-    };
+    const slow = lateFirstAnswer('rateLimit', 300);
     const rate = createRateLimitGuard({ store: slow, limit: 1, windowMs: 1_000, timeoutMs: 1_000 });
     const sent = performance.now();
     await rate.acquire(context());
@@ -120,19 +84,7 @@ describe('the host ledger', () => {
   it('does not refuse a turn the store reset because the first answer came back late', async () => {
     // The first claim's answer takes 300 ms: counted from its arrival, the ledger's turn outlived
     // the store's by 300 ms and refused the retry the store's retryAfterMs invited.
-    const backing = createMemoryLimitStore();
-    let delayNext = 300;
-    const slow: LimitStore = {
-      ...backing,
-      kind: 'memory',
-      claimBudget: async (...args) => {
-        const answer = await backing.claimBudget(...args);
-        const delay = delayNext;
-        delayNext = 0;
-        await sleep(delay);
-        return answer;
-      },
-    };
+    const slow = lateFirstAnswer('claimBudget', 300);
     const budget = createTurnBudgetGuard({
       store: slow,
       maxExecutionsPerTurn: 1,

@@ -4,27 +4,18 @@
 // answer said 1 remaining and the next check was refused (thisHost).
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { forgetfulStore } from '../../test/faulty-stores.ts';
 import { refusal } from '../../test/refusal.ts';
-import type { LimitStore } from '../store/limit-store.ts';
-import { createMemoryLimitStore } from '../store/memory-store.ts';
 import { createRateLimitGuard } from './rate-limit-guard.ts';
 
 describe('remaining, after the store forgot', () => {
   it('counts what this host’s ledger would still admit', async () => {
-    let current = createMemoryLimitStore();
-    const store: LimitStore = {
-      kind: 'memory',
-      rateLimit: (...args) => current.rateLimit(...args),
-      refundRate: (...args) => current.refundRate(...args),
-      claimBudget: (...args) => current.claimBudget(...args),
-      acquireLease: (...args) => current.acquireLease(...args),
-      releaseLease: (...args) => current.releaseLease(...args),
-    };
+    const { store, forget } = forgetfulStore();
     // 3 per minute, burst 3; a 20 ms slack is far below the 20 s a unit takes to refill.
     const rate = createRateLimitGuard({ store, limit: 3, windowMs: 60_000, timeoutMs: 20 });
     const context = () => ({ executionId: randomUUID(), userId: 'u' });
     await rate.acquire(context());
-    current = createMemoryLimitStore(); // forgets the unit
+    forget(); // forgets the unit
     const second = await rate.acquire(context());
     // This host has had 2 of its 3: one more would be admitted, not two.
     expect(second.decision?.remaining).toBe(1);

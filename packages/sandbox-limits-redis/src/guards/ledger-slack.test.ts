@@ -5,8 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import type { LimitStore } from '../store/limit-store.ts';
-import { createMemoryLimitStore } from '../store/memory-store.ts';
+import { lateFirstAnswer } from '../../test/faulty-stores.ts';
 import { createRateLimitGuard } from './rate-limit-guard.ts';
 
 describe('the rate ledger’s slack', () => {
@@ -15,19 +14,7 @@ describe('the rate ledger’s slack', () => {
     // gives up (its ticks are 200 ms apart, so at 2 200 ms). The store admits the second check
     // 4 s after the first; the ledger, counting the first at 2 100 ms, admitted it only from
     // 4 100 ms less its 2 000 ms of slack, after the 4 030 ms at which it came.
-    const backing = createMemoryLimitStore();
-    let delayNext = 2_100;
-    const slow: LimitStore = {
-      ...backing,
-      kind: 'memory',
-      rateLimit: async (...args) => {
-        const answer = await backing.rateLimit(...args);
-        const delay = delayNext;
-        delayNext = 0;
-        await sleep(delay);
-        return answer;
-      },
-    };
+    const slow = lateFirstAnswer('rateLimit', 2_100);
     const rate = createRateLimitGuard({
       store: slow,
       limit: 1,

@@ -4,27 +4,18 @@
 // the next claim was refused (thisHost).
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { forgetfulStore } from '../../test/faulty-stores.ts';
 import { refusal } from '../../test/refusal.ts';
-import type { LimitStore } from '../store/limit-store.ts';
-import { createMemoryLimitStore } from '../store/memory-store.ts';
 import { createTurnBudgetGuard } from './turn-budget-guard.ts';
 
 describe('used, after the store forgot', () => {
   it('counts what this host’s ledger counts', async () => {
-    let current = createMemoryLimitStore();
-    const store: LimitStore = {
-      kind: 'memory',
-      rateLimit: (...args) => current.rateLimit(...args),
-      refundRate: (...args) => current.refundRate(...args),
-      claimBudget: (...args) => current.claimBudget(...args),
-      acquireLease: (...args) => current.acquireLease(...args),
-      releaseLease: (...args) => current.releaseLease(...args),
-    };
+    const { store, forget } = forgetfulStore();
     const budget = createTurnBudgetGuard({ store, maxExecutionsPerTurn: 3 });
     const context = () => ({ executionId: randomUUID(), conversationId: 'c', turnId: 't' });
     await budget.acquire(context());
     await budget.acquire(context());
-    current = createMemoryLimitStore(); // forgets the turn
+    forget(); // forgets the turn
     const third = await budget.acquire(context());
     // This host ran 3 executions of the turn: all 3 are used.
     expect(third.decision?.used).toBe(3);
