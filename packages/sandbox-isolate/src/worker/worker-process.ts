@@ -401,6 +401,14 @@ export class WorkerProcess {
   }
 
   #deathOutcome(pending: PendingJob, how: string): JobOutcome {
+    // A job whose abort was sent ends with the abort's reason, as when the worker reads it in
+    // time: a kill for an abort left unanswered (code holding the worker's main thread) is how
+    // it ended, not why. The reason may be a second run's divergence (worker-backend.ts), which
+    // the caller gets only from here.
+    if (pending.sent && pending.signal.aborted) {
+      const error = toSandboxErrorJSON(pending.signal.reason, 'CANCELLED');
+      return { kind: 'error', error, stats: idleStats(pending.started) };
+    }
     const error = deathError(pending.job, how, {
       reason: this.#killReason,
       initError: this.#initError,
