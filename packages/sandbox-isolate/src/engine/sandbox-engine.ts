@@ -170,7 +170,11 @@ export class SandboxEngine {
   submit(request: SubmitRequest): ExecutionHandle {
     const executionId = givenExecutionId(request) ?? randomUUID();
     const controller = new AbortController();
+    // Set once the terminal event is decided; it goes out only after the leases are released (a
+    // round trip for a Redis guard), and a cancel meanwhile comes after the execution ended.
+    const end: Decided = { decided: false };
     const channel = createExecutionChannel(executionId, (reason) => {
+      if (end.decided) return;
       const error = new SandboxCancelledError(reason);
       controller.abort(error);
       channel.push(errorEvent(error.toJSON()));
@@ -180,7 +184,7 @@ export class SandboxEngine {
     const trace = this.#telemetry?.start(executionId);
     if (trace !== undefined) void channel.handle.result.then((event) => trace.end(event));
     this.#inFlight++;
-    void this.#settle(request, executionId, channel, controller, trace);
+    void this.#settle(request, executionId, channel, controller, trace, end);
     return channel.handle;
   }
 
@@ -217,9 +221,10 @@ export class SandboxEngine {
     channel: ExecutionChannel,
     controller: AbortController,
     trace: ExecutionTrace | undefined,
+    end: Decided,
   ): Promise<void> {
     try {
-      await this.#execute(request, executionId, channel, controller, trace);
+      await this.#execute(request, executionId, channel, controller, trace, end);
     } catch (error) {
       this.#logger.error({ err: error, executionId }, 'execution failed unexpectedly');
       channel.push(errorEvent(toSandboxErrorJSON(error)));
@@ -234,6 +239,7 @@ export class SandboxEngine {
     channel: ExecutionChannel,
     controller: AbortController,
     trace: ExecutionTrace | undefined,
+    end: Decided,
   ): Promise<void> {
     const fail = (error: unknown) => channel.push(errorEvent(toSandboxErrorJSON(error)));
     if (this.#disposed) {
@@ -303,6 +309,8 @@ export class SandboxEngine {
           controller.signal,
           trace,
         );
+        // Decided: a cancel from here on (while the leases are released) finds it ended.
+        end.decided = true;
       } finally {
         if (lease !== noLease) await lease.release();
       }
@@ -364,6 +372,11 @@ export class SandboxEngine {
     }
     return event;
   }
+}
+
+/** Whether an execution's terminal event is decided (see {@link SandboxEngine.submit}). */
+interface Decided {
+  decided: boolean;
 }
 
 const noLease: GuardLease = { release: async () => {} };
