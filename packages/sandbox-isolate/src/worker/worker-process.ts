@@ -70,6 +70,8 @@ interface PendingJob extends SupervisedJob {
   /** Whether the job was sent alone to a worker reserved for it (a second run after a death). */
   solo: boolean;
   started: number;
+  /** performance.now() when the job was sent; undefined once its deadlines moved (`started`). */
+  sentAt: number | undefined;
 }
 
 const abortListenerOptions = { once: true } as const;
@@ -200,6 +202,7 @@ export class WorkerProcess {
         solo,
         deadline: Number.POSITIVE_INFINITY,
         started: performance.now(),
+        sentAt: undefined,
       };
       this.#jobs.set(job.id, pending);
       this.#updateRef();
@@ -224,7 +227,8 @@ export class WorkerProcess {
   #dispatch(pending: PendingJob): void {
     const { job } = pending;
     // Checked by the sampler (every 50 ms while jobs run) rather than a timer per job.
-    pending.deadline = performance.now() + job.limits.timeoutMs + deadlineGraceMs;
+    pending.sentAt = performance.now();
+    pending.deadline = pending.sentAt + job.limits.timeoutMs + deadlineGraceMs;
     // Small messages: the defaults stay on both sides, a job carries only what differs.
     const message: HostMessage = { t: 'run', id: job.id, code: job.code };
     if (job.limits !== this.#options.init.defaultLimits) message.limits = job.limits;
@@ -306,6 +310,19 @@ export class WorkerProcess {
       case 'done':
         this.#finish(message.id, message.outcome);
         return;
+      case 'started': {
+        // User code's time starts only now: the host's deadlines move by the preparation.
+        // Once, and by no more than the host itself saw pass since it sent the job: a worker
+        // is not trusted to postpone its own kill.
+        const pending = this.#jobs.get(message.id);
+        if (pending?.sentAt === undefined || typeof message.prepMs !== 'number') return;
+        const prepMs = Math.min(message.prepMs, performance.now() - pending.sentAt);
+        pending.sentAt = undefined;
+        if (!(prepMs > 0)) return;
+        pending.deadline += prepMs;
+        if (pending.mainThreadDeadline !== undefined) pending.mainThreadDeadline += prepMs;
+        return;
+      }
       case 'yielded':
         if (this.#onMainThread === message.id) this.#freeMainThread();
         return;

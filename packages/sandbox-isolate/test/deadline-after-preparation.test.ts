@@ -1,0 +1,78 @@
+// `timeoutMs` is user code's time: it starts once the isolate is built (docs/isolate.md; the
+// executor's clock and the worker's own overdue report start there). An isolate is built after
+// the job reached its worker when no warm one fits (a request's own `memoryMb`, an empty pool),
+// and building one runs every WASM binding, which may take long (a big module compiled per
+// isolate). Found here: the host's backstop deadline counted from when it sent the job (time
+// limit + 2 s, or + 250 ms for a job started on the worker's main thread), so code that used
+// 400 ms of its 1 000 ended TIMEOUT ("its worker process did not stop it and was killed") after a
+// slow build, while in-process mode returned its result.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TerminalEvent } from '@coda/sandbox-core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SandboxEngine } from '../src/index.ts';
+import { writeGrowWasm } from './fixtures/grow-wasm.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'sandbox-isolate-slow-build-'));
+const wasmPath = writeGrowWasm(dir);
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A binding whose set-up takes `ms` in every isolate it is built into. */
+function slowBinding(ms: number): string {
+  const path = join(dir, `binding-${ms}.js`);
+  writeFileSync(
+    path,
+    `const end = Date.now() + ${ms}; while (Date.now() < end) {}
+     return Object.freeze({ ready: true });`,
+  );
+  return path;
+}
+
+/** 400 ms of user code's 1 000. */
+const code = "const end = Date.now() + 400; while (Date.now() < end) {} return 'done'";
+
+// Each row: how the job runs, and a build slower than that path's grace past the limit.
+const rows = [
+  { name: 'in-process', isolation: 'in-process', workers: 1, buildMs: 3_000 },
+  {
+    name: 'process, off the main thread (2 s grace)',
+    isolation: 'process',
+    workers: 1,
+    buildMs: 3_000,
+  },
+  {
+    name: 'process, on the main thread (250 ms grace)',
+    isolation: 'process',
+    workers: 2,
+    buildMs: 1_000,
+  },
+] as const;
+
+describe('a slow isolate build does not count against timeoutMs', () => {
+  it.each(rows)(
+    '$name: the result',
+    async ({ isolation, workers, buildMs }) => {
+      const engine = new SandboxEngine({
+        isolation,
+        workers,
+        poolSize: 1,
+        wasmModules: [{ name: 'slow', wasmPath, jsBindingPath: slowBinding(buildMs) }],
+      });
+      try {
+        await engine.ready();
+        // Not the pool's memoryMb (256): its isolate is built for it after it reached the worker.
+        const event: TerminalEvent = await engine.run({
+          code,
+          limits: { timeoutMs: 1_000, memoryMb: 64 },
+        });
+        expect(event.type === 'result' ? event.payload : `${event.code}: ${event.message}`).toBe(
+          'done',
+        );
+      } finally {
+        await engine.dispose();
+      }
+    },
+    60_000,
+  );
+});
