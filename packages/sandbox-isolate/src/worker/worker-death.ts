@@ -87,17 +87,21 @@ export function deathError(job: ExecutionJob, how: string, facts: DeathFacts): S
  * Whether a worker's death is the job's own doing, or at least not known to be someone else's:
  * the worker never started, the engine is disposed, the job was being cancelled, the host killed
  * the worker for that job's time, or the job was alone in the worker (nobody else could have
- * caused it). Otherwise a co-tenant may have caused it.
+ * caused it). Otherwise a co-tenant may have caused it. For the memory bound, alone means alone
+ * since it started (`shared` false): what a co-tenant that finished left resident (buffers the
+ * process keeps after the isolate is gone) counts in the worker's memory after it left.
  */
 export function isOwnDeath(
   death: { reason: KillReason | undefined; started: boolean },
   jobId: string,
   aborted: boolean,
   others: number,
+  shared = others > 0,
 ): boolean {
   const { reason } = death;
   if (!death.started || reason?.kind === 'dispose' || aborted) return true;
   if (reason?.kind === 'deadline') return reason.id === jobId;
+  if (reason?.kind === 'memory') return others === 0 && !shared;
   return others === 0;
 }
 
@@ -111,7 +115,10 @@ export function collateralOutcome(started: number, how: string, others: number):
   const error: SandboxErrorJSON = {
     name: 'SandboxCrashError',
     code: SandboxErrorCode.CRASH,
-    message: `The execution was lost with its worker process, which ran ${others} other execution${others === 1 ? '' : 's'} too (${how}); it was not run again`,
+    message:
+      others === 0
+        ? `The execution was lost with its worker process, which other executions had shared (${how}); it was not run again`
+        : `The execution was lost with its worker process, which ran ${others} other execution${others === 1 ? '' : 's'} too (${how}); it was not run again`,
     details: { collateral: true, coTenants: others },
   };
   return { kind: 'error', error, stats: idleStats(started) };

@@ -69,6 +69,8 @@ interface PendingJob extends SupervisedJob {
   sent: boolean;
   /** Whether the job was sent alone to a worker reserved for it (a second run after a death). */
   solo: boolean;
+  /** Whether another job was in the worker with it at some point (see `isOwnDeath`). */
+  shared: boolean;
   started: number;
   /** performance.now() when the job was sent; undefined once its deadlines moved (`started`). */
   sentAt: number | undefined;
@@ -200,11 +202,13 @@ export class WorkerProcess {
         here,
         sent: false,
         solo,
+        shared: false,
         deadline: Number.POSITIVE_INFINITY,
         started: performance.now(),
         sentAt: undefined,
       };
       this.#jobs.set(job.id, pending);
+      if (this.#jobs.size > 1) for (const each of this.#jobs.values()) each.shared = true;
       this.#updateRef();
       if (!this.alive) {
         this.#finish(job.id, this.#deathOutcome(pending, 'the worker process is not running'));
@@ -396,7 +400,7 @@ export class WorkerProcess {
     };
     for (const pending of held) {
       const others = held.length - 1;
-      const own = isOwnDeath(facts, pending.job.id, pending.signal.aborted, others);
+      const own = isOwnDeath(facts, pending.job.id, pending.signal.aborted, others, pending.shared);
       if (own) {
         this.#finish(pending.job.id, this.#deathOutcome(pending, how));
         continue;
