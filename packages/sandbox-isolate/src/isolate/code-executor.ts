@@ -60,7 +60,7 @@ export class CodeExecutor {
   ): Promise<JobOutcome> {
     const { limits } = job;
     const started = performance.now() - spentMs;
-    host.started?.(spentMs);
+    host.started?.();
     // The isolate's CPU counter includes building its context and the warm-up: count from here.
     const cpuBefore = readCpuMs(prepared);
     let ended: SandboxErrorJSON | undefined;

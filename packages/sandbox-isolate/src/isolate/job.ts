@@ -95,11 +95,10 @@ export interface JobHost {
   dispatched?(): void;
   /**
    * User code's time starts now: the isolate is built (and TypeScript stripped) and the executor
-   * starts the clock of `timeoutMs`, `spentMs` ago (the strip's time, which counts against it).
-   * Called once, after {@link dispatched}; a watchdog of the job's time counts from here, so that
-   * preparation never shortens it.
+   * starts the clock of `timeoutMs`. Called once, after {@link dispatched}; a watchdog of the
+   * job's time counts from here, so that preparation never shortens it.
    */
-  started?(spentMs: number): void;
+  started?(): void;
 }
 
 /**

@@ -54,12 +54,6 @@ export type WorkerMessage =
       tool?: string;
     }
   | { t: 'done'; id: string; outcome: JobOutcome }
-  /**
-   * User code's clock of a job started `prepMs` after the worker took it, not counting what
-   * counts against its time (the strip): building its isolate took that long. Sent only past
-   * {@link preparedLateAfterMs}.
-   */
-  | { t: 'started'; id: string; prepMs: number }
   /** A job sent with `here` no longer runs on the worker's main thread (it waits on the host). */
   | { t: 'yielded'; id: string }
   /** A job still running {@link overdueAfterMs} past its time limit: its isolate ignores termination. */
@@ -72,12 +66,6 @@ export type WorkerMessage =
  * limit; one still running is code V8 cannot interrupt). The host then kills the worker at once.
  */
 export const overdueAfterMs = 200;
-
-/**
- * Preparation (building an isolate when no warm one fits, with every WASM binding) shorter than
- * this is absorbed by the host's deadline grace and not reported: no message on the common path.
- */
-export const preparedLateAfterMs = 20;
 
 /** Prefix of the stderr line a worker writes before it kills itself on a catastrophic error. */
 export const catastrophicMarker = 'coda-sandbox-isolate catastrophic error: ';

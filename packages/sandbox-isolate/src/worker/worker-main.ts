@@ -22,7 +22,6 @@ import {
   catastrophicMarker,
   type HostMessage,
   overdueAfterMs,
-  preparedLateAfterMs,
   type WorkerMessage,
 } from './protocol.ts';
 
@@ -134,12 +133,7 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
   const overdueMs = job.limits.timeoutMs + overdueAfterMs;
   let overdue: NodeJS.Timeout | undefined;
   const host = hostFor(job.id, job.limits);
-  const received = performance.now();
-  host.started = (spentMs) => {
-    // The host's deadline counts from when it sent the job: a slow build (no warm isolate of the
-    // job's memoryMb, a WASM binding's set-up) would otherwise take user code's time from it.
-    const prepMs = performance.now() - received - spentMs;
-    if (prepMs > preparedLateAfterMs) send({ t: 'started', id: job.id, prepMs });
+  host.started = () => {
     if (overdueMs > maxTimerMs) return;
     overdue = setTimeout(() => send({ t: 'overdue', id: job.id }), overdueMs);
     overdue.unref();

@@ -72,8 +72,6 @@ interface PendingJob extends SupervisedJob {
   /** Whether another job was in the worker with it at some point (see `isOwnDeath`). */
   shared: boolean;
   started: number;
-  /** performance.now() when the job was sent; undefined once its deadlines moved (`started`). */
-  sentAt: number | undefined;
 }
 
 const abortListenerOptions = { once: true } as const;
@@ -205,7 +203,6 @@ export class WorkerProcess {
         shared: false,
         deadline: Number.POSITIVE_INFINITY,
         started: performance.now(),
-        sentAt: undefined,
       };
       this.#jobs.set(job.id, pending);
       if (this.#jobs.size > 1) for (const each of this.#jobs.values()) each.shared = true;
@@ -231,8 +228,7 @@ export class WorkerProcess {
   #dispatch(pending: PendingJob): void {
     const { job } = pending;
     // Checked by the sampler (every 50 ms while jobs run) rather than a timer per job.
-    pending.sentAt = performance.now();
-    pending.deadline = pending.sentAt + job.limits.timeoutMs + deadlineGraceMs;
+    pending.deadline = performance.now() + job.limits.timeoutMs + deadlineGraceMs;
     // Small messages: the defaults stay on both sides, a job carries only what differs.
     const message: HostMessage = { t: 'run', id: job.id, code: job.code };
     if (job.limits !== this.#options.init.defaultLimits) message.limits = job.limits;
@@ -314,19 +310,6 @@ export class WorkerProcess {
       case 'done':
         this.#finish(message.id, message.outcome);
         return;
-      case 'started': {
-        // User code's time starts only now: the host's deadlines move by the preparation.
-        // Once, and by no more than the host itself saw pass since it sent the job: a worker
-        // is not trusted to postpone its own kill.
-        const pending = this.#jobs.get(message.id);
-        if (pending?.sentAt === undefined || typeof message.prepMs !== 'number') return;
-        const prepMs = Math.min(message.prepMs, performance.now() - pending.sentAt);
-        pending.sentAt = undefined;
-        if (!(prepMs > 0)) return;
-        pending.deadline += prepMs;
-        if (pending.mainThreadDeadline !== undefined) pending.mainThreadDeadline += prepMs;
-        return;
-      }
       case 'yielded':
         if (this.#onMainThread === message.id) this.#freeMainThread();
         return;
