@@ -6,12 +6,26 @@
 // needs to reach a proxy listener through another proxy.
 import { type IpAddress, unmapIpv4 } from './ip-address.ts';
 
-const held = new Set<number>();
+// One registry per process, not per copy of this module: an application can load two copies of
+// @coda/sandbox-core (two versions installed side by side), and a listener recorded by the
+// subprocess layer's copy must be refused by the admissions of the other's
+// (attack-egress-landlock-two-cores.test.ts). Ports held, with how many holders each.
+const registry = Symbol.for('@coda/sandbox-core/proxy-listener-ports');
+const shared = globalThis as { [registry]?: Map<number, number> };
+shared[registry] ??= new Map();
+const held: Map<number, number> = shared[registry];
 
 /** Records `port` (on 127.0.0.1) as an egress proxy listener's until the returned function runs. */
 export function holdProxyListenerPort(port: number): () => void {
-  held.add(port);
-  return () => held.delete(port);
+  held.set(port, (held.get(port) ?? 0) + 1);
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    const left = (held.get(port) ?? 1) - 1;
+    if (left > 0) held.set(port, left);
+    else held.delete(port);
+  };
 }
 
 /** Whether connecting to `address`:`port` would reach one of this process's proxy listeners. */
