@@ -11,29 +11,12 @@
 // on loopback as the supervisor meant, refusing the requests the payloads carry. Bound after
 // the connect, the connection's later segments were routed again and dropped (source 127.0.0.1
 // may not leave by the uplink): nothing left, but the request never reached the proxy either.
-import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { tableLookup } from './support/egress-servers.ts';
 import { useLandlockBackend } from './support/fake-bwrap.ts';
 import { python } from './support/helpers.ts';
-
-/** The interface of the host's IPv4 default route, else the first other one that is up. */
-function uplink(): { name: string; index: number } | undefined {
-  const routes = readFileSync('/proc/net/route', 'utf8').split('\n').slice(1);
-  const viaDefault = routes
-    .map((line) => line.trim().split(/\s+/))
-    .find((fields) => fields[1] === '00000000' && fields[0] !== undefined)?.[0];
-  const up = readdirSync('/sys/class/net').filter(
-    (name) =>
-      name !== 'lo' && readFileSync(`/sys/class/net/${name}/operstate`, 'utf8').trim() === 'up',
-  );
-  const name = viaDefault ?? up[0];
-  if (name === undefined || !existsSync(`/sys/class/net/${name}/ifindex`)) return undefined;
-  return { name, index: Number(readFileSync(`/sys/class/net/${name}/ifindex`, 'utf8')) };
-}
+import { uplink, watchUplink } from './support/uplink-watch.ts';
 
 const device = uplink();
 
@@ -106,19 +89,12 @@ describe('the Landlock backend: a socket bound to the uplink', () => {
       uplink: true,
       root: true,
     });
-    const watcher = spawn(python, ['-c', sniffer, device!.name], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    });
-    const lines = createInterface({ input: watcher.stdout! })[Symbol.asyncIterator]();
-    await lines.next(); // ready
-    const sniffed = lines.next().then((line) => String(line.value ?? ''));
+    const watch = await watchUplink(sniffer, device!.name);
     const result = await sandbox.run(python, ['-c', command, device!.name, String(device!.index)]);
-    // Late retransmissions would still be seen: stop a moment after the run.
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    watcher.stdin!.end();
+    const sniffed = await watch.seen();
     expect(result.stderr).toBe('');
     // One comparison, so that a failure shows what the command saw and what left together.
-    expect({ told: result.stdout, sniffed: await sniffed, network: result.network }).toEqual({
+    expect({ told: result.stdout, sniffed, network: result.network }).toEqual({
       told: [
         'bindtodevice 1', // EPERM: seccomp
         'bindtoifindex 1',

@@ -13,28 +13,13 @@
 // proxy on loopback, which refuses the marker host. Nothing for 127/8, with IP options, with a
 // routing header or carrying a marker leaves the uplink; a datagram the host itself sends with a
 // marker is seen (the watcher works).
-import { spawn } from 'node:child_process';
 import { createSocket } from 'node:dgram';
-import { existsSync, readFileSync } from 'node:fs';
-import { networkInterfaces } from 'node:os';
-import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { tableLookup } from './support/egress-servers.ts';
 import { useLandlockBackend } from './support/fake-bwrap.ts';
 import { python } from './support/helpers.ts';
-
-/** The interface of the host's IPv4 default route, with its index and IPv4 address. */
-function uplink(): { name: string; index: number; address: string } | undefined {
-  const routes = readFileSync('/proc/net/route', 'utf8').split('\n').slice(1);
-  const name = routes
-    .map((line) => line.trim().split(/\s+/))
-    .find((fields) => fields[1] === '00000000' && fields[0] !== undefined)?.[0];
-  if (name === undefined || !existsSync(`/sys/class/net/${name}/ifindex`)) return undefined;
-  const index = Number(readFileSync(`/sys/class/net/${name}/ifindex`, 'utf8'));
-  const address = networkInterfaces()[name]?.find((entry) => entry.family === 'IPv4')?.address;
-  return address === undefined ? undefined : { name, index, address };
-}
+import { uplink, watchUplink } from './support/uplink-watch.ts';
 
 const device = uplink();
 
@@ -138,12 +123,7 @@ describe('the Landlock backend: options that steer a connect', () => {
       uplink: true,
       root: true,
     });
-    const watcher = spawn(python, ['-c', sniffer, device!.name], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    });
-    const lines = createInterface({ input: watcher.stdout! })[Symbol.asyncIterator]();
-    await lines.next(); // ready
-    const sniffed = lines.next().then((line) => String(line.value ?? ''));
+    const watch = await watchUplink(sniffer, device!.name);
     const result = await sandbox.run(python, [
       '-c',
       command,
@@ -156,12 +136,11 @@ describe('the Landlock backend: options that steer a connect', () => {
       control.send('exfil-control-0123456789ab', 9, '198.51.100.7', resolve),
     );
     control.close();
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    watcher.stdin!.end();
+    const sniffed = await watch.seen();
     expect(result.stderr).toBe('');
     expect({
       told: result.stdout,
-      sniffed: await sniffed,
+      sniffed,
       denied: result.network?.denied.map(({ host, reason }) => `${host} ${reason}`),
       allowed: result.network?.allowed,
     }).toEqual({

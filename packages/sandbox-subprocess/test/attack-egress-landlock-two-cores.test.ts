@@ -19,13 +19,12 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { startHttp, type TestServer, tableLookup } from './support/egress-servers.ts';
 import { useLandlockBackend } from './support/fake-bwrap.ts';
-import { python } from './support/helpers.ts';
+import { tunnelIntoListener } from './support/listener-chain.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const packages = resolve(here, '../..');
@@ -89,49 +88,11 @@ afterAll(async () => {
   if (root !== undefined) rmSync(root, { recursive: true, force: true });
 });
 
-// Run A's command: a tunnel through its own proxy to loop.test:OTHER (run B's listener), then a
-// plain proxy request for the API inside it; prints the CONNECT answer and the request's.
-const chain = String.raw`
-import os, socket, sys
-other, api = int(sys.argv[1]), sys.argv[2]
-own = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])
-s = socket.create_connection(('127.0.0.1', own), 5)
-s.sendall(b'CONNECT loop.test:%d HTTP/1.1\r\nHost: loop.test:%d\r\n\r\n' % (other, other))
-head = b''
-while b'\r\n\r\n' not in head:
-    chunk = s.recv(1)
-    if not chunk: break
-    head += chunk
-print('connect', head.split(b'\r\n')[0].decode())
-if b' 200 ' in head.split(b'\r\n')[0] + b' ':
-    s.sendall(b'GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' % (api.encode(), api.encode()))
-    answer = b''
-    while True:
-        chunk = s.recv(4096)
-        if not chunk: break
-        answer += chunk
-    print('inside', answer.split(b'\r\n')[0].decode(), answer.split(b'\r\n\r\n', 1)[-1].decode().strip())
-`;
-
 describe("a run's proxy listener, from a run of a second copy of the packages", () => {
   it("a tunnel into another run's listener is refused whichever copy of sandbox-core admits it", async () => {
-    const holder = b.spawn(python, [
-      '-c',
-      "import os, sys; print(os.environ['HTTP_PROXY'].rsplit(':', 1)[1], flush=True); sys.stdin.read()",
-    ]);
-    const lines = createInterface({ input: holder.stdout })[Symbol.asyncIterator]();
-    const other = Number((await lines.next()).value);
-    const result = await a.run(python, ['-c', chain, String(other), `api.test:${api.port}`]);
-    holder.stdin.end();
-    await holder.exited;
-    expect(result.stderr).toBe('');
-    expect({
-      told: result.stdout.split('\n')[0],
-      requests,
-      bAllowed: holder.network?.report().allowed,
-      aAllowed: result.network?.allowed ?? [],
-      aDenied: result.network?.denied.map(({ host, port, reason }) => ({ host, port, reason })),
-    }).toEqual({
+    const { stderr, other, seen } = await tunnelIntoListener(a, b, `api.test:${api.port}`);
+    expect(stderr).toBe('');
+    expect({ ...seen, requests }).toEqual({
       told: 'connect HTTP/1.1 403 Forbidden',
       requests: 0,
       bAllowed: [],
