@@ -87,6 +87,11 @@ interface HeldSlot {
   insured: boolean;
   /** Given back (released, or the acquisition failed): a late answer's lease is removed then. */
   givenBack?: boolean;
+  /**
+   * Insured, but a write of it failed after the shared store may have run it: given back, it is
+   * removed from the shared store too.
+   */
+  mayBeShared?: boolean;
 }
 
 /**
@@ -117,6 +122,7 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       : { key: `${name}:conc:{*}`, limit: settings.maxGlobal, scope: 'global' };
 
   const { ledger, insurance } = callStore;
+  const { store } = settings;
   /** Removes the lease from the shared store (never from the insurance store: that is the ledger). */
   const releaseShared = (slot: Slot, leaseId: string): Promise<void> =>
     callStore('releaseLease', (current) =>
@@ -129,6 +135,7 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
   const giveBack = (each: HeldSlot, leaseId: string): Promise<void> => {
     each.givenBack = true;
     ledger.releaseLease(each.slot.key, leaseId);
+    if (each.insured && each.mayBeShared === true) removeUntilLanded(store, each.slot, leaseId);
     return each.insured ? Promise.resolve() : releaseShared(each.slot, leaseId);
   };
   /**
@@ -155,16 +162,43 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     current: LimitStore,
     slot: Slot,
     leaseId: string,
+    holder: () => HeldSlot | undefined,
     write: () => Promise<T>,
   ): Promise<T> => {
     const asked = write();
     if (current === insurance) return asked;
     return asked.catch((error: unknown) => {
-      Promise.resolve()
-        .then(() => current.releaseLease(slot.key, leaseId))
-        .catch(() => {});
+      removeUntilLanded(current, slot, leaseId, holder);
       throw error;
     });
+  };
+  /**
+   * Removes `leaseId` from `current` unless this host runs it (`holder`, not given back): then
+   * the lease there, if the failed write landed, is its write-back. It stays insured (written
+   * back again at the next renewal) and its release removes it (`mayBeShared`). A removal sent
+   * while the execution ran could land after a write-back already in flight and delete the
+   * running lease, which that write-back's answer had the guard count as a shared one (found by
+   * a review: another host took a cap of 1 while it ran; test/removal-after-write-back.test.ts).
+   * A removal that fails (the client offline after the connection dropped, with no offline
+   * queue: the settings docs/limits.md recommends) is retried every 100 ms until it lands or the
+   * lease would have expired (found by a review: dropped at once, the phantom lease kept a cap of
+   * 1 full for its TTL; test/lost-reply-fail-fast.test.ts).
+   */
+  const removeUntilLanded = (
+    current: LimitStore,
+    slot: Slot,
+    leaseId: string,
+    holder: () => HeldSlot | undefined = () => undefined,
+  ): void => {
+    const until = performance.now() + leaseTtlMs;
+    const attempt = (): void => {
+      Promise.resolve()
+        .then(() => current.releaseLease(slot.key, leaseId))
+        .catch(() => {
+          if (performance.now() < until) setTimeout(attempt, 100).unref();
+        });
+    };
+    attempt();
   };
   const refusal = (
     slot: Slot,
@@ -200,8 +234,12 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     const outcome = await callStore(
       'acquireLease',
       (current) =>
-        removedOnFailure(current, slot, leaseId, () =>
-          current.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
+        removedOnFailure(
+          current,
+          slot,
+          leaseId,
+          () => insuredSlot,
+          () => current.acquireLease(slot.key, leaseId, slot.limit, leaseTtlMs),
         ),
       signal,
       // Admitted after we stopped waiting (timeout, abort).
@@ -299,12 +337,16 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       return callStore(
         'writeBackLease',
         (current) =>
-          removedOnFailure(current, slot, leaseId, () => writeBack(current)).catch(
-            (error: unknown) => {
-              each.insured = true;
-              throw error;
-            },
-          ),
+          removedOnFailure(
+            current,
+            slot,
+            leaseId,
+            () => each,
+            () => writeBack(current),
+          ).catch((error: unknown) => {
+            each.insured = true;
+            throw error;
+          }),
         undefined,
         // Written back after we stopped waiting: kept if the execution still runs.
         (late) => {

@@ -1,0 +1,130 @@
+// Review: the removal that follows a failed lease acquisition (removedOnFailure) is sent the
+// moment the failure arrives. When the failure is a dropped connection, the client is offline
+// then; with the fail-fast settings docs/limits.md recommends (no offline queue) the removal
+// itself fails at once and is dropped, and the phantom lease Redis ran keeps the user's slot for
+// its whole TTL on every host.
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import {
+  type ConcurrencyGuard,
+  createConcurrencyGuard,
+  createRedisLimitStore,
+  fromIoredis,
+  fromNodeRedis,
+} from '../src/index.ts';
+import { refusal } from './refusal.ts';
+
+/** A TCP proxy to Redis that, once armed, drops the next reply and cuts that connection. */
+async function replyDropper(target: { host: string; port: number }) {
+  let armed = false;
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = tcpConnect(target.port, target.host);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {});
+    }
+    client.pipe(upstream);
+    upstream.on('data', (chunk: Buffer) => {
+      if (!armed) {
+        client.write(chunk);
+        return;
+      }
+      armed = false;
+      client.destroy();
+      upstream.destroy();
+    });
+    client.on('close', () => upstream.destroy());
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('no proxy port');
+  return {
+    port: address.port,
+    arm: () => {
+      armed = true;
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+async function acquiredWithin(
+  guard: ConcurrencyGuard,
+  context: () => { executionId: string; userId: string },
+  ms: number,
+) {
+  const deadline = performance.now() + ms;
+  let lease = await guard.acquire(context()).catch(() => undefined);
+  while (lease === undefined && performance.now() < deadline) {
+    await sleep(50);
+    lease = await guard.acquire(context()).catch(() => undefined);
+  }
+  return lease;
+}
+
+describe('a lost acquisition reply, with the documented fail-fast client settings', () => {
+  const url = new URL(inject('redisUrl'));
+  const target = { host: url.hostname, port: Number(url.port || 6379) };
+  let proxy: Awaited<ReturnType<typeof replyDropper>>;
+  let direct: Redis;
+  const closers: (() => Promise<unknown>)[] = [];
+  beforeAll(async () => {
+    proxy = await replyDropper(target);
+    direct = new Redis(target);
+    await once(direct, 'ready');
+  });
+  afterAll(async () => {
+    for (const close of closers) await close().catch(() => {});
+    await direct?.quit().catch(() => {});
+    await proxy?.close();
+  });
+
+  const phantomFreed = async (client: ReturnType<typeof fromNodeRedis>) => {
+    const keyPrefix = `test:${randomUUID()}:`;
+    const hostA = createConcurrencyGuard({
+      store: createRedisLimitStore({ client, keyPrefix }),
+      maxPerUser: 1,
+      timeoutMs: 10_000,
+    });
+    const hostB = createConcurrencyGuard({
+      store: createRedisLimitStore({ client: fromIoredis(direct), keyPrefix }),
+      maxPerUser: 1,
+      timeoutMs: 10_000,
+    });
+    const userId = `user-${randomUUID()}`;
+    const context = () => ({ executionId: randomUUID(), userId });
+    await (await hostA.acquire(context())).release();
+    proxy.arm();
+    expect((await refusal(hostA.acquire(context()))).code).toBe('UNAVAILABLE');
+    // Redis ran the acquisition; nothing runs for the user. The lease TTL is 15 s: host B must
+    // get the slot long before (the client reconnects within a few hundred ms).
+    const lease = await acquiredWithin(hostB, context, 2_000);
+    const key = `${keyPrefix}concurrency:conc:{=${userId}}`;
+    const left = await direct.zcard(key);
+    await lease?.release();
+    return { lease, left };
+  };
+
+  it('node-redis, disableOfflineQueue: the phantom lease is removed', async () => {
+    const client = createClient({
+      url: `redis://127.0.0.1:${proxy.port}`,
+      disableOfflineQueue: true,
+      socket: { connectTimeout: 1_000 },
+    });
+    client.on('error', () => {});
+    await client.connect();
+    closers.push(() => client.close());
+    const { lease } = await phantomFreed(fromNodeRedis(client));
+    expect(lease).toBeDefined();
+  });
+});
