@@ -192,6 +192,12 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
   ): void => {
     const until = performance.now() + leaseTtlMs;
     const attempt = (): void => {
+      const held = holder();
+      if (held !== undefined && held.givenBack !== true) {
+        held.insured = true;
+        held.mayBeShared = true;
+        return;
+      }
       Promise.resolve()
         .then(() => current.releaseLease(slot.key, leaseId))
         .catch(() => {
