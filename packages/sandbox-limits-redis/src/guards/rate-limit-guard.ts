@@ -104,10 +104,23 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
    * Gives what is left of a unit back to the shared store alone (never to the insurance store:
    * the ledger); `unitLeftMs` undefined for a unit just granted (all of it).
    */
-  const refundShared = (key: string, unitLeftMs?: number): Promise<void> =>
-    callStore('refundRate', (current) =>
-      current === insurance ? Promise.resolve() : current.refundRate(key, rule, unitLeftMs),
-    ).then(
+  const refundShared = (key: string, unitLeftMs?: number, landed?: () => void): Promise<void> =>
+    callStore('refundRate', (current) => {
+      if (current === insurance) {
+        landed?.();
+        return Promise.resolve();
+      }
+      let sent: Promise<void>;
+      try {
+        sent = current.refundRate(key, rule, unitLeftMs);
+      } catch (error) {
+        sent = Promise.reject(error);
+      }
+      // Until the store has answered (even after the guard stopped waiting), the refund may
+      // still land after checks sent from now on: see RefundLog.storeMark.
+      if (landed !== undefined) sent.then(landed, landed);
+      return sent;
+    }).then(
       () => {},
       (error: unknown) => warn('refund', { err: String(error) }, `${name}: refund failed`),
     );
@@ -123,7 +136,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
     answeredAt: number,
     resetMs: UnitTimes,
     marks: UnitTimes,
-  ): UnitTimes => {
+  ): UnitTimes & { seq: number } => {
     // Less 1 ms: a store timed by whole milliseconds (clock 'host') can count up to 1 ms behind
     // this clock, and a unit refunded at once must come back whole.
     const since = performance.now() - answeredAt - 1;
@@ -134,20 +147,22 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       store: left(resetMs.store, moved.store),
       ledger: left(resetMs.ledger, moved.ledger),
     };
-    refunds.add(key, given);
-    return given;
+    const seq = refunds.add(key, given);
+    return { ...given, seq };
   };
   const refund: Refund = (key, refusalKey, answeredAt, resetMs, marks) => {
     // The store may admit this user sooner now: stop refusing them here.
     refusals?.forget(refusalKey);
     const left = unitLeft(key, answeredAt, resetMs, marks);
     ledger.refundRate(key, rule, left.ledger);
-    return refundShared(key, left.store);
+    return refundShared(key, left.store, () => refunds.landed(left.seq));
   };
   const keyPrefix = `${name}:rate:`;
   // A unit the insurance store granted is in this host's ledger alone: it goes back there.
   const refundInsured: Refund = (key, _refusalKey, answeredAt, resetMs, marks) => {
-    ledger.refundRate(key, rule, unitLeft(key, answeredAt, resetMs, marks).ledger);
+    const left = unitLeft(key, answeredAt, resetMs, marks);
+    refunds.landed(left.seq);
+    ledger.refundRate(key, rule, left.ledger);
     return Promise.resolve();
   };
   const message = `${name}: rate limit of ${limit} executions per ${windowMs} ms reached; retry in `;
@@ -266,7 +281,7 @@ export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitG
       const key = keyPrefix + hashTag(keyPart(userId));
       // A refund on this host while the check is in flight makes its refusal stale: not cached.
       const sentAt = refusals?.epoch ?? 0;
-      const sentMark = refunds.mark;
+      const sentMark = refunds.storeMark;
       return callStore(
         'rateLimit',
         (current) => current.rateLimit(key, rule),

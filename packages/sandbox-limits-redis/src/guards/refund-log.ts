@@ -25,6 +25,8 @@ export class RefundLog {
   readonly #keepMs: number;
   #sweptAt = performance.now();
   #seq = 0;
+  /** Refunds logged whose store part has not been answered yet (see `storeMark`). */
+  readonly #inFlight = new Set<number>();
 
   constructor(keepMs: number) {
     this.#keepMs = keepMs;
@@ -33,6 +35,24 @@ export class RefundLog {
   /** The latest refund so far, to pass to `since` later: a counter, no clock read. */
   get mark(): number {
     return this.#seq;
+  }
+
+  /**
+   * The mark for a check sent to the store now: refunds still in flight to the store count as
+   * after it, since they can land after the check (a refund whose EVALSHA finds its script
+   * missing is re-sent as EVAL after the NOSCRIPT reply; found by a review: checks sent after
+   * such refunds were logged landed first, and their units, refunded once the bucket had refilled,
+   * let another host run 14 where 10 were allowed; test/refund-noscript-race.test.ts).
+   */
+  get storeMark(): number {
+    let mark = this.#seq;
+    for (const seq of this.#inFlight) if (seq - 1 < mark) mark = seq - 1;
+    return mark;
+  }
+
+  /** The store answered the refund logged as `seq`: it has landed (or never will). */
+  landed(seq: number): void {
+    this.#inFlight.delete(seq);
   }
 
   /**
@@ -55,16 +75,20 @@ export class RefundLog {
     return sum;
   }
 
-  add(key: string, given: UnitTimes): void {
+  /** Logs a refund; its store part counts as in flight until `landed(seq)`. Returns `seq`. */
+  add(key: string, given: UnitTimes): number {
     const now = performance.now();
     const entries = this.#live(key) ?? [];
-    entries.push({ at: now, seq: ++this.#seq, ...given });
+    const seq = ++this.#seq;
+    this.#inFlight.add(seq);
+    entries.push({ at: now, seq, ...given });
     this.#byKey.set(key, entries);
     // Users not seen again are dropped by a sweep of every key, at most once per keepMs.
     if (now - this.#sweptAt >= this.#keepMs) {
       this.#sweptAt = now;
       for (const other of [...this.#byKey.keys()]) this.#live(other);
     }
+    return seq;
   }
 
   /** The key's refunds still kept; the key goes once none is. */
