@@ -18,6 +18,9 @@ export interface RefusalLeft {
   readonly resetMs: number;
 }
 
+/** How many forgotten keys a cache remembers, to tell whose refusals went stale. */
+const recentForgets = 256;
+
 /**
  * A bounded map of refused keys. `refuse` records that the store refused `key` for `retryAfterMs`
  * from now (measured on arrival of the answer, so a cached refusal ends at most `retryAfterMs`
@@ -31,6 +34,8 @@ export class RefusalCache {
   readonly #now: () => number;
   /** Counts `forget` calls: a refusal answered across one is not recorded (see `refuse`). */
   #forgets = 0;
+  /** The last {@link recentForgets} keys forgotten, by their place in the count of forgets. */
+  readonly #recent: (string | undefined)[] = [];
 
   constructor(size: number, now: () => number = () => performance.now()) {
     this.#size = size;
@@ -69,7 +74,7 @@ export class RefusalCache {
    * was cached for 60 s, though the store held no unit of the user any more.
    */
   refuse(key: string, retryAfterMs: number, resetMs: number, sentAt = this.#forgets): void {
-    if (sentAt !== this.#forgets) return;
+    if (sentAt !== this.#forgets && this.#forgottenSince(key, sentAt)) return;
     const now = this.#now();
     // Re-inserted, so the Map's order is the order of the latest refusals: the first is the oldest.
     this.#entries.delete(key);
@@ -82,8 +87,25 @@ export class RefusalCache {
 
   /** Forgets `key` (a unit was refunded: the store may admit sooner than it said). */
   forget(key: string): void {
+    this.#recent[this.#forgets % recentForgets] = key;
     this.#forgets++;
     this.#entries.delete(key);
+  }
+
+  /**
+   * Whether `key` was forgotten after the epoch `sentAt` (or may have been: more forgets since
+   * than are remembered). Only this key's refunds make its refusal stale: compared by one
+   * counter of every refund, a refusal in flight across any other user's refund was not cached,
+   * and on a busy host (refunds all the time) a hammering user reached the store on every
+   * attempt (found by a review: 11 checks of 11 where 2 reach it;
+   * test/refusal-cache-other-refunds.test.ts).
+   */
+  #forgottenSince(key: string, sentAt: number): boolean {
+    if (this.#forgets - sentAt > recentForgets) return true;
+    for (let at = sentAt; at < this.#forgets; at++) {
+      if (this.#recent[at % recentForgets] === key) return true;
+    }
+    return false;
   }
 
   /** Keys currently held (expired ones included until looked up or evicted). */
