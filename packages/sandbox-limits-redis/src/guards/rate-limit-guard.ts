@@ -87,9 +87,9 @@ export const RateLimitGuardOptionsSchema = z
  * Tier 4: at most `limit` executions per user per `windowMs`, across every host that shares the
  * store, by GCRA (a token bucket that refills continuously: no burst at a window edge). A refused
  * check consumes nothing. Each unit the store grants is counted in this host's ledger too, so one
- * host never gets more than the limit (plus `timeoutMs` of slack) whatever the store answers or
- * forgets (`details.thisHost` when the ledger refused). Refuses with `RATE_LIMITED` and
- * `retryAfterMs`.
+ * host never gets more than the limit (plus the ledger's slack, the longest a store call still
+ * takes its answer: at most `1.1 × timeoutMs + 10 ms`) whatever the store answers or forgets
+ * (`details.thisHost` when the ledger refused). Refuses with `RATE_LIMITED` and `retryAfterMs`.
  */
 export function createRateLimitGuard(options: RateLimitGuardOptions): RateLimitGuard {
   const settings = validate(RateLimitGuardOptionsSchema, options, 'rate limit guard options');

@@ -45,9 +45,9 @@ export class RefundLog {
    * let another host run 14 where 10 were allowed; test/refund-noscript-race.test.ts).
    */
   get storeMark(): number {
-    let mark = this.#seq;
-    for (const seq of this.#inFlight) if (seq - 1 < mark) mark = seq - 1;
-    return mark;
+    // Added in increasing order, and a Set keeps that order: the first is the oldest.
+    const oldest = this.#inFlight.values().next();
+    return oldest.done === true ? this.#seq : oldest.value - 1;
   }
 
   /** The store answered the refund logged as `seq`: it has landed (or never will). */
