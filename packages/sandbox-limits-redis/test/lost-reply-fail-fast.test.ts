@@ -18,6 +18,7 @@ import {
   fromNodeRedis,
 } from '../src/index.ts';
 import { refusal } from './refusal.ts';
+import { warningRecorder } from './warning-recorder.ts';
 
 /** A TCP proxy to Redis that, once armed, drops the next reply and cuts that connection. */
 async function replyDropper(target: { host: string; port: number }) {
@@ -50,6 +51,10 @@ async function replyDropper(target: { host: string; port: number }) {
     port: address.port,
     arm: () => {
       armed = true;
+    },
+    /** Cuts every connection through the proxy (clients reconnect). */
+    cut: () => {
+      for (const socket of sockets) socket.destroy();
     },
     close: async () => {
       for (const socket of sockets) socket.destroy();
@@ -126,5 +131,39 @@ describe('a lost acquisition reply, with the documented fail-fast client setting
     closers.push(() => client.close());
     const { lease } = await phantomFreed(fromNodeRedis(client));
     expect(lease).toBeDefined();
+  });
+
+  it('node-redis, disableOfflineQueue: a release sent while the client reconnects', async () => {
+    const client = createClient({
+      url: `redis://127.0.0.1:${proxy.port}`,
+      disableOfflineQueue: true,
+      socket: { connectTimeout: 1_000 },
+    });
+    client.on('error', () => {});
+    await client.connect();
+    closers.push(() => client.close());
+    const keyPrefix = `test:${randomUUID()}:`;
+    const hostA = createConcurrencyGuard({
+      store: createRedisLimitStore({ client: fromNodeRedis(client), keyPrefix }),
+      maxPerUser: 1,
+      timeoutMs: 10_000,
+      logger: warningRecorder().logger,
+    });
+    const hostB = createConcurrencyGuard({
+      store: createRedisLimitStore({ client: fromIoredis(direct), keyPrefix }),
+      maxPerUser: 1,
+      timeoutMs: 10_000,
+    });
+    const userId = `user-${randomUUID()}`;
+    const context = () => ({ executionId: randomUUID(), userId });
+    const running = await hostA.acquire(context());
+    // The connection drops as the execution ends: the release is refused by the offline client.
+    proxy.cut();
+    await running.release();
+    // Nothing runs for the user: host B gets the slot once host A's client is back (well within
+    // 2 s), not when the lease's 15 s TTL runs out.
+    const lease = await acquiredWithin(hostB, context, 2_000);
+    expect(lease).toBeDefined();
+    await lease?.release();
   });
 });

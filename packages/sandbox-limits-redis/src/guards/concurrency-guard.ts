@@ -126,7 +126,15 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
   /** Removes the lease from the shared store (never from the insurance store: that is the ledger). */
   const releaseShared = (slot: Slot, leaseId: string): Promise<void> =>
     callStore('releaseLease', (current) =>
-      current === insurance ? Promise.resolve() : current.releaseLease(slot.key, leaseId),
+      current === insurance
+        ? Promise.resolve()
+        : // Refused (the client offline while it reconnects: no offline queue), it is retried,
+          // or the slot stays taken for a lease TTL on every host (found by a review;
+          // test/lost-reply-fail-fast.test.ts, second case).
+          current.releaseLease(slot.key, leaseId).catch((error: unknown) => {
+            removeUntilLanded(current, slot, leaseId);
+            throw error;
+          }),
     ).then(
       () => {},
       (error: unknown) =>
