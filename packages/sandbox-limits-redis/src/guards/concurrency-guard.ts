@@ -100,6 +100,9 @@ interface HeldSlot {
  */
 const writeBackLimit = Number.MAX_SAFE_INTEGER;
 
+/** Lease removals a guard keeps retrying at once (see `removeUntilLanded`). */
+const maxRetrying = 1_000;
+
 /**
  * Caps executions in flight: `maxPerUser` per user and, if set, `maxGlobal` over everyone, across
  * every host that shares the store. Each admitted execution holds a lease that is renewed every
@@ -192,6 +195,7 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
    * lease would have expired (found by a review: dropped at once, the phantom lease kept a cap of
    * 1 full for its TTL; test/lost-reply-fail-fast.test.ts).
    */
+  let retrying = 0;
   const removeUntilLanded = (
     current: LimitStore,
     slot: Slot,
@@ -208,9 +212,19 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       }
       Promise.resolve()
         .then(() => current.releaseLease(slot.key, leaseId))
-        .catch(() => {
-          if (performance.now() < until) setTimeout(attempt, 100).unref();
-        });
+        .then(
+          () => {},
+          () => {
+            // Bounded: through a long outage, every refused acquisition would otherwise retry
+            // 10 times a second for a lease TTL. Past the bound the lease simply expires.
+            if (performance.now() >= until || retrying >= maxRetrying) return;
+            retrying++;
+            setTimeout(() => {
+              retrying--;
+              attempt();
+            }, 100).unref();
+          },
+        );
     };
     attempt();
   };
