@@ -162,10 +162,10 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
   };
   /**
    * Runs `write` (an acquisition or a write-back of `leaseId`) on `current`; if it fails, removes
-   * the lease there too. The failure can come after the store ran it (a connection dropped
-   * before its reply): the lease would then hold a slot for a TTL with nobody to release it, or,
-   * written back, one the guard still counts as not written back and so never removes. Removing
-   * a lease that is not there costs nothing. (Found by an attack review: a cap of 1 stayed full
+   * the lease there too, unless this host still runs it (see removeUntilLanded). The failure can
+   * come after the store ran it (a connection dropped before its reply): the lease would then
+   * hold a slot for a TTL with nobody to release it, or, written back, one the guard still counts
+   * as not written back and so never removes. Removing a lease that is not there costs nothing. (Found by an attack review: a cap of 1 stayed full
    * for 15 s on every host after an acquisition refused with UNAVAILABLE, and for a lease TTL
    * after an insured lease whose write-back reply was lost had been released.)
    */
