@@ -5,77 +5,18 @@
 // its whole TTL on every host.
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
-  type ConcurrencyGuard,
   createConcurrencyGuard,
   createRedisLimitStore,
   fromIoredis,
   fromNodeRedis,
 } from '../src/index.ts';
 import { refusal } from './refusal.ts';
+import { acquiredWithin, replyDropper } from './reply-dropper.ts';
 import { warningRecorder } from './warning-recorder.ts';
-
-/** A TCP proxy to Redis that, once armed, drops the next reply and cuts that connection. */
-async function replyDropper(target: { host: string; port: number }) {
-  let armed = false;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    const upstream = tcpConnect(target.port, target.host);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      socket.on('error', () => {});
-    }
-    client.pipe(upstream);
-    upstream.on('data', (chunk: Buffer) => {
-      if (!armed) {
-        client.write(chunk);
-        return;
-      }
-      armed = false;
-      client.destroy();
-      upstream.destroy();
-    });
-    client.on('close', () => upstream.destroy());
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('no proxy port');
-  return {
-    port: address.port,
-    arm: () => {
-      armed = true;
-    },
-    /** Cuts every connection through the proxy (clients reconnect). */
-    cut: () => {
-      for (const socket of sockets) socket.destroy();
-    },
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
-}
-
-async function acquiredWithin(
-  guard: ConcurrencyGuard,
-  context: () => { executionId: string; userId: string },
-  ms: number,
-) {
-  const deadline = performance.now() + ms;
-  let lease = await guard.acquire(context()).catch(() => undefined);
-  while (lease === undefined && performance.now() < deadline) {
-    await sleep(50);
-    lease = await guard.acquire(context()).catch(() => undefined);
-  }
-  return lease;
-}
 
 describe('a lost acquisition reply, with the documented fail-fast client settings', () => {
   const url = new URL(inject('redisUrl'));
