@@ -56,6 +56,12 @@ export interface LostJob {
   outcome: JobOutcome;
   /** Whether the job was run alone on a worker reserved for it (a second run already). */
   solo: boolean;
+  /**
+   * Whether it was alone in the worker at the death (lost only because it shared the worker
+   * earlier, see `isOwnDeath`): `outcome` is then its own error, which it also ends with if its
+   * second run diverges (nobody else was there to have caused the death).
+   */
+  alone: boolean;
 }
 
 interface PendingJob extends SupervisedJob {
@@ -389,7 +395,10 @@ export class WorkerProcess {
         continue;
       }
       // Handed to the backend, which runs it again or answers it with this collateral error.
-      const outcome = collateralOutcome(pending.started, how, others);
+      const outcome =
+        others === 0
+          ? this.#deathOutcome(pending, how)
+          : collateralOutcome(pending.started, how, others);
       this.#finish(pending.job.id, outcome, (each) =>
         onLost({
           job: each.job,
@@ -398,6 +407,7 @@ export class WorkerProcess {
           resolve: each.resolve,
           outcome,
           solo: each.solo,
+          alone: others === 0,
         }),
       );
     }
