@@ -309,17 +309,26 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       if (globalSlot !== undefined) slots.push(globalSlot);
       const leaseId = randomUUID();
       // Each cap is its own key (its own cluster slot), so they are taken one after the other.
+      // Renewed from the first slot's grant on (the timer renews whatever `held` holds by then):
+      // started once all were held, the first slot's first renewal came `renewEveryMs` after the
+      // last slot's answer, which can take up to `timeoutMs`, and its lease expired on the store
+      // while the execution ran (found by an attack review: another host took a cap of 1;
+      // test/attack-35-leases.test.ts).
       const held: HeldSlot[] = [];
+      let renewal: ReturnType<typeof startRenewal> | undefined;
       try {
         for (const slot of slots) {
           const taken = await take(slot, leaseId, signal);
-          if (taken !== undefined) held.push(taken);
+          if (taken === undefined) continue;
+          held.push(taken);
+          renewal ??= startRenewal(held, leaseId);
         }
       } catch (error) {
+        // As in a release: a renewal in flight could re-add a lease after its removal.
+        await renewal?.stop();
         await Promise.all(held.map((each) => giveBack(each, leaseId)));
         throw error;
       }
-      const renewal = held.length === 0 ? undefined : startRenewal(held, leaseId);
       const insured = held.some((each) => each.insured);
       return lease({ leaseId, insured }, async () => {
         // A renewal still in flight could re-add the lease after its removal: let it land first.
