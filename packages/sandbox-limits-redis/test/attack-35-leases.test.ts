@@ -31,32 +31,34 @@ describe('attack 35: leases', () => {
     await Promise.all(clients.map((client) => client.quit().catch(() => {})));
   });
 
-  // The per-user slot is taken first, then the global one; the renewal timer started only once
-  // both were held, so the per-user lease's first renewal came `renewEveryMs` after the global
-  // slot's answer, not after its own grant: a global answer that took most of `timeoutMs` (well
-  // within it) let the per-user lease expire on Redis while the execution ran.
-  it('a slow answer for the global slot does not let the per-user lease expire', async () => {
-    const keyPrefix = `test:${randomUUID()}:`;
-    const shared = createRedisLimitStore({ client: fromIoredis(await connect()), keyPrefix });
-    let delayGlobal = 800;
-    // Host A's link to the node of the global key is slow once: the answer comes 800 ms late.
-    const slowGlobal: LimitStore = {
+  /** Host A's store: Redis runs each acquisition at once; the first answer for a key ending in
+   * `suffix` reaches host A `delayMs` late (a slow link to that key's node). */
+  const slowFirstAnswer = (shared: LimitStore, suffix: string, delayMs: number): LimitStore => {
+    let delay = delayMs;
+    return {
       ...shared,
       kind: 'redis',
       acquireLease: async (key, member, limit, ttlMs) => {
         const answer = await shared.acquireLease(key, member, limit, ttlMs);
-        if (key.endsWith('{*}') && delayGlobal > 0) {
-          const wait = delayGlobal;
-          delayGlobal = 0;
+        if (key.endsWith(suffix) && delay > 0) {
+          const wait = delay;
+          delay = 0;
           await sleep(wait);
         }
         return answer;
       },
     };
+  };
+
+  /** Host A acquires through `slow`; at 1 100 ms host B asks for the user's one slot. */
+  const secondHostWhileRunning = async (
+    options: { maxPerUser: number; maxGlobal?: number; leaseTtlMs: number; renewEveryMs: number },
+    slow: (shared: LimitStore) => LimitStore,
+  ) => {
+    const keyPrefix = `test:${randomUUID()}:`;
+    const shared = createRedisLimitStore({ client: fromIoredis(await connect()), keyPrefix });
     const { warnings, logger } = warningRecorder();
-    // Renewed every 400 ms, lives 1 000 ms: 600 ms of margin for a renewal's round trip.
-    const options = { maxPerUser: 1, maxGlobal: 100, leaseTtlMs: 1_000, renewEveryMs: 400 };
-    const hostA = createConcurrencyGuard({ ...options, store: slowGlobal, logger });
+    const hostA = createConcurrencyGuard({ ...options, store: slow(shared), logger });
     const hostB = createConcurrencyGuard({
       ...options,
       store: createRedisLimitStore({ client: fromIoredis(await connect()), keyPrefix }),
@@ -68,7 +70,7 @@ describe('attack 35: leases', () => {
 
     const began = performance.now();
     const running = await hostA.acquire(context());
-    // Past the per-user lease's TTL counted from its grant, before the next 400 ms of renewals.
+    // Past the user lease's TTL counted from when Redis granted it.
     await sleep(Math.max(0, began + 1_100 - performance.now()));
     const second = await hostB.acquire(context()).then(
       (lease) => lease,
@@ -77,9 +79,35 @@ describe('attack 35: leases', () => {
     const admitted = 'leaseId' in (second as object);
     if (admitted) await (second as { release(): Promise<void> }).release();
     await running.release();
+    return { admitted, second, lost: warnings.filter((line) => line.includes('lost its lease')) };
+  };
+
+  // The per-user slot is taken first, then the global one; the renewal timer started only once
+  // both were held, so the per-user lease's first renewal came `renewEveryMs` after the global
+  // slot's answer, not after its own grant: a global answer that took most of `timeoutMs` (well
+  // within it) let the per-user lease expire on Redis while the execution ran.
+  it('a slow answer for the global slot does not let the per-user lease expire', async () => {
+    // Renewed every 400 ms, lives 1 000 ms; the global slot's answer comes 800 ms late.
+    const { admitted, second, lost } = await secondHostWhileRunning(
+      { maxPerUser: 1, maxGlobal: 100, leaseTtlMs: 1_000, renewEveryMs: 400 },
+      (shared) => slowFirstAnswer(shared, '{*}', 800),
+    );
     // Host A's execution still ran: host B is refused, and host A never lost its lease.
     expect(admitted).toBe(false);
     expect((await refusal(Promise.reject(second))).code).toBe('RATE_LIMITED');
-    expect(warnings.filter((message) => message.includes('lost its lease'))).toEqual([]);
+    expect(lost).toEqual([]);
+  });
+
+  // The same with one slot: the renewal timer started when the grant's answer arrived, but Redis
+  // wrote the lease (and its expiry) when it ran the acquisition; an answer that took most of
+  // `timeoutMs` came back with the lease already near its end.
+  it('a slow answer for the only slot does not let its lease expire', async () => {
+    const { admitted, second, lost } = await secondHostWhileRunning(
+      { maxPerUser: 1, leaseTtlMs: 1_000, renewEveryMs: 400 },
+      (shared) => slowFirstAnswer(shared, '}', 800),
+    );
+    expect(admitted).toBe(false);
+    expect((await refusal(Promise.reject(second))).code).toBe('RATE_LIMITED');
+    expect(lost).toEqual([]);
   });
 });

@@ -35,15 +35,16 @@ describe('a lease answered late while the insurance store held it', () => {
     const keyPrefix = `test:${randomUUID()}:`;
     const store = (client: Redis) =>
       createRedisLimitStore({ client: fromIoredis(client), keyPrefix });
-    // Host A gives up after 500 ms and renews every second: its first renewal (a write-back) is
-    // sent about 1 500 ms in, while Redis is still paused (1 750 ms), and answered in time.
+    // Host A gives up after 500 ms and renews every 1 450 ms, timed from when it sent the
+    // acquisition: its first renewal (a write-back) is sent about 1 450 ms in, while Redis is
+    // still paused (1 750 ms), and answered in time.
     const hostA = createConcurrencyGuard({
       store: store(await connect()),
       maxPerUser: 1,
       failMode: 'insurance',
       timeoutMs: 500,
       leaseTtlMs: 3_000,
-      renewEveryMs: 1_000,
+      renewEveryMs: 1_450,
       logger: warningRecorder().logger,
     });
     const hostB = createConcurrencyGuard({
@@ -60,7 +61,7 @@ describe('a lease answered late while the insurance store held it', () => {
     const running = await hostA.acquire(context());
     expect(running.insured).toBe(true);
     // Redis is back (1 750 ms), the late answer and the write-back have landed; the next renewal
-    // (about 2 500 ms) has not come yet.
+    // (about 2 900 ms) has not come yet.
     await sleep(1_450);
     const holders = await admin.zrange(`${keyPrefix}concurrency:conc:{=${userId}}`, '0', '-1');
     expect(holders).toEqual([running.leaseId]);

@@ -42,19 +42,20 @@ describe('an acquisition that fails after its lease was written back', () => {
     const keyPrefix = `test:${randomUUID()}:`;
     const store = (client: Redis) =>
       createRedisLimitStore({ client: fromIoredis(client), keyPrefix });
-    // Host A's guard gives up after 500 ms and renews every second; its client gives up on a
-    // command after 1 700 ms. Redis is paused for 2 000 ms: the guard gives the acquisition (sent
-    // at 0) up at ~550 ms and the insurance store grants the lease; its first renewal, a
-    // write-back, is sent at ~1 550 ms; the client fails the acquisition at ~1 700 ms and its
-    // removal is sent behind the write-back. At 2 000 ms Redis runs the three in that order, and
-    // the write-back's answer arrives within the guard's timeout.
+    // Host A's guard gives up after 500 ms and renews every 1 600 ms (timed from when it sent the
+    // acquisition); its client gives up on a command after 1 700 ms. Redis is paused for
+    // 2 000 ms: the guard gives the acquisition (sent at 0) up at ~550 ms and the insurance store
+    // grants the lease; its first renewal, a write-back, is sent at ~1 600 ms; the client fails
+    // the acquisition at ~1 700 ms and its removal is sent behind the write-back. At 2 000 ms
+    // Redis runs the three in that order, and the write-back's answer arrives within the guard's
+    // timeout.
     const hostA = createConcurrencyGuard({
       store: store(await connect({ commandTimeout: 1_700 })),
       maxPerUser: 1,
       failMode: 'insurance',
       timeoutMs: 500,
       leaseTtlMs: 3_000,
-      renewEveryMs: 1_000,
+      renewEveryMs: 1_600,
       logger: warningRecorder().logger,
     });
     const hostB = createConcurrencyGuard({
@@ -70,7 +71,7 @@ describe('an acquisition that fails after its lease was written back', () => {
     await admin.call('CLIENT', 'PAUSE', '2000', 'ALL');
     const running = await hostA.acquire(context());
     expect(running.insured).toBe(true);
-    // Redis is back and has run all three; host A's next renewal (at ~2 550 ms) has not come.
+    // Redis is back and has run all three; host A's next renewal (at ~3 200 ms) has not come.
     await sleep(Math.max(0, began + 2_150 - performance.now()));
     // Host A still runs the user's one execution: host B must be refused.
     const second = await hostB.acquire(context()).then(

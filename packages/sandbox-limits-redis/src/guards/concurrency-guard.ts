@@ -309,11 +309,14 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       if (globalSlot !== undefined) slots.push(globalSlot);
       const leaseId = randomUUID();
       // Each cap is its own key (its own cluster slot), so they are taken one after the other.
-      // Renewed from the first slot's grant on (the timer renews whatever `held` holds by then):
-      // started once all were held, the first slot's first renewal came `renewEveryMs` after the
-      // last slot's answer, which can take up to `timeoutMs`, and its lease expired on the store
-      // while the execution ran (found by an attack review: another host took a cap of 1;
+      // Renewals are timed from when the first acquisition was sent, before the store wrote any
+      // lease, and start once a slot is held (renewing whatever `held` holds by then). Timed from
+      // the last answer, a lease's first renewal came `renewEveryMs` after an answer that can take
+      // up to `timeoutMs` (its own, and the global slot's after the per-user one), and the lease,
+      // whose expiry the store counts from when it ran the acquisition, expired there while the
+      // execution ran (found by an attack review: another host took a cap of 1;
       // test/attack-35-leases.test.ts).
+      const sentAt = performance.now();
       const held: HeldSlot[] = [];
       let renewal: ReturnType<typeof startRenewal> | undefined;
       try {
@@ -321,7 +324,7 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
           const taken = await take(slot, leaseId, signal);
           if (taken === undefined) continue;
           held.push(taken);
-          renewal ??= startRenewal(held, leaseId);
+          renewal ??= startRenewal(held, leaseId, sentAt + renewEveryMs - performance.now());
         }
       } catch (error) {
         // As in a release: a renewal in flight could re-add a lease after its removal.
@@ -338,7 +341,8 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
     },
   };
 
-  function startRenewal(held: HeldSlot[], leaseId: string) {
+  /** Renews `held` in `firstInMs` (at once if not positive), then every `renewEveryMs`. */
+  function startRenewal(held: HeldSlot[], leaseId: string, firstInMs: number) {
     let inFlight: Promise<unknown> = Promise.resolve();
     const checkKept = (slot: Slot, decision: LeaseDecision | undefined) => {
       if (decision !== undefined && !decision.allowed) {
@@ -393,14 +397,16 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
         if (outcome.ok && !outcome.insured && outcome.value?.allowed) each.insured = false;
       }, failed);
     };
-    const timer = setInterval(() => {
+    // One timer at a time, re-armed after each renewal; it must not keep the host alive.
+    let timer: ReturnType<typeof setTimeout>;
+    const tick = () => {
       inFlight = Promise.all([inFlight, ...held.map(renew)]);
-    }, renewEveryMs);
-    // A renewal timer must not keep the host alive on its own.
-    timer.unref();
+      timer = setTimeout(tick, renewEveryMs).unref();
+    };
+    timer = setTimeout(tick, Math.max(0, firstInMs)).unref();
     return {
       stop: () => {
-        clearInterval(timer);
+        clearTimeout(timer);
         return inFlight;
       },
     };
