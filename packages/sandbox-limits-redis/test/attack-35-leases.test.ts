@@ -1,5 +1,6 @@
 // Attack review 35 (concurrency leases). Real Redis (the run's standalone server); host A's store
-// is wrapped only to delay one answer (Redis runs the command at once, the reply comes late).
+// is wrapped only to add one fault: one answer delayed (Redis runs the command at once, the reply
+// comes late), or every call refused at once while "offline" (a fail-fast client reconnecting).
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,6 +13,7 @@ import {
   type LimitStore,
 } from '../src/index.ts';
 import { refusal } from './refusal.ts';
+import { acquiredWithin } from './reply-dropper.ts';
 import { warningRecorder } from './warning-recorder.ts';
 
 describe('attack 35: leases', () => {
@@ -109,5 +111,53 @@ describe('attack 35: leases', () => {
     expect(admitted).toBe(false);
     expect((await refusal(Promise.reject(second))).code).toBe('RATE_LIMITED');
     expect(lost).toEqual([]);
+  });
+
+  // Failed removals are retried every 100 ms. Each had its own timer, at most 1 000 at once per
+  // guard, and a removal that failed past that bound was dropped. Through an outage with a
+  // fail-fast client (the settings docs/limits.md recommends), each refused acquisition left a
+  // retrying removal (Redis never saw most of them), so after a thousand of them the release of
+  // an execution that ended was dropped too, and its lease held the user's slot for its whole TTL
+  // after Redis answered again (docs/limits.md: a refused release "is retried likewise").
+  it('a release refused during a long outage still frees the slot once Redis answers', async () => {
+    const keyPrefix = `test:${randomUUID()}:`;
+    const shared = createRedisLimitStore({ client: fromIoredis(await connect()), keyPrefix });
+    // A client without an offline queue: while the connection is down, every call is refused at
+    // once (nothing reaches Redis).
+    let offline = false;
+    const refused = () => Promise.reject(new Error('the client is offline'));
+    const failFast: LimitStore = {
+      ...shared,
+      kind: 'redis',
+      acquireLease: (...args) => (offline ? refused() : shared.acquireLease(...args)),
+      releaseLease: (...args) => (offline ? refused() : shared.releaseLease(...args)),
+    };
+    const hostA = createConcurrencyGuard({
+      store: failFast,
+      maxPerUser: 1,
+      logger: warningRecorder().logger,
+    });
+    const hostB = createConcurrencyGuard({
+      store: createRedisLimitStore({ client: fromIoredis(await connect()), keyPrefix }),
+      maxPerUser: 1,
+    });
+    const userId = `user-${randomUUID()}`;
+    const running = await hostA.acquire({ executionId: randomUUID(), userId });
+    offline = true;
+    // A busy host through the outage: a thousand acquisitions refused with UNAVAILABLE.
+    const others = await Promise.all(
+      Array.from({ length: 1_000 }, () =>
+        refusal(hostA.acquire({ executionId: randomUUID(), userId: `other-${randomUUID()}` })),
+      ),
+    );
+    expect(new Set(others.map((error) => error.code))).toEqual(new Set(['UNAVAILABLE']));
+    // The user's execution ends during the outage; then the client is back.
+    await running.release();
+    offline = false;
+    // Nothing runs for the user: host B gets the slot within a second (the failed removals are
+    // sent again every 100 ms), not 15 s later when the lease expires.
+    const lease = await acquiredWithin(hostB, () => ({ executionId: randomUUID(), userId }), 1_000);
+    await lease?.release();
+    expect(lease).toBeDefined();
   });
 });
