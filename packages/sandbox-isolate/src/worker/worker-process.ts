@@ -93,6 +93,8 @@ export class WorkerProcess {
   #isReady = false;
   #alive = true;
   #killReason: KillReason | undefined;
+  /** The jobs the worker held when the host decided to kill it (see `#onExit`). */
+  #heldAtKill: readonly string[] = [];
   #reportedRss = 0;
   /** The job that may be running on the worker's main thread (sent with `here`, not yielded). */
   #onMainThread: string | undefined;
@@ -271,7 +273,10 @@ export class WorkerProcess {
   /** Kills the process (SIGKILL); its jobs end according to `reason`. */
   kill(reason: KillReason = { kind: 'dispose' }): void {
     if (!this.#alive) return;
-    this.#killReason ??= reason;
+    if (this.#killReason === undefined) {
+      this.#killReason = reason;
+      this.#heldAtKill = [...this.#jobs.keys()];
+    }
     // Keep the host alive until the exit is seen, so every job gets its answer: the process
     // and its IPC channel both, since 'close' (which settles exited()) also waits for the
     // channel's end, and an idle worker's channel is unref'd (#updateRef).
@@ -387,8 +392,17 @@ export class WorkerProcess {
       reason: this.#killReason,
       started: this.#isReady && this.#initError === undefined,
     };
+    // A job whose `done` was read between the kill and the exit (the host's loop was busy, the
+    // worker answered meanwhile) was still in the worker when the host killed it for its time,
+    // an unanswered abort or their memory: the jobs left are not alone in that death. (V8's heap
+    // report is the exception: the job that ran out of heap never answers, so one that did is
+    // not its cause.)
+    const gone =
+      this.#killReason?.kind === 'out-of-memory'
+        ? 0
+        : this.#heldAtKill.filter((id) => !this.#jobs.has(id)).length;
     for (const pending of held) {
-      const others = held.length - 1;
+      const others = held.length - 1 + gone;
       const own = isOwnDeath(facts, pending.job.id, pending.signal.aborted, others, pending.shared);
       if (own) {
         this.#finish(pending.job.id, this.#deathOutcome(pending, how));
