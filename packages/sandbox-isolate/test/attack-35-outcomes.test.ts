@@ -18,14 +18,19 @@ const shape = (event: TerminalEvent) => {
   return shaped;
 };
 
-/** Blocks the host's event loop for `ms` from its check phase: the next turn runs timers first. */
-const blockHostSoon = (ms: number) =>
-  setImmediate(() => {
-    const until = performance.now() + ms;
-    while (performance.now() < until) {
-      // A loaded host: the worker's messages wait in the pipe, the supervisor's timer is due.
-    }
-  });
+/** Blocks the host's event loop for `ms`: the worker's messages wait in the pipe meanwhile. */
+function blockHost(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // A loaded host.
+  }
+}
+
+/**
+ * Blocks the host from its check phase: its next turn runs the supervisor's due timer before it
+ * reads what the worker sent meanwhile.
+ */
+const blockHostSoon = (ms: number) => setImmediate(() => blockHost(ms));
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -49,8 +54,11 @@ it('a co-tenant of a job whose abort the host saw late is run again, not blamed'
     });
     // Both run in the one worker, past their data request.
     await sleep(1_500);
-    cancelled.cancel('user left');
-    blockHostSoon(2_600);
+    // The abort goes out, and the host is busy before it could read the answer.
+    setImmediate(() => {
+      cancelled.cancel('user left');
+      blockHost(2_600);
+    });
     const [a, y] = await Promise.all([cancelled.result, cotenant.result]);
     expect({ a: shape(a), y: shape(y) }).toEqual({
       a: { type: 'error', code: 'CANCELLED', collateral: undefined },
@@ -87,6 +95,42 @@ it('a co-tenant of a job killed for its time is collateral even if that job answ
       y: { type: 'error', code: 'CRASH', collateral: true, replayDiverged: true },
     });
     expect(deaths.map((death) => (death as { reason?: string }).reason)).toContain('deadline');
+  } finally {
+    await engine.dispose();
+  }
+}, 60_000);
+
+// Finding 2. An execution alone at a memory-bound kill after once sharing the worker ends, when
+// its second run diverges, with the OOM of that death: "nobody else was there to cause it". But
+// what a co-tenant that just finished left resident counts against it (memory-left-by-a-co-tenant):
+// here a 16 MiB execution that only sleeps, and prints a random number, is killed by the bound
+// within 50 ms of a 1 024 MiB co-tenant's end and told it ran out of memory. It used none: a
+// diverged second run of an innocent is collateral (CRASH, collateral, replayDiverged), never OOM.
+it('an execution killed by the memory a finished co-tenant left is never OOM', async () => {
+  const { logger, deaths } = workerDeathLog();
+  const engine = new SandboxEngine({ workers: 1, logger });
+  try {
+    await engine.ready();
+    const sleeper = engine.run({
+      code: "console.log(String(Math.random())); await new Promise((r) => setTimeout(r, 3_000)); return 'slept'",
+      limits: { memoryMb: 16, timeoutMs: 20_000 },
+    });
+    const allocator = await engine.run({
+      code: `const keep = [];
+        for (let i = 0; i < 40000; i++) keep.push(new ArrayBuffer(16 * 1024));
+        for (let i = 0; i < keep.length; i += 2) keep[i] = null;
+        return keep.length`,
+      limits: { memoryMb: 1_024, timeoutMs: 20_000 },
+    });
+    const slept = await sleeper;
+    const reasons = deaths.map((death) => death as { reason?: string; jobs: number });
+    const killed = reasons.some((death) => death.reason === 'memory' && death.jobs === 1);
+    expect({ allocator: shape(allocator), sleeper: shape(slept), killed }).toEqual({
+      allocator: { type: 'result', payload: 40_000 },
+      sleeper: { type: 'error', code: 'CRASH', collateral: true, replayDiverged: true },
+      // The scenario is real: the bound killed the worker holding only the sleeper.
+      killed: true,
+    });
   } finally {
     await engine.dispose();
   }

@@ -115,7 +115,10 @@ export function collateralOutcome(started: number, how: string, others: number):
   const error: SandboxErrorJSON = {
     name: 'SandboxCrashError',
     code: SandboxErrorCode.CRASH,
-    message: `The execution was lost with its worker process, which ran ${others} other execution${others === 1 ? '' : 's'} too (${how}); it was not run again`,
+    message:
+      others === 0
+        ? `The execution was lost with its worker process, over its memory bound with what executions that had shared it left resident (${how}); it was not run again`
+        : `The execution was lost with its worker process, which ran ${others} other execution${others === 1 ? '' : 's'} too (${how}); it was not run again`,
     details: { collateral: true, coTenants: others },
   };
   return { kind: 'error', error, stats: idleStats(started) };

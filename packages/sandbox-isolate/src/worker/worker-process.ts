@@ -339,6 +339,10 @@ export class WorkerProcess {
     const pending = this.#jobs.get(id);
     if (pending === undefined) return;
     this.#jobs.delete(id);
+    // Left alone after sharing: the sampler notes how low the worker's memory goes from now on.
+    if (this.#alive && this.#jobs.size === 1) {
+      for (const left of this.#jobs.values()) left.aloneRssMb = Number.POSITIVE_INFINITY;
+    }
     if (this.#onMainThread === id) this.#freeMainThread();
     if (pending.onAbort !== undefined) {
       pending.signal.removeEventListener('abort', pending.onAbort);
@@ -403,16 +407,25 @@ export class WorkerProcess {
         : this.#heldAtKill.filter((id) => !this.#jobs.has(id)).length;
     for (const pending of held) {
       const others = held.length - 1 + gone;
-      const own = isOwnDeath(facts, pending.job.id, pending.signal.aborted, others, pending.shared);
+      // Killed by the memory bound after it was left alone, with the worker's memory within the
+      // bound at some point since: it crossed the bound alone, whoever shared the worker before.
+      const reason = this.#killReason;
+      const crossedAlone =
+        reason?.kind === 'memory' &&
+        pending.aloneRssMb !== undefined &&
+        pending.aloneRssMb <= reason.boundMb;
+      const shared = pending.shared && !crossedAlone;
+      const own = isOwnDeath(facts, pending.job.id, pending.signal.aborted, others, shared);
       if (own) {
         this.#finish(pending.job.id, this.#deathOutcome(pending, how));
         continue;
       }
-      // Handed to the backend, which runs it again or answers it with this collateral error.
-      const outcome =
-        others === 0
-          ? this.#deathOutcome(pending, how)
-          : collateralOutcome(pending.started, how, others);
+      // Handed to the backend, which runs it again or answers it with this collateral error. Alone
+      // at a memory-bound kill yet not its own death: the memory was a finished co-tenant's.
+      const alone = others === 0 && reason?.kind !== 'memory';
+      const outcome = alone
+        ? this.#deathOutcome(pending, how)
+        : collateralOutcome(pending.started, how, others);
       this.#finish(pending.job.id, outcome, (each) =>
         onLost({
           job: each.job,
@@ -421,7 +434,7 @@ export class WorkerProcess {
           resolve: each.resolve,
           outcome,
           solo: each.solo,
-          alone: others === 0,
+          alone,
         }),
       );
     }

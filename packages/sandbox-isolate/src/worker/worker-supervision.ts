@@ -15,6 +15,12 @@ export interface SupervisedJob {
   mainThreadDeadline?: number | undefined;
   /** performance.now() past which an unconfirmed abort kills the worker. */
   abortDeadline?: number;
+  /**
+   * Once the job is left alone in the worker after sharing it: the lowest resident memory seen
+   * since (Infinity until the next sample), in MiB. Within its bound then, it crossed the bound
+   * alone; above it from the start, a co-tenant left that memory (see `isOwnDeath`).
+   */
+  aloneRssMb?: number | undefined;
 }
 
 /** The worker as its supervision sees it. */
@@ -118,8 +124,10 @@ export class WorkerSupervision {
     const now = performance.now();
     let count = 0;
     let boundMb = this.#baseMemoryMb;
+    let only: SupervisedJob | undefined;
     for (const pending of worker.jobs()) {
       count++;
+      only = pending;
       if (now > pending.deadline || now > (pending.mainThreadDeadline ?? Infinity)) {
         worker.kill({ kind: 'deadline', id: pending.job.id });
         return;
@@ -135,6 +143,9 @@ export class WorkerSupervision {
       return;
     }
     const rssMb = this.#rssMb();
+    if (count === 1 && only?.aloneRssMb !== undefined) {
+      only.aloneRssMb = Math.min(only.aloneRssMb, rssMb);
+    }
     if (rssMb > boundMb) worker.kill({ kind: 'memory', rssMb, boundMb });
   }
 
