@@ -166,3 +166,49 @@ it.fails('a hog a newcomer joined just before the memory bound still ends OOM', 
     await engine.dispose();
   }
 }, 60_000);
+
+// Finding 2, second face. The same leftovers, and the host busy for a moment right after the
+// kill: the supervisor's sampler ran once more before the exit was seen, read the killed
+// process's memory as nothing, and so found the sleeper "within its bound while alone": OOM again.
+// The facts of a death are those at the kill.
+it('a sample of the dying worker does not turn leftovers into the survivor’s OOM', async () => {
+  const { logger, deaths } = workerDeathLog();
+  const engine = new SandboxEngine({ workers: 1, logger });
+  try {
+    await engine.ready();
+    // Blocks the host once, in the turn in which the worker stops being alive (killed).
+    let watching = true;
+    const watch = () => {
+      if (!watching) return;
+      if (engine.stats().workerPids.length === 0) {
+        watching = false;
+        blockHost(300);
+        return;
+      }
+      setImmediate(watch);
+    };
+    const sleeper = engine.run({
+      code: "console.log(String(Math.random())); await new Promise((r) => setTimeout(r, 3_000)); return 'slept'",
+      limits: { memoryMb: 16, timeoutMs: 20_000 },
+    });
+    const allocator = await engine.run({
+      code: `const keep = [];
+        for (let i = 0; i < 40000; i++) keep.push(new ArrayBuffer(16 * 1024));
+        for (let i = 0; i < keep.length; i += 2) keep[i] = null;
+        return keep.length`,
+      limits: { memoryMb: 1_024, timeoutMs: 20_000 },
+    });
+    watch();
+    const slept = await sleeper;
+    watching = false;
+    const reasons = deaths.map((death) => death as { reason?: string; jobs: number });
+    const killed = reasons.some((death) => death.reason === 'memory' && death.jobs === 1);
+    expect({ allocator: shape(allocator), sleeper: shape(slept), killed }).toEqual({
+      allocator: { type: 'result', payload: 40_000 },
+      sleeper: { type: 'error', code: 'CRASH', collateral: true, replayDiverged: true },
+      killed: true,
+    });
+  } finally {
+    await engine.dispose();
+  }
+}, 60_000);

@@ -276,6 +276,9 @@ export class WorkerProcess {
     if (this.#killReason === undefined) {
       this.#killReason = reason;
       this.#heldAtKill = [...this.#jobs.keys()];
+      // The facts of the death are those of now: no sample of a dying process (a job's lowest
+      // memory while alone would read as the zombie's) nor a second kill reason.
+      this.#supervision.stop();
     }
     // Keep the host alive until the exit is seen, so every job gets its answer: the process
     // and its IPC channel both, since 'close' (which settles exited()) also waits for the
@@ -340,7 +343,7 @@ export class WorkerProcess {
     if (pending === undefined) return;
     this.#jobs.delete(id);
     // Left alone after sharing: the sampler notes how low the worker's memory goes from now on.
-    if (this.#alive && this.#jobs.size === 1) {
+    if (this.alive && this.#jobs.size === 1) {
       for (const left of this.#jobs.values()) left.aloneRssMb = Number.POSITIVE_INFINITY;
     }
     if (this.#onMainThread === id) this.#freeMainThread();
