@@ -141,9 +141,10 @@ it('an execution killed by the memory a finished co-tenant left is never OOM', a
 // just before the memory bound kills it. Both are "shared" at the kill, so both run again; the
 // hog's second run diverges at its first status event and ends as the collateral of a diverged
 // replay (CRASH, collateral) although it alone grew the worker: it must end OOM. The newcomer,
-// innocent, must finish. `it.fails` while this stands (the hog ends CRASH, collateral,
-// replayDiverged): make it `it` with the fix.
-it.fails('a hog a newcomer joined just before the memory bound still ends OOM', async () => {
+// innocent, must finish. The host cannot tell which of the two grew the worker; the second runs
+// can: the hog's, stopped for its divergence, goes on filling (V8 cannot interrupt the fill) and
+// passes its bound alone, a death that is its own.
+it('a hog a newcomer joined just before the memory bound still ends OOM', async () => {
   const { logger } = workerDeathLog();
   const engine = new SandboxEngine({ workers: 1, logger });
   try {
@@ -207,6 +208,36 @@ it('a sample of the dying worker does not turn leftovers into the survivor’s O
       allocator: { type: 'result', payload: 40_000 },
       sleeper: { type: 'error', code: 'CRASH', collateral: true, replayDiverged: true },
       killed: true,
+    });
+  } finally {
+    await engine.dispose();
+  }
+}, 60_000);
+
+// Finding 2's other side. A hog that passed its OWN allowance
+// (workerBaseMemoryMb + 3 × 32 MiB) while a 128 MiB co-tenant's allowance still covered the
+// worker, the co-tenant then leaving: at the first sample alone the worker is over the hog's
+// bound, exactly as with a co-tenant's leftovers, and the host cannot tell the two apart (it has
+// the worker's memory, not each execution's). Presumed innocent, the hog runs again and
+// diverges; that second run then passes its bound alone before it stops: OOM, not the collateral
+// CRASH { replayDiverged } its divergence alone would give.
+it('a hog masked by a co-tenant’s allowance, then left alone, still ends OOM', async () => {
+  const { logger } = workerDeathLog();
+  const engine = new SandboxEngine({ workers: 1, logger });
+  try {
+    await engine.ready();
+    const hog = engine.run({
+      code: 'console.log(String(Math.random())); await null; Array(1e9).fill(0); return 1',
+      limits: { memoryMb: 32, timeoutMs: 20_000 },
+    });
+    const cotenant = engine.run({
+      code: "await new Promise((r) => setTimeout(r, 1_500)); return 'c'",
+      limits: { memoryMb: 128, timeoutMs: 20_000 },
+    });
+    const [h, c] = await Promise.all([hog, cotenant]);
+    expect({ hog: shape(h), cotenant: shape(c) }).toEqual({
+      hog: { type: 'error', code: 'OOM', collateral: undefined },
+      cotenant: { type: 'result', payload: 'c' },
     });
   } finally {
     await engine.dispose();

@@ -2,7 +2,7 @@
 // calls. What the host watches while it runs (deadlines, memory, stderr) is
 // worker-supervision.ts; how its death is told to the jobs it held, worker-death.ts.
 import type { ChildProcess } from 'node:child_process';
-import { type Logger, toSandboxErrorJSON } from '@coda/sandbox-core';
+import { type Logger, type SandboxErrorJSON, toSandboxErrorJSON } from '@coda/sandbox-core';
 import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import {
   type HostMessage,
@@ -26,6 +26,12 @@ import {
   type SupervisedJob,
   WorkerSupervision,
 } from './worker-supervision.ts';
+
+/** Whether `error` ends a second run that diverged from its journal (replay-journal.ts). */
+function isReplayDivergence(error: SandboxErrorJSON): boolean {
+  const details = error.details as { replayDiverged?: unknown } | undefined;
+  return details?.replayDiverged === true;
+}
 
 /** Options of a {@link WorkerProcess}. */
 export interface WorkerProcessOptions {
@@ -451,7 +457,11 @@ export class WorkerProcess {
     // the caller gets only from here.
     if (pending.sent && pending.signal.aborted) {
       const error = toSandboxErrorJSON(pending.signal.reason, 'CANCELLED');
-      return { kind: 'error', error, stats: idleStats(pending.started) };
+      if (!(pending.solo && isReplayDivergence(error) && this.#killedForItsOwn(pending))) {
+        return { kind: 'error', error, stats: idleStats(pending.started) };
+      }
+      // A second run ended for its divergence that went on, alone, to pass its memory bound or
+      // its time before it stopped: that is what it does, not the collateral of a co-tenant.
     }
     const error = deathError(pending.job, how, {
       reason: this.#killReason,
@@ -460,6 +470,14 @@ export class WorkerProcess {
       outOfMemory: this.#outOfMemory,
     });
     return { kind: 'error', error, stats: idleStats(pending.started) };
+  }
+
+  /** Whether the host killed this worker for what `pending`, alone in it, did itself. */
+  #killedForItsOwn(pending: PendingJob): boolean {
+    const reason = this.#killReason;
+    if (reason?.kind === 'deadline') return reason.id === pending.job.id;
+    if (reason?.kind === 'memory') return this.#heldAtKill.length === 1;
+    return reason?.kind === 'out-of-memory' && this.#outOfMemory;
   }
 
   // An idle worker must not keep the host's event loop alive; a busy one must.
