@@ -87,9 +87,11 @@ export function deathError(job: ExecutionJob, how: string, facts: DeathFacts): S
  * Whether a worker's death is the job's own doing, or at least not known to be someone else's:
  * the worker never started, the engine is disposed, the job was being cancelled, the host killed
  * the worker for that job's time, or the job was alone in the worker (nobody else could have
- * caused it). Otherwise a co-tenant may have caused it. For the memory bound, alone means alone
- * since it started (`shared` false): what a co-tenant that finished left resident (buffers the
- * process keeps after the isolate is gone) counts in the worker's memory after it left.
+ * caused it). Otherwise a co-tenant may have caused it. `others` counts the jobs the worker held
+ * when the host killed it, even those that answered before it exited. For the memory bound, alone
+ * means alone since it started, or since its last co-tenant left with the worker's memory within
+ * its bound at a sample since (`shared` false): what a co-tenant that finished left resident
+ * (buffers the process keeps after the isolate is gone) counts in the worker's memory after it left.
  */
 export function isOwnDeath(
   death: { reason: KillReason | undefined; started: boolean },

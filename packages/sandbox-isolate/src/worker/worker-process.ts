@@ -63,9 +63,10 @@ export interface LostJob {
   /** Whether the job was run alone on a worker reserved for it (a second run already). */
   solo: boolean;
   /**
-   * Whether it was alone in the worker at the death (lost only because it shared the worker
-   * earlier, see `isOwnDeath`): `outcome` is then its own error, which it also ends with if its
-   * second run diverges (nobody else was there to have caused the death).
+   * Whether it was alone in the worker at the death: `outcome` is then its own error, which it
+   * also ends with if its second run diverges. (No such job is handed on today: alone at a host
+   * kill is its own death, and alone at a memory-bound kill yet not its own means the memory was
+   * a finished co-tenant's, which makes it collateral; see `isOwnDeath`.)
    */
   alone: boolean;
 }
