@@ -243,3 +243,30 @@ it('a hog masked by a co-tenant’s allowance, then left alone, still ends OOM',
     await engine.dispose();
   }
 }, 60_000);
+
+// Finding 4. Two executions share a worker; one prints a random number and then makes V8 abort the
+// process ('x'.repeat(2 ** 28).split(''): "Fatal JavaScript invalid size error"). Both run again
+// alone. The killer's second run diverges at its first status event, but the abort that ends it
+// arrives after its synchronous code has already killed its worker again, alone: that death is
+// its own (CRASH without `collateral`), not the collateral of a diverged replay ("another
+// execution killed" the worker). The co-tenant finishes.
+it('a killer whose diverged second run kills its worker alone ends with its own CRASH', async () => {
+  const { logger } = workerDeathLog();
+  const engine = new SandboxEngine({ workers: 1, logger });
+  try {
+    await engine.ready();
+    const killer = engine.run({
+      code: "console.log(String(Math.random())); return 'x'.repeat(2 ** 28).split('').length",
+    });
+    const cotenant = engine.run({
+      code: "await new Promise((r) => setTimeout(r, 500)); return 'c'",
+    });
+    const [k, c] = await Promise.all([killer, cotenant]);
+    expect({ killer: shape(k), cotenant: shape(c) }).toEqual({
+      killer: { type: 'error', code: 'CRASH', collateral: undefined },
+      cotenant: { type: 'result', payload: 'c' },
+    });
+  } finally {
+    await engine.dispose();
+  }
+}, 60_000);

@@ -462,7 +462,8 @@ export class WorkerProcess {
         return { kind: 'error', error, stats: idleStats(pending.started) };
       }
       // A second run ended for its divergence that went on, alone, to pass its memory bound or
-      // its time before it stopped: that is what it does, not the collateral of a co-tenant.
+      // its time, or to kill its worker, before it stopped: that is what it does, not the
+      // collateral of a co-tenant.
     }
     const error = deathError(pending.job, how, {
       reason: this.#killReason,
@@ -473,12 +474,17 @@ export class WorkerProcess {
     return { kind: 'error', error, stats: idleStats(pending.started) };
   }
 
-  /** Whether the host killed this worker for what `pending`, alone in it, did itself. */
+  /**
+   * Whether the worker died of what `pending`, alone in it, did itself: the host killed it for
+   * that job's time, its memory bound or V8's heap report, or it died on its own (a V8 fatal
+   * error, a native crash) with no other job in it.
+   */
   #killedForItsOwn(pending: PendingJob): boolean {
     const reason = this.#killReason;
-    if (reason?.kind === 'deadline') return reason.id === pending.job.id;
+    if (reason === undefined) return this.#jobs.size === 1;
+    if (reason.kind === 'deadline') return reason.id === pending.job.id;
     if (reason?.kind === 'memory') return this.#heldAtKill.length === 1;
-    return reason?.kind === 'out-of-memory' && this.#outOfMemory;
+    return reason.kind === 'out-of-memory' && this.#outOfMemory;
   }
 
   // An idle worker must not keep the host's event loop alive; a busy one must.
