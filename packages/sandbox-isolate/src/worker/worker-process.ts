@@ -483,7 +483,7 @@ export class WorkerProcess {
     const reason = this.#killReason;
     if (reason === undefined) return this.#jobs.size === 1;
     if (reason.kind === 'deadline') return reason.id === pending.job.id;
-    if (reason?.kind === 'memory') return this.#heldAtKill.length === 1;
+    if (reason.kind === 'memory') return this.#heldAtKill.length === 1;
     return reason.kind === 'out-of-memory' && this.#outOfMemory;
   }
 
