@@ -1,6 +1,7 @@
 // attack-35: how an execution's outcome is decided when the worker that ran it dies. Each row
 // asserts the outcome the execution's own history calls for (what happened to IT), whichever
 // code path noticed the death first.
+import { readFileSync } from 'node:fs';
 import type { TerminalEvent } from '@coda/sandbox-core';
 import { expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
@@ -265,6 +266,66 @@ it('a killer whose diverged second run kills its worker alone ends with its own 
     expect({ killer: shape(k), cotenant: shape(c) }).toEqual({
       killer: { type: 'error', code: 'CRASH', collateral: undefined },
       cotenant: { type: 'result', payload: 'c' },
+    });
+  } finally {
+    await engine.dispose();
+  }
+}, 60_000);
+
+/** Resident memory of process `pid`, in MiB. */
+function residentMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) / 1024;
+}
+
+// Finding 2, third face. What a finished co-tenant left resident sits just under the survivor's
+// bound; the survivor then uses a fraction of its own memory (about 90 MB of its 128 MiB) and the
+// worker crosses the bound. The worker was within the bound after the co-tenant left, but the
+// survivor did not pass its own allowance: the leftovers took the headroom. It must run again
+// (alone, in a fresh worker) and return, not end OOM.
+it('a survivor that uses its own memory on top of a co-tenant’s leftovers is not OOM', async () => {
+  const { logger, deaths } = workerDeathLog();
+  const engine: SandboxEngine = new SandboxEngine({
+    workers: 1,
+    logger,
+    workerBaseMemoryMb: 128,
+    dataHandler: async (): Promise<number> => {
+      await allocated;
+      await sleep(200);
+      const pid: number = engine.stats().workerPids[0]!;
+      // Enough to cross the worker's bound (128 + 3 × 128 MiB) by 10 MiB from where it is now.
+      return Math.round((512 + 10 - residentMb(pid)) * 1_048_576);
+    },
+  });
+  let markAllocated: () => void = () => {};
+  const allocated = new Promise<void>((resolve) => {
+    markAllocated = resolve;
+  });
+  try {
+    await engine.ready();
+    const survivor = engine.run({
+      code: `const n = await dataProxy.request({});
+        if (n <= 0 || n > 120e6) return 'scenario not met: ' + n;
+        const keep = new Uint8Array(n).fill(1);
+        await new Promise((r) => setTimeout(r, 1_000));
+        return keep.length > 0 ? 'done' : 'empty'`,
+      limits: { memoryMb: 128, timeoutMs: 20_000 },
+    });
+    const allocator = await engine.run({
+      code: `const keep = [];
+        for (let i = 0; i < 40000; i++) keep.push(new ArrayBuffer(16 * 1024));
+        for (let i = 0; i < keep.length; i += 2) keep[i] = null;
+        return keep.length`,
+      limits: { memoryMb: 1_024, timeoutMs: 20_000 },
+    });
+    markAllocated();
+    const event = await survivor;
+    const reasons = deaths.map((death) => death as { reason?: string; jobs: number });
+    const killed = reasons.some((death) => death.reason === 'memory' && death.jobs === 1);
+    expect({ allocator: shape(allocator), survivor: shape(event), killed }).toEqual({
+      allocator: { type: 'result', payload: 40_000 },
+      survivor: { type: 'result', payload: 'done' },
+      killed: true,
     });
   } finally {
     await engine.dispose();

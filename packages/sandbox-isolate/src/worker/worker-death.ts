@@ -89,9 +89,10 @@ export function deathError(job: ExecutionJob, how: string, facts: DeathFacts): S
  * the worker for that job's time, or the job was alone in the worker (nobody else could have
  * caused it). Otherwise a co-tenant may have caused it. `others` counts the jobs the worker held
  * when the host killed it, even those that answered before it exited. For the memory bound, alone
- * means alone since it started, or since its last co-tenant left with the worker's memory within
- * its bound at a sample since (`shared` false): what a co-tenant that finished left resident
- * (buffers the process keeps after the isolate is gone) counts in the worker's memory after it left.
+ * means alone since it started, or since its last co-tenant left if the worker grew since by
+ * more than the job's own share of the bound, 3 × memoryMb (`shared` false): what a co-tenant
+ * that finished left resident (buffers the process keeps after the isolate is gone) counts in the
+ * worker's memory after it left.
  */
 export function isOwnDeath(
   death: { reason: KillReason | undefined; started: boolean },

@@ -417,13 +417,14 @@ export class WorkerProcess {
         : this.#heldAtKill.filter((id) => !this.#jobs.has(id)).length;
     for (const pending of held) {
       const others = held.length - 1 + gone;
-      // Killed by the memory bound after it was left alone, with the worker's memory within the
-      // bound at some point since: it crossed the bound alone, whoever shared the worker before.
+      // Killed by the memory bound after it was left alone, the worker having grown since by
+      // more than the job's own share of the bound (3 × memoryMb): it crossed the bound itself,
+      // whoever shared the worker before. Growing less, it crossed on what a co-tenant left.
       const reason = this.#killReason;
       const crossedAlone =
         reason?.kind === 'memory' &&
         pending.aloneRssMb !== undefined &&
-        pending.aloneRssMb <= reason.boundMb;
+        reason.rssMb - pending.aloneRssMb > 3 * pending.job.limits.memoryMb;
       const shared = pending.shared && !crossedAlone;
       const own = isOwnDeath(facts, pending.job.id, pending.signal.aborted, others, shared);
       if (own) {

@@ -17,8 +17,8 @@ export interface SupervisedJob {
   abortDeadline?: number;
   /**
    * Once the job is left alone in the worker after sharing it: the lowest resident memory seen
-   * since (Infinity until the next sample), in MiB. Within its bound then, it crossed the bound
-   * alone; above it from the start, a co-tenant left that memory (see `isOwnDeath`).
+   * since (Infinity until the next sample), in MiB. A worker that grew from it by more than the
+   * job's own share of the bound was grown by the job; less, a co-tenant left what crossed it.
    */
   aloneRssMb?: number | undefined;
 }
