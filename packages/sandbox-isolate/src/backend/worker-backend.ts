@@ -212,15 +212,10 @@ export class WorkerBackend implements ExecutionBackend {
     const { signal } = lost;
     const onAbort = () => replay.abort(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });
-    // Alone at the death (lost only for having shared the worker earlier): a second run that
-    // diverges ends with the death's own error, not as collateral of a co-tenant.
-    const own = lost.alone && lost.outcome.kind === 'error' ? lost.outcome.error : undefined;
-    const diverged = (error: SandboxErrorJSON) => own ?? error;
-    journal.replay((error) => replay.abort(sandboxErrorFromJSON(diverged(error))));
+    journal.replay((error) => replay.abort(sandboxErrorFromJSON(error)));
     this.#enqueue(this.#solo, lost.job, journal, replay.signal, (outcome) => {
       signal.removeEventListener('abort', onAbort);
-      const settled = journal.settle(outcome);
-      lost.resolve(settled !== outcome && own !== undefined ? lost.outcome : settled);
+      lost.resolve(journal.settle(outcome));
     });
     // After the dead worker has answered every job and been replaced.
     queueMicrotask(() => this.#release());

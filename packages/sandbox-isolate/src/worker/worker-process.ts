@@ -62,13 +62,6 @@ export interface LostJob {
   outcome: JobOutcome;
   /** Whether the job was run alone on a worker reserved for it (a second run already). */
   solo: boolean;
-  /**
-   * Whether it was alone in the worker at the death: `outcome` is then its own error, which it
-   * also ends with if its second run diverges. (No such job is handed on today: alone at a host
-   * kill is its own death, and alone at a memory-bound kill yet not its own means the memory was
-   * a finished co-tenant's, which makes it collateral; see `isOwnDeath`.)
-   */
-  alone: boolean;
 }
 
 interface PendingJob extends SupervisedJob {
@@ -431,12 +424,10 @@ export class WorkerProcess {
         this.#finish(pending.job.id, this.#deathOutcome(pending, how));
         continue;
       }
-      // Handed to the backend, which runs it again or answers it with this collateral error. Alone
-      // at a memory-bound kill yet not its own death: the memory was a finished co-tenant's.
-      const alone = others === 0 && reason?.kind !== 'memory';
-      const outcome = alone
-        ? this.#deathOutcome(pending, how)
-        : collateralOutcome(pending.started, how, others);
+      // Not its own death: others were in the worker at the kill, or (a memory-bound kill with
+      // nobody else left) co-tenants that had finished left the memory that crossed the bound.
+      // Handed to the backend, which runs it again or answers it with this collateral error.
+      const outcome = collateralOutcome(pending.started, how, others);
       this.#finish(pending.job.id, outcome, (each) =>
         onLost({
           job: each.job,
@@ -445,7 +436,6 @@ export class WorkerProcess {
           resolve: each.resolve,
           outcome,
           solo: each.solo,
-          alone,
         }),
       );
     }
