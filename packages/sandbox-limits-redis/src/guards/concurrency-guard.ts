@@ -129,6 +129,17 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
   const warn = createWarner(logger, name);
   const callStore = createStoreCaller(settings, warn);
   const renewEveryMs = settings.renewEveryMs ?? Math.max(1, Math.floor(leaseTtlMs / 3));
+  // A renewal sent `renewEveryMs` after the one before may reach the store as late as its answer
+  // may come (timeoutMs and the deadline watcher's tick) while that one ran at once: the lease
+  // then expired between them and another host took its slot. Accepted (the defaults leave
+  // 10 s for 1.1 s), but said once at creation (found by an attack review).
+  if (leaseTtlMs - renewEveryMs <= callStore.latestAnswerMs) {
+    warn(
+      'lease-margin',
+      { leaseTtlMs, renewEveryMs, latestAnswerMs: callStore.latestAnswerMs },
+      'leaseTtlMs - renewEveryMs is not longer than a store call may take: a running execution can lose its lease to a late renewal',
+    );
+  }
   const globalSlot: Slot | undefined =
     settings.maxGlobal === undefined
       ? undefined
