@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import type { TerminalEvent } from '@coda/sandbox-core';
 import { expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
-import { workerDeathLog } from './helpers.ts';
+import { killedAloneByMemory, runLeavingMemory, workerDeathLog } from './helpers.ts';
 
 const shape = (event: TerminalEvent) => {
   if (event.type === 'result') return { type: event.type, payload: event.payload };
@@ -101,6 +101,52 @@ it('a co-tenant of a job killed for its time is collateral even if that job answ
   }
 }, 60_000);
 
+/**
+ * A 16 MiB sleeper that prints a random number (so a second run diverges) beside an execution
+ * that leaves memory resident; with `blockAtKill`, the host is busy for 300 ms in the turn in
+ * which the worker stops being alive. Returns what the two ended with and whether the memory
+ * bound killed the worker holding only the sleeper (the scenario is real).
+ */
+async function sleeperBesideLeftovers(blockAtKill: boolean) {
+  const { logger, deaths } = workerDeathLog();
+  const engine = new SandboxEngine({ workers: 1, logger });
+  try {
+    await engine.ready();
+    let watching = blockAtKill;
+    const watch = () => {
+      if (!watching) return;
+      if (engine.stats().workerPids.length === 0) {
+        watching = false;
+        blockHost(300);
+        return;
+      }
+      setImmediate(watch);
+    };
+    const sleeper = engine.run({
+      code: "console.log(String(Math.random())); await new Promise((r) => setTimeout(r, 3_000)); return 'slept'",
+      limits: { memoryMb: 16, timeoutMs: 20_000 },
+    });
+    const allocator = await runLeavingMemory(engine);
+    watch();
+    const slept = await sleeper;
+    watching = false;
+    return {
+      allocator: shape(allocator),
+      sleeper: shape(slept),
+      killed: killedAloneByMemory(deaths),
+    };
+  } finally {
+    await engine.dispose();
+  }
+}
+
+/** What the two must end with: the sleeper used nothing, its diverged second run is collateral. */
+const besideLeftovers = {
+  allocator: { type: 'result', payload: 40_000 },
+  sleeper: { type: 'error', code: 'CRASH', collateral: true, replayDiverged: true },
+  killed: true,
+};
+
 // Finding 2. An execution alone at a memory-bound kill after once sharing the worker ends, when
 // its second run diverges, with the OOM of that death: "nobody else was there to cause it". But
 // what a co-tenant that just finished left resident counts against it (memory-left-by-a-co-tenant):
@@ -108,36 +154,10 @@ it('a co-tenant of a job killed for its time is collateral even if that job answ
 // within 50 ms of a 1 024 MiB co-tenant's end and told it ran out of memory. It used none: a
 // diverged second run of an innocent is collateral (CRASH, collateral, replayDiverged), never OOM.
 it('an execution killed by the memory a finished co-tenant left is never OOM', async () => {
-  const { logger, deaths } = workerDeathLog();
-  const engine = new SandboxEngine({ workers: 1, logger });
-  try {
-    await engine.ready();
-    const sleeper = engine.run({
-      code: "console.log(String(Math.random())); await new Promise((r) => setTimeout(r, 3_000)); return 'slept'",
-      limits: { memoryMb: 16, timeoutMs: 20_000 },
-    });
-    const allocator = await engine.run({
-      code: `const keep = [];
-        for (let i = 0; i < 40000; i++) keep.push(new ArrayBuffer(16 * 1024));
-        for (let i = 0; i < keep.length; i += 2) keep[i] = null;
-        return keep.length`,
-      limits: { memoryMb: 1_024, timeoutMs: 20_000 },
-    });
-    const slept = await sleeper;
-    const reasons = deaths.map((death) => death as { reason?: string; jobs: number });
-    const killed = reasons.some((death) => death.reason === 'memory' && death.jobs === 1);
-    expect({ allocator: shape(allocator), sleeper: shape(slept), killed }).toEqual({
-      allocator: { type: 'result', payload: 40_000 },
-      sleeper: { type: 'error', code: 'CRASH', collateral: true, replayDiverged: true },
-      // The scenario is real: the bound killed the worker holding only the sleeper.
-      killed: true,
-    });
-  } finally {
-    await engine.dispose();
-  }
+  expect(await sleeperBesideLeftovers(false)).toEqual(besideLeftovers);
 }, 60_000);
 
-// Finding 3 (not fixed). A hog alone in its worker, printing a random number, then filling an
+// Finding 3. A hog alone in its worker, printing a random number, then filling an
 // array V8 cannot interrupt; a small job is dispatched to the same worker while the hog grows,
 // just before the memory bound kills it. Both are "shared" at the kill, so both run again; the
 // hog's second run diverges at its first status event and ends as the collateral of a diverged
@@ -174,45 +194,7 @@ it('a hog a newcomer joined just before the memory bound still ends OOM', async 
 // process's memory as nothing, and so found the sleeper "within its bound while alone": OOM again.
 // The facts of a death are those at the kill.
 it('a sample of the dying worker does not turn leftovers into the survivor’s OOM', async () => {
-  const { logger, deaths } = workerDeathLog();
-  const engine = new SandboxEngine({ workers: 1, logger });
-  try {
-    await engine.ready();
-    // Blocks the host once, in the turn in which the worker stops being alive (killed).
-    let watching = true;
-    const watch = () => {
-      if (!watching) return;
-      if (engine.stats().workerPids.length === 0) {
-        watching = false;
-        blockHost(300);
-        return;
-      }
-      setImmediate(watch);
-    };
-    const sleeper = engine.run({
-      code: "console.log(String(Math.random())); await new Promise((r) => setTimeout(r, 3_000)); return 'slept'",
-      limits: { memoryMb: 16, timeoutMs: 20_000 },
-    });
-    const allocator = await engine.run({
-      code: `const keep = [];
-        for (let i = 0; i < 40000; i++) keep.push(new ArrayBuffer(16 * 1024));
-        for (let i = 0; i < keep.length; i += 2) keep[i] = null;
-        return keep.length`,
-      limits: { memoryMb: 1_024, timeoutMs: 20_000 },
-    });
-    watch();
-    const slept = await sleeper;
-    watching = false;
-    const reasons = deaths.map((death) => death as { reason?: string; jobs: number });
-    const killed = reasons.some((death) => death.reason === 'memory' && death.jobs === 1);
-    expect({ allocator: shape(allocator), sleeper: shape(slept), killed }).toEqual({
-      allocator: { type: 'result', payload: 40_000 },
-      sleeper: { type: 'error', code: 'CRASH', collateral: true, replayDiverged: true },
-      killed: true,
-    });
-  } finally {
-    await engine.dispose();
-  }
+  expect(await sleeperBesideLeftovers(true)).toEqual(besideLeftovers);
 }, 60_000);
 
 // Finding 2's other side. A hog that passed its OWN allowance
@@ -311,17 +293,10 @@ it('a survivor that uses its own memory on top of a co-tenant’s leftovers is n
         return keep.length > 0 ? 'done' : 'empty'`,
       limits: { memoryMb: 128, timeoutMs: 20_000 },
     });
-    const allocator = await engine.run({
-      code: `const keep = [];
-        for (let i = 0; i < 40000; i++) keep.push(new ArrayBuffer(16 * 1024));
-        for (let i = 0; i < keep.length; i += 2) keep[i] = null;
-        return keep.length`,
-      limits: { memoryMb: 1_024, timeoutMs: 20_000 },
-    });
+    const allocator = await runLeavingMemory(engine);
     markAllocated();
     const event = await survivor;
-    const reasons = deaths.map((death) => death as { reason?: string; jobs: number });
-    const killed = reasons.some((death) => death.reason === 'memory' && death.jobs === 1);
+    const killed = killedAloneByMemory(deaths);
     expect({ allocator: shape(allocator), survivor: shape(event), killed }).toEqual({
       allocator: { type: 'result', payload: 40_000 },
       survivor: { type: 'result', payload: 'done' },

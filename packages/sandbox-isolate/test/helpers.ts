@@ -59,3 +59,31 @@ export function workerDeathLog(): { logger: Logger; deaths: unknown[] } {
   };
   return { logger, deaths };
 }
+
+/**
+ * Runs an execution that leaves memory resident in its worker after it returns 40 000: 640 MiB
+ * of 16 KiB buffers within its own 1 024 MiB, half of them dropped (malloc keeps the pages after
+ * the isolate is gone).
+ */
+export function runLeavingMemory(engine: {
+  run(request: {
+    code: string;
+    limits: { memoryMb: number; timeoutMs: number };
+  }): Promise<TerminalEvent>;
+}): Promise<TerminalEvent> {
+  return engine.run({
+    code: `const keep = [];
+      for (let i = 0; i < 40000; i++) keep.push(new ArrayBuffer(16 * 1024));
+      for (let i = 0; i < keep.length; i += 2) keep[i] = null;
+      return keep.length`,
+    limits: { memoryMb: 1_024, timeoutMs: 20_000 },
+  });
+}
+
+/** Whether `deaths` (see {@link workerDeathLog}) holds a memory-bound kill of a worker holding one job. */
+export function killedAloneByMemory(deaths: readonly unknown[]): boolean {
+  return deaths.some((death) => {
+    const { reason, jobs } = death as { reason?: string; jobs?: number };
+    return reason === 'memory' && jobs === 1;
+  });
+}

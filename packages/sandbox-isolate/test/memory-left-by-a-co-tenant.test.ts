@@ -8,7 +8,7 @@
 import type { TerminalEvent } from '@coda/sandbox-core';
 import { afterAll, expect, it } from 'vitest';
 import { SandboxEngine } from '../src/index.ts';
-import { workerDeathLog } from './helpers.ts';
+import { runLeavingMemory, workerDeathLog } from './helpers.ts';
 
 const { logger, deaths } = workerDeathLog();
 const engine = new SandboxEngine({ workers: 1, logger });
@@ -31,15 +31,7 @@ it('an execution that used nothing is not OOM for what a finished co-tenant left
     code: "await new Promise((resolve) => setTimeout(resolve, 3_000)); return 'slept'",
     limits: { memoryMb: 16, timeoutMs: 20_000 },
   });
-  // 640 MiB of 16 KiB buffers within its own 1 024 MiB, half of them dropped: malloc keeps the
-  // pages after the isolate is gone.
-  const allocator = await engine.run({
-    code: `const keep = [];
-      for (let i = 0; i < 40000; i++) keep.push(new ArrayBuffer(16 * 1024));
-      for (let i = 0; i < keep.length; i += 2) keep[i] = null;
-      return keep.length`,
-    limits: { memoryMb: 1_024, timeoutMs: 20_000 },
-  });
+  const allocator = await runLeavingMemory(engine);
   expect({ sleeper: shape(await sleeper), allocator: shape(allocator) }).toEqual(expected);
   // Whether the worker was replaced (memory bound) or not, nothing else ended.
   expect(deaths.every((death) => (death as { jobs: number }).jobs <= 1)).toBe(true);

@@ -12,7 +12,7 @@ import {
   fromIoredis,
   type LimitStore,
 } from '../src/index.ts';
-import { refusal } from './refusal.ts';
+import { probeLease, refusal } from './refusal.ts';
 import { acquiredWithin } from './reply-dropper.ts';
 import { warningRecorder } from './warning-recorder.ts';
 
@@ -74,12 +74,7 @@ describe('attack 35: leases', () => {
     const running = await hostA.acquire(context());
     // Past the user lease's TTL counted from when Redis granted it.
     await sleep(Math.max(0, began + 1_100 - performance.now()));
-    const second = await hostB.acquire(context()).then(
-      (lease) => lease,
-      (error: unknown) => error,
-    );
-    const admitted = 'leaseId' in (second as object);
-    if (admitted) await (second as { release(): Promise<void> }).release();
+    const { admitted, outcome: second } = await probeLease(hostB, context());
     await running.release();
     return { admitted, second, lost: warnings.filter((line) => line.includes('lost its lease')) };
   };

@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createConcurrencyGuard, createRedisLimitStore, fromIoredis } from '../src/index.ts';
 import { type RedisProcess, startRedis } from './redis-servers.ts';
-import { refusal } from './refusal.ts';
+import { probeLease, refusal } from './refusal.ts';
 import { warningRecorder } from './warning-recorder.ts';
 
 describe('an acquisition that fails after its lease was written back', () => {
@@ -74,12 +74,7 @@ describe('an acquisition that fails after its lease was written back', () => {
     // Redis is back and has run all three; host A's next renewal (at ~3 200 ms) has not come.
     await sleep(Math.max(0, began + 2_150 - performance.now()));
     // Host A still runs the user's one execution: host B must be refused.
-    const second = await hostB.acquire(context()).then(
-      (lease) => lease,
-      (error: unknown) => error,
-    );
-    const admitted = 'leaseId' in (second as object);
-    if (admitted) await (second as { release(): Promise<void> }).release();
+    const { admitted, outcome: second } = await probeLease(hostB, context());
     await running.release();
     expect(admitted).toBe(false);
     expect((await refusal(Promise.reject(second))).code).toBe('RATE_LIMITED');
