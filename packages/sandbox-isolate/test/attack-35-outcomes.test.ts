@@ -157,6 +157,28 @@ it('an execution killed by the memory a finished co-tenant left is never OOM', a
   expect(await sleeperBesideLeftovers(false)).toEqual(besideLeftovers);
 }, 60_000);
 
+/**
+ * A 32 MiB hog that prints a random number (so a second run diverges) and then fills an array V8
+ * cannot interrupt, with `other` submitted `afterMs` later to the same worker. Returns what the
+ * two ended with.
+ */
+async function hogBeside(other: { code: string; limits: { memoryMb: number } }, afterMs: number) {
+  const engine = new SandboxEngine({ workers: 1, logger: workerDeathLog().logger });
+  try {
+    await engine.ready();
+    const hog = engine.run({
+      code: 'console.log(String(Math.random())); await null; Array(1e9).fill(0); return 1',
+      limits: { memoryMb: 32, timeoutMs: 20_000 },
+    });
+    if (afterMs > 0) await sleep(afterMs);
+    const beside = engine.run({ ...other, limits: { ...other.limits, timeoutMs: 20_000 } });
+    const [h, b] = await Promise.all([hog, beside]);
+    return { hog: shape(h), other: shape(b) };
+  } finally {
+    await engine.dispose();
+  }
+}
+
 // Finding 3. A hog alone in its worker, printing a random number, then filling an
 // array V8 cannot interrupt; a small job is dispatched to the same worker while the hog grows,
 // just before the memory bound kills it. Both are "shared" at the kill, so both run again; the
@@ -166,27 +188,14 @@ it('an execution killed by the memory a finished co-tenant left is never OOM', a
 // can: the hog's, stopped for its divergence, goes on filling (V8 cannot interrupt the fill) and
 // passes its bound alone, a death that is its own.
 it('a hog a newcomer joined just before the memory bound still ends OOM', async () => {
-  const { logger } = workerDeathLog();
-  const engine = new SandboxEngine({ workers: 1, logger });
-  try {
-    await engine.ready();
-    const hog = engine.run({
-      code: 'console.log(String(Math.random())); await null; Array(1e9).fill(0); return 1',
-      limits: { memoryMb: 32, timeoutMs: 20_000 },
-    });
-    await sleep(300);
-    const newcomer = engine.run({
-      code: "await new Promise((r) => setTimeout(r, 3_000)); return 'n'",
-      limits: { memoryMb: 32 },
-    });
-    const [h, n] = await Promise.all([hog, newcomer]);
-    expect({ hog: shape(h), newcomer: shape(n) }).toEqual({
-      hog: { type: 'error', code: 'OOM', collateral: undefined },
-      newcomer: { type: 'result', payload: 'n' },
-    });
-  } finally {
-    await engine.dispose();
-  }
+  const newcomer = {
+    code: "await new Promise((r) => setTimeout(r, 3_000)); return 'n'",
+    limits: { memoryMb: 32 },
+  };
+  expect(await hogBeside(newcomer, 300)).toEqual({
+    hog: { type: 'error', code: 'OOM', collateral: undefined },
+    other: { type: 'result', payload: 'n' },
+  });
 }, 60_000);
 
 // Finding 2, second face. The same leftovers, and the host busy for a moment right after the
@@ -205,26 +214,14 @@ it('a sample of the dying worker does not turn leftovers into the survivor’s O
 // diverges; that second run then passes its bound alone before it stops: OOM, not the collateral
 // CRASH { replayDiverged } its divergence alone would give.
 it('a hog masked by a co-tenant’s allowance, then left alone, still ends OOM', async () => {
-  const { logger } = workerDeathLog();
-  const engine = new SandboxEngine({ workers: 1, logger });
-  try {
-    await engine.ready();
-    const hog = engine.run({
-      code: 'console.log(String(Math.random())); await null; Array(1e9).fill(0); return 1',
-      limits: { memoryMb: 32, timeoutMs: 20_000 },
-    });
-    const cotenant = engine.run({
-      code: "await new Promise((r) => setTimeout(r, 1_500)); return 'c'",
-      limits: { memoryMb: 128, timeoutMs: 20_000 },
-    });
-    const [h, c] = await Promise.all([hog, cotenant]);
-    expect({ hog: shape(h), cotenant: shape(c) }).toEqual({
-      hog: { type: 'error', code: 'OOM', collateral: undefined },
-      cotenant: { type: 'result', payload: 'c' },
-    });
-  } finally {
-    await engine.dispose();
-  }
+  const cotenant = {
+    code: "await new Promise((r) => setTimeout(r, 1_500)); return 'c'",
+    limits: { memoryMb: 128 },
+  };
+  expect(await hogBeside(cotenant, 0)).toEqual({
+    hog: { type: 'error', code: 'OOM', collateral: undefined },
+    other: { type: 'result', payload: 'c' },
+  });
 }, 60_000);
 
 // Finding 4. Two executions share a worker; one prints a random number and then makes V8 abort the
