@@ -60,7 +60,19 @@ export interface ContextBuilderOptions {
   toolNames?: readonly string[];
   /** Called when isolated-vm reports that V8 lost control of an isolate. */
   onCatastrophicError?: (message: string) => void;
+  /**
+   * Told before (`true`) and after (`false`) a build that blocks the calling thread, when the
+   * last build took longer than `announceBuildsOverMs` or none was made yet (a worker tells its
+   * host, whose deadlines must not count the block).
+   */
+  onBuild?: ((building: boolean) => void) | undefined;
 }
+
+/**
+ * Builds are announced (`onBuild`) when the last one took longer than this, or none was made yet:
+ * a build this short is absorbed by the host's deadline grace, and the common path sends nothing.
+ */
+export const announceBuildsOverMs = 50;
 
 const warmUpCode = 'return null';
 const warmUpLimitsJson = JSON.stringify(defaultExecutionLimits);
@@ -82,11 +94,15 @@ export class ContextBuilder {
   readonly #wasm: readonly LoadedWasmModule[];
   readonly #toolNames: readonly string[];
   readonly #onCatastrophicError: (message: string) => void;
+  readonly #onBuild: ((building: boolean) => void) | undefined;
+  /** How long the last build took, in ms (undefined before the first). */
+  #lastBuildMs: number | undefined;
 
   constructor(options: ContextBuilderOptions = {}) {
     this.#wasm = options.wasmModules ?? [];
     this.#toolNames = [...(options.toolNames ?? [])];
     this.#onCatastrophicError = options.onCatastrophicError ?? (() => {});
+    this.#onBuild = options.onBuild;
   }
 
   /**
@@ -97,8 +113,23 @@ export class ContextBuilder {
    * go: each asynchronous step was a hand-off to the isolate's thread and back, and the build
    * cost about 1 ms more CPU that way than in one piece on one thread (docs/performance.md,
    * perf-23). Only the bootstrap and the warm-up run in the isolate here, never user code.
+   * While builds are slow (a WASM binding's set-up), each is announced to `onBuild`.
    */
   async prepare(memoryMb: number, warm = true): Promise<PreparedIsolate> {
+    const onBuild = this.#onBuild;
+    const last = this.#lastBuildMs;
+    const announce = onBuild !== undefined && (last === undefined || last > announceBuildsOverMs);
+    if (announce) onBuild(true);
+    const began = performance.now();
+    try {
+      return await this.#build(memoryMb, warm);
+    } finally {
+      this.#lastBuildMs = performance.now() - began;
+      if (announce) onBuild(false);
+    }
+  }
+
+  async #build(memoryMb: number, warm: boolean): Promise<PreparedIsolate> {
     const isolate = new ivm.Isolate({
       memoryLimit: memoryMb,
       onCatastrophicError: this.#onCatastrophicError,

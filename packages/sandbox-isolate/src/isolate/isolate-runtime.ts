@@ -23,6 +23,8 @@ export interface IsolateRuntimeOptions {
   onCatastrophicError: (message: string) => void;
   /** Names of the configured tools (`tools.NAME` in every context). */
   toolNames?: readonly string[];
+  /** Told of slow isolate builds (see `ContextBuilderOptions.onBuild`). */
+  onBuild?: ((building: boolean) => void) | undefined;
 }
 
 /** An IsolateManager plus a CodeExecutor: what runs jobs wherever isolates live. */
@@ -36,6 +38,7 @@ export class IsolateRuntime {
         wasmModules,
         toolNames: options.toolNames ?? [],
         onCatastrophicError: options.onCatastrophicError,
+        onBuild: options.onBuild,
       }),
       maxConcurrent: options.maxConcurrent,
       poolSize: options.poolSize,

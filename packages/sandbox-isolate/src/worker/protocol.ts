@@ -58,7 +58,21 @@ export type WorkerMessage =
   | { t: 'yielded'; id: string }
   /** A job still running {@link overdueAfterMs} past its time limit: its isolate ignores termination. */
   | { t: 'overdue'; id: string }
-  | { t: 'rss'; rss: number };
+  | { t: 'rss'; rss: number }
+  /**
+   * The worker's main thread starts building an isolate (isolated-vm's synchronous calls, every
+   * WASM binding's set-up) and can neither take a job nor report until `built`. Sent only while
+   * builds are slow (`announceBuildsOverMs`, context-builder.ts).
+   */
+  | { t: 'building' }
+  | { t: 'built' };
+
+/**
+ * The most time of a job's own the host lets a worker's announced builds take off its deadlines,
+ * all builds together: a build still going past it (or a worker announcing builds that never
+ * end) is killed at the job's deadline as before.
+ */
+export const maxBuildMs = 30_000;
 
 /**
  * How long past a job's time limit, counted from when the worker took the job, the worker waits

@@ -154,7 +154,13 @@ process.on('message', (message: HostMessage) => {
       defaultLimits = message.init.defaultLimits;
       try {
         runtime = new IsolateRuntime(
-          { ...message.init, logger: silentLogger, onCatastrophicError },
+          {
+            ...message.init,
+            logger: silentLogger,
+            onCatastrophicError,
+            // A slow build blocks this thread: the host's deadlines must not count it.
+            onBuild: (building) => send({ t: building ? 'building' : 'built' }),
+          },
           loadWasmModules(message.init.wasmModules),
         );
       } catch (error) {

@@ -6,6 +6,7 @@ import { type Logger, type SandboxErrorJSON, toSandboxErrorJSON } from '@coda/sa
 import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import {
   type HostMessage,
+  maxBuildMs,
   paramsRefusal,
   type WorkerInit,
   type WorkerMessage,
@@ -78,6 +79,10 @@ interface PendingJob extends SupervisedJob {
   /** Whether another job was in the worker with it at some point (see `isOwnDeath`). */
   shared: boolean;
   started: number;
+  /** performance.now() when the job was sent to the worker. */
+  sentAt?: number;
+  /** How far its deadlines moved for the worker's announced builds, in ms (≤ `maxBuildMs`). */
+  buildShiftMs: number;
 }
 
 const abortListenerOptions = { once: true } as const;
@@ -96,6 +101,8 @@ export class WorkerProcess {
   /** The jobs the worker held when the host decided to kill it (see `#onExit`). */
   #heldAtKill: readonly string[] = [];
   #reportedRss = 0;
+  /** performance.now() when the worker said it started building an isolate, until `built`. */
+  #buildingSince: number | undefined;
   /** The job that may be running on the worker's main thread (sent with `here`, not yielded). */
   #onMainThread: string | undefined;
   #initError: string | undefined;
@@ -111,6 +118,8 @@ export class WorkerProcess {
         pid: this.#child.pid,
         jobs: () => jobs.values(),
         reportedRss: () => this.#reportedRss,
+        building: () =>
+          this.#buildingSince !== undefined && performance.now() - this.#buildingSince < maxBuildMs,
         kill: (reason) => this.kill(reason),
       },
       options.baseMemoryMb,
@@ -211,6 +220,7 @@ export class WorkerProcess {
         shared: false,
         deadline: Number.POSITIVE_INFINITY,
         started: performance.now(),
+        buildShiftMs: 0,
       };
       this.#jobs.set(job.id, pending);
       if (this.#jobs.size > 1) for (const each of this.#jobs.values()) each.shared = true;
@@ -236,7 +246,8 @@ export class WorkerProcess {
   #dispatch(pending: PendingJob): void {
     const { job } = pending;
     // Checked by the sampler (every 50 ms while jobs run) rather than a timer per job.
-    pending.deadline = performance.now() + job.limits.timeoutMs + deadlineGraceMs;
+    pending.sentAt = performance.now();
+    pending.deadline = pending.sentAt + job.limits.timeoutMs + deadlineGraceMs;
     // Small messages: the defaults stay on both sides, a job carries only what differs.
     const message: HostMessage = { t: 'run', id: job.id, code: job.code };
     if (job.limits !== this.#options.init.defaultLimits) message.limits = job.limits;
@@ -335,6 +346,39 @@ export class WorkerProcess {
       case 'rss':
         this.#reportedRss = message.rss;
         return;
+      case 'building':
+        this.#buildingSince ??= performance.now();
+        return;
+      case 'built':
+        this.#moveDeadlinesPastBuild();
+        return;
+    }
+  }
+
+  /**
+   * The worker's main thread was blocked building an isolate (its own job's, when no warm one
+   * fit, or the pool's next): neither a job sent meanwhile nor one waiting for its build could
+   * start, report or confirm an abort. Each job's deadlines move by the part of the block after
+   * it was sent, as the host saw it (a worker is not trusted to say how long), and by no more
+   * than `maxBuildMs` over all builds. A job already running user code moves too: its isolate's
+   * wall-clock timer, on that same thread, could not fire either.
+   */
+  #moveDeadlinesPastBuild(): void {
+    const since = this.#buildingSince;
+    this.#buildingSince = undefined;
+    if (since === undefined) return;
+    const now = performance.now();
+    for (const pending of this.#jobs.values()) {
+      if (pending.sentAt === undefined) continue;
+      const blockedMs = Math.min(
+        now - Math.max(since, pending.sentAt),
+        maxBuildMs - pending.buildShiftMs,
+      );
+      if (!(blockedMs > 0)) continue;
+      pending.buildShiftMs += blockedMs;
+      pending.deadline += blockedMs;
+      if (pending.mainThreadDeadline !== undefined) pending.mainThreadDeadline += blockedMs;
+      if (pending.abortDeadline !== undefined) pending.abortDeadline += blockedMs;
     }
   }
 

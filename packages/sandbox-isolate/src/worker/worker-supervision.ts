@@ -28,6 +28,8 @@ export interface SupervisedWorker {
   readonly pid: number | undefined;
   /** The jobs it holds now. */
   jobs(): Iterable<SupervisedJob>;
+  /** Whether it said it is building an isolate (its main thread blocked), within `maxBuildMs`. */
+  building(): boolean;
   /** Its resident memory as it reported it itself (for hosts without /proc), in bytes. */
   reportedRss(): number;
   kill(reason: KillReason): void;
@@ -125,14 +127,17 @@ export class WorkerSupervision {
     let count = 0;
     let boundMb = this.#baseMemoryMb;
     let only: SupervisedJob | undefined;
+    // While it builds, it can neither report nor confirm: its deadlines move when it is done.
+    const building = worker.building();
     for (const pending of worker.jobs()) {
       count++;
       only = pending;
-      if (now > pending.deadline || now > (pending.mainThreadDeadline ?? Infinity)) {
+      const late = now > pending.deadline || now > (pending.mainThreadDeadline ?? Infinity);
+      if (late && !building) {
         worker.kill({ kind: 'deadline', id: pending.job.id });
         return;
       }
-      if (pending.abortDeadline !== undefined && now > pending.abortDeadline) {
+      if (pending.abortDeadline !== undefined && now > pending.abortDeadline && !building) {
         worker.kill({ kind: 'abort-unanswered' });
         return;
       }
