@@ -248,12 +248,16 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
         () => false,
       );
   };
+  /** Schedules the next retry of the list, unless one is scheduled or the list is empty. */
+  const scheduleRetry = (): void => {
+    if (retryScheduled || retrying.size === 0) return;
+    retryScheduled = true;
+    setTimeout(retryRemovals, retryEveryMs).unref();
+  };
   const retryLater = (removal: Removal): void => {
     if (performance.now() >= removal.until || retrying.size >= maxRetrying) return;
     retrying.add(removal);
-    if (retryScheduled) return;
-    retryScheduled = true;
-    setTimeout(retryRemovals, retryEveryMs).unref();
+    scheduleRetry();
   };
   /** Sends `removal`; if it fails, it goes to the back of the list. Never waited for. */
   const sendRemoval = (removal: Removal): void => {
@@ -272,9 +276,7 @@ export function createConcurrencyGuard(options: ConcurrencyGuardOptions): Concur
       sent++;
       sendRemoval(removal);
     }
-    if (retrying.size === 0 || retryScheduled) return;
-    retryScheduled = true;
-    setTimeout(retryRemovals, retryEveryMs).unref();
+    scheduleRetry();
   }
   const removeUntilLanded = (
     current: LimitStore,
