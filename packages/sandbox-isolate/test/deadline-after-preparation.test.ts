@@ -137,4 +137,47 @@ describe('a slow isolate build does not count against timeoutMs', () => {
       await engine.dispose();
     }
   }, 60_000);
+
+  // Found by an attack review: the deadlines of a job whose user code already ran moved with the
+  // builds too, and its worker's own `overdue` report waits on the thread the builds block. Seven
+  // requests, each with a memoryMb no warm isolate has, chained 1.5 s builds behind a fill V8
+  // cannot interrupt: it ran 10.7 s past its 500 ms limit in 5 of 8 runs (2.55 s before builds
+  // were announced). Two tries: the chain forms in most runs, not all.
+  it.each([1, 2])(
+    'process: uninterruptible code is not kept alive by builds other requests force (try %i)',
+    async () => {
+      const engine = new SandboxEngine({
+        isolation: 'process',
+        workers: 1,
+        poolSize: 1,
+        wasmModules: [{ name: 'slow', wasmPath, jsBindingPath: slowBinding(1_500) }],
+      });
+      try {
+        await engine.ready();
+        const began = performance.now();
+        const hog = engine.run({
+          code: 'Array(1e9).fill(0); return 1',
+          limits: { timeoutMs: 500 },
+        });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const others = Array.from({ length: 7 }, (_, index) =>
+          engine.run({ code: 'return 2', limits: { timeoutMs: 1_000, memoryMb: 40 + index } }),
+        );
+        const event = await hog;
+        const tookMs = performance.now() - began;
+        expect(event.type === 'error' ? event.code : event.type).toBe('TIMEOUT');
+        // The limit and the host's backstop (2 s), with room for a loaded machine.
+        expect(tookMs).toBeLessThan(500 + 2_000 + 1_500);
+        // The others were not the cause: each returns, run again if the kill lost it.
+        expect(
+          (await Promise.all(others)).map((each) =>
+            each.type === 'result' ? each.payload : each.code,
+          ),
+        ).toEqual(Array(7).fill(2));
+      } finally {
+        await engine.dispose();
+      }
+    },
+    120_000,
+  );
 });

@@ -62,9 +62,10 @@ export type WorkerMessage =
   /**
    * The worker's main thread starts building an isolate (isolated-vm's synchronous calls, every
    * WASM binding's set-up) and can neither take a job nor report until `built`. Sent only while
-   * builds are slow (`announceBuildsOverMs`, context-builder.ts).
+   * builds are slow (`announceBuildsOverMs`, context-builder.ts). `running`: the jobs whose user
+   * code already runs on its isolate's own thread, which the build does not block.
    */
-  | { t: 'building' }
+  | { t: 'building'; running: string[] }
   | { t: 'built' };
 
 /**

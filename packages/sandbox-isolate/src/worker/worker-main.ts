@@ -35,6 +35,8 @@ const send = (message: WorkerMessage) => {
 let runtime: IsolateRuntime | undefined;
 let defaultLimits: ExecutionLimits;
 const running = new Map<string, AbortController>();
+/** The jobs whose user code has started (a build on this thread does not stop theirs). */
+const runningUserCode = new Set<string>();
 const answers = new Map<number, (answer: DataAnswer) => void>();
 let nextSeq = 0;
 
@@ -134,6 +136,7 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
   let overdue: NodeJS.Timeout | undefined;
   const host = hostFor(job.id, job.limits);
   host.started = () => {
+    runningUserCode.add(job.id);
     if (overdueMs > maxTimerMs) return;
     overdue = setTimeout(() => send({ t: 'overdue', id: job.id }), overdueMs);
     overdue.unref();
@@ -145,6 +148,7 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
   } finally {
     clearTimeout(overdue);
     running.delete(job.id);
+    runningUserCode.delete(job.id);
   }
 }
 
@@ -159,7 +163,8 @@ process.on('message', (message: HostMessage) => {
             logger: silentLogger,
             onCatastrophicError,
             // A slow build blocks this thread: the host's deadlines must not count it.
-            onBuild: (building) => send({ t: building ? 'building' : 'built' }),
+            onBuild: (building) =>
+              send(building ? { t: 'building', running: [...runningUserCode] } : { t: 'built' }),
           },
           loadWasmModules(message.init.wasmModules),
         );

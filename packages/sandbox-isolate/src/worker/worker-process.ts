@@ -346,9 +346,14 @@ export class WorkerProcess {
       case 'rss':
         this.#reportedRss = message.rss;
         return;
-      case 'building':
+      case 'building': {
         this.#buildingSince ??= performance.now();
+        const running = new Set(Array.isArray(message.running) ? message.running : []);
+        for (const pending of this.#jobs.values()) {
+          pending.runsThroughBuild = running.has(pending.job.id);
+        }
         return;
+      }
       case 'built':
         this.#moveDeadlinesPastBuild();
         return;
@@ -360,8 +365,11 @@ export class WorkerProcess {
    * fit, or the pool's next): neither a job sent meanwhile nor one waiting for its build could
    * start, report or confirm an abort. Each job's deadlines move by the part of the block after
    * it was sent, as the host saw it (a worker is not trusted to say how long), and by no more
-   * than `maxBuildMs` over all builds. A job already running user code moves too: its isolate's
-   * wall-clock timer, on that same thread, could not fire either.
+   * than `maxBuildMs` over all builds. A job whose user code already ran (on its isolate's own
+   * thread, which the build does not block) does not move: the host's backstop is what stops it
+   * if it ignores termination, since its `overdue` report waits on the blocked thread (found by an
+   * attack review: moved, code V8 cannot interrupt ran 10 s past a 500 ms limit behind a chain of
+   * builds that other requests' `memoryMb` forced; test/deadline-after-preparation.test.ts).
    */
   #moveDeadlinesPastBuild(): void {
     const since = this.#buildingSince;
@@ -369,7 +377,7 @@ export class WorkerProcess {
     if (since === undefined) return;
     const now = performance.now();
     for (const pending of this.#jobs.values()) {
-      if (pending.sentAt === undefined) continue;
+      if (pending.sentAt === undefined || pending.runsThroughBuild === true) continue;
       const blockedMs = Math.min(
         now - Math.max(since, pending.sentAt),
         maxBuildMs - pending.buildShiftMs,

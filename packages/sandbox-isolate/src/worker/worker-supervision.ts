@@ -21,6 +21,11 @@ export interface SupervisedJob {
    * job's own share of the bound was grown by the job; less, a co-tenant left what crossed it.
    */
   aloneRssMb?: number | undefined;
+  /**
+   * Whether its user code already ran on its isolate's own thread when the worker announced its
+   * current build: such a job is not blocked by it, so its deadlines are neither held nor moved.
+   */
+  runsThroughBuild?: boolean | undefined;
 }
 
 /** The worker as its supervision sees it. */
@@ -127,17 +132,19 @@ export class WorkerSupervision {
     let count = 0;
     let boundMb = this.#baseMemoryMb;
     let only: SupervisedJob | undefined;
-    // While it builds, it can neither report nor confirm: its deadlines move when it is done.
+    // While it builds, it can neither start a job, report nor confirm an abort: the deadlines of
+    // the jobs it blocks move when it is done.
     const building = worker.building();
     for (const pending of worker.jobs()) {
       count++;
       only = pending;
+      const held = building && pending.runsThroughBuild !== true;
       const late = now > pending.deadline || now > (pending.mainThreadDeadline ?? Infinity);
-      if (late && !building) {
+      if (late && !held) {
         worker.kill({ kind: 'deadline', id: pending.job.id });
         return;
       }
-      if (pending.abortDeadline !== undefined && now > pending.abortDeadline && !building) {
+      if (pending.abortDeadline !== undefined && now > pending.abortDeadline && !held) {
         worker.kill({ kind: 'abort-unanswered' });
         return;
       }
