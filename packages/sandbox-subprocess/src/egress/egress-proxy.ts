@@ -172,6 +172,12 @@ export class EgressProxy {
     const accept = (socket: Socket): void => {
       session.track(socket);
       socket.on('error', () => {});
+      // A relay must not hold back what a client wrote: with Nagle's algorithm on its side, a
+      // small write behind one the server has not acknowledged waits for the server's delayed
+      // ACK (40 ms), at each such exchange (the second flight of a TLS handshake among them).
+      // The client chose its own timing; the proxy passes each write on as it comes. (No effect
+      // on a Unix socket.)
+      socket.setNoDelay(true);
       // Each client connection holds a descriptor (and often an upstream one) on the host: a
       // run holds a bounded number at once, and one that says nothing is closed.
       if (clients >= maxClientConnections) {

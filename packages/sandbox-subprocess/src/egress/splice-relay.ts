@@ -36,10 +36,12 @@ export const relaySyscalls: {
  * instead of the host's default when that is BBR: BBR paces with a timer per burst where no fq
  * qdisc does it, which on a loopback leg is pure cost (measured: a relayed 100 MB download
  * 1.21× faster, median of 20 paired rounds, 15 won). No effect on a Unix socket (it fails,
- * ignored); the server's leg keeps the host's choice.
+ * ignored); the server's leg keeps the host's choice. It also sets TCP_NODELAY: a relay passes
+ * each write on as it comes, never holding a small one back for an ACK the client delays by
+ * 40 ms (the proxy's own sockets have it for the same reason; egress-proxy.ts, accept).
  */
 export const localLegSub = String.raw`
-sub local_leg { setsockopt($_[0], 6, 13, 'reno') }
+sub local_leg { setsockopt($_[0], 6, 13, 'reno'); setsockopt($_[0], 6, 1, 1) }
 `;
 
 /** Bytes one splice moves at most, and the pipe size asked for (F_SETPIPE_SZ) to hold them. */

@@ -29,6 +29,8 @@ export function connectUpstream(
       port,
       family: admitted.family,
       timeout: connectTimeoutMs,
+      // Writes go on as the client made them (egress-proxy.ts, accept, says why).
+      noDelay: true,
     });
     upstream.once('close', () => session.releaseSlot('upstream'));
     const fail = (why: string): void => {
