@@ -98,6 +98,21 @@ describe('readClientHello', () => {
         'not-tls',
       ],
       [
+        'an empty change_cipher_spec, then the ClientHello (OpenSSL 3.0 skips empty records)',
+        Buffer.concat([Buffer.from([0x14, 0x03, 0x03, 0x00, 0x00]), hello]),
+        'malformed',
+      ],
+      [
+        'an empty change_cipher_spec with version 00 01',
+        Buffer.concat([Buffer.from([0x14, 0x00, 0x01, 0x00, 0x00]), hello]),
+        'malformed',
+      ],
+      [
+        'MongoDB header: length 0x114, request id 256 (a documented false refusal)',
+        Buffer.from([0x14, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00]),
+        'malformed',
+      ],
+      [
         'a fatal alert first (Go skips only warnings)',
         Buffer.concat([Buffer.from([0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x28]), hello]),
         'not-tls',

@@ -45,12 +45,18 @@ export const maxClientHelloBytes = 16_384 + 5;
  * - a warning alert (level 1, two bytes) with such a version, which Go skips before the
  *   ClientHello;
  * - an SSLv2-format ClientHello (length with the top bit set, type 1, version 3.x), which
- *   OpenSSL still accepts, naming no server.
+ *   OpenSSL still accepts, naming no server;
+ * - an empty change_cipher_spec record (type 0x14, length 0) with such a version: OpenSSL 3.0
+ *   skips up to 32 empty records before the ClientHello (its record layer's MAX_EMPTY_RECORDS)
+ *   and reads the hello behind them (attack round 36 had `evil.test` served so through a tunnel
+ *   to `api.test:8443`). A non-empty one is refused by OpenSSL and Go before a ClientHello.
  *
  * Other bytes are plain data. A plaintext protocol whose first bytes take one of these shapes
  * is refused. For a little-endian length prefix that is a handshake-shaped start with odds of
  * about 1 in 65 536; for MongoDB's wire header it is certain when the first message's length
- * is 0x16 more than a multiple of 256 (below 4 KiB) and its request id is from 256 to 511.
+ * is 0x16 more than a multiple of 256 (below 4 KiB) and its request id is from 256 to 511, or
+ * when the length is 0x14 more than a multiple of 256 (below 4 KiB) and the request id's low
+ * byte is 0.
  */
 export function readClientHello(data: Uint8Array): FirstBytes {
   if (data.length === 0) return { kind: 'incomplete' };
@@ -59,8 +65,12 @@ export function readClientHello(data: Uint8Array): FirstBytes {
     if (data.length < 4) return { kind: 'incomplete' };
     return data[2] === 0x01 && data[3] === 0x03 ? { kind: 'malformed' } : { kind: 'not-tls' };
   }
-  if (type !== 0x15 && type !== 0x16) return { kind: 'not-tls' };
+  if (type !== 0x14 && type !== 0x15 && type !== 0x16) return { kind: 'not-tls' };
   if (data.length >= 2 && (data[1] ?? 0) >= 0x10) return { kind: 'not-tls' };
+  if (type === 0x14) {
+    if (data.length < 5) return { kind: 'incomplete' };
+    return data[3] === 0 && data[4] === 0 ? { kind: 'malformed' } : { kind: 'not-tls' };
+  }
   if (data.length < 6) return { kind: 'incomplete' };
   const recordLength = ((data[3] ?? 0) << 8) | (data[4] ?? 0);
   if (type !== 0x16 || data[1] !== 0x03) {
