@@ -55,7 +55,7 @@ while (1) {
   if (vec($rout, 0, 1)) {
     my $got = sysread(STDIN, my $commands, 65536);
     quit() unless $got;
-    while ($commands =~ /^grant (\d+) (\d+ ?(?:final)?)$/mg) { syswrite($ctl{$1}, "$2\n") if $ctl{$1} }
+    while ($commands =~ /^grant (\d+) (\d+ ?(?:final)?)$/mg) { put($ctl{$1}, "$2\n") if $ctl{$1} }
     for my $p ($commands =~ /^drop (\d+)$/mg) { close(delete $pass{$p}) if $pass{$p} }
     for my $c ($commands =~ /^kill (\d+)$/mg) {
       if ($pid{$c} && waitpid($pid{$c}, WNOHANG) == $pid{$c}) { ended($pid{$c}, $?) }
@@ -78,7 +78,7 @@ while (1) {
     my $line = $1;
     next unless $line =~ /"cmd":"NODE_HANDLE"/;
     my $fd = shift @fds;
-    syswrite($chan, qq({"cmd":"NODE_HANDLE_ACK"}\n));
+    put($chan, qq({"cmd":"NODE_HANDLE_ACK"}\n));
     if ($line =~ /"pass":(\d+)/) {
       my $p = $1;
       next unless defined $fd && open(my $fh, '+<&=', $fd);
@@ -93,7 +93,7 @@ while (1) {
     $highest = $c if $c > $highest;
     if ($dead{$c}) {
       close $fh;
-      if ($side eq 'upstream') { delete $dead{$c}; syswrite(STDOUT, "$c end 9 cut\n") }
+      if ($side eq 'upstream') { delete $dead{$c}; put(\*STDOUT, "$c end 9 cut\n") }
       next;
     }
     $half{$c}{$side} = $fh;
@@ -111,7 +111,7 @@ sub start {
   my ($grants, $granter);
   pipe($grants, $granter) if $h->{cap};
   my $p = fork();
-  if (!defined $p) { syswrite(STDOUT, "$c end -1\n"); close $_ for grep { defined && ref } $h->{client}, $h->{upstream}, $grants, $granter; return }
+  if (!defined $p) { put(\*STDOUT, "$c end -1\n"); close $_ for grep { defined && ref } $h->{client}, $h->{upstream}, $grants, $granter; return }
   if ($p == 0) {
     syscall($nr_prctl, 1, 9);
     exit 0 if getppid() != $helper;
@@ -133,7 +133,7 @@ sub ended {
   return unless defined $c;
   delete $pid{$c};
   close(delete $ctl{$c}) if $ctl{$c};
-  syswrite(STDOUT, "$c end $status" . (delete $cut{$c} ? " cut\n" : "\n"));
+  put(\*STDOUT, "$c end $status" . (delete $cut{$c} ? " cut\n" : "\n"));
 }
 sub quit { kill 'KILL', values %pid; exit 0 }
 ${localLegSub}
@@ -167,16 +167,31 @@ sub passed {
     : not_tcp($handles[0]);
   if (defined $why) {
     close $_ for @handles;
-    syswrite(STDOUT, "pass $p refused $why\n");
+    put(\*STDOUT, "pass $p refused $why\n");
     return;
   }
   my $json = qq({"cmd":"NODE_HANDLE","type":"net.Socket","msg":{"adopted":$p}}\n);
   my $out = pack('QQ', unpack('J', pack('p', $json)), length $json);
   my $cmsg = pack('QLLLx4', 20, 1, 1, fileno($handles[0]));
   my $send = pack('QLx4QQQQLx4', 0, 0, unpack('J', pack('p', $out)), 1, unpack('J', pack('p', $cmsg)), 24, 0);
-  my $sent = syscall($nr_sendmsg, fileno($chan), $send, 0);
+  my $sent;
+  do { $sent = syscall($nr_sendmsg, fileno($chan), $send, 0) } while ($sent < 0 && $!{EINTR});
   close $handles[0];
-  quit() if $sent != length $json;
+  # The descriptor went with the first byte; a signal may have cut the rest short.
+  quit() if $sent <= 0 || !put($chan, substr($json, $sent));
+}
+# Writes all of $data to $fh, blocking: a signal (SIGCHLD, whose handler perl installs without
+# SA_RESTART) interrupts a blocked write with EINTR, which is no failure. False when it fails.
+# Found by attack round 36: a sendmsg on the full IPC channel failed EINTR when a relay child
+# ended, and the helper quit, killing every run's relays.
+sub put {
+  my ($fh, $data) = @_;
+  while (length $data) {
+    my $n = syswrite($fh, $data);
+    if (!defined $n) { next if $!{EINTR}; return 0 }
+    substr($data, 0, $n) = '';
+  }
+  return 1;
 }
 # Why a passed descriptor is not a connected TCP socket, or undef when it is.
 sub not_tcp {
