@@ -5,7 +5,7 @@
 // TLS", so on any port but 443 the bytes went through unread: a tunnel opened to api.test:8443
 // carried a ClientHello for evil.test, and a shared front served evil.test.
 import { connect, type Socket } from 'node:net';
-import { createServer as createTlsServer, createSecureContext } from 'node:tls';
+import { createSecureContext, createServer as createTlsServer } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EgressProxy } from '../src/egress/egress-proxy.ts';
 import { captureClientHello } from './support/client-hello-bytes.ts';
