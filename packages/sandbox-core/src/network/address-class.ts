@@ -117,6 +117,24 @@ export function classifyAddress(
   return own() ? 'host' : 'public';
 }
 
+/**
+ * Whether `range` lies wholly inside special-purpose space: inside one range of the table, or
+ * inside one of the host's own addresses or `local` route ranges. Only such a CIDR entry lets
+ * through the classes a name is refused (loopback, private, CGNAT, link-local, metadata, the
+ * host's): `10.0.0.0/8` or `169.254.0.0/16` names them on purpose, while `0.0.0.0/1` (half of
+ * every IPv4 address, meant as "the internet") would otherwise also name the host's loopback,
+ * every private network and the cloud metadata address.
+ */
+export function isSpecialRange(
+  range: IpRange,
+  hostAddresses: readonly (IpAddress | IpRange)[] = [],
+): boolean {
+  const inside = (outer: IpRange) => outer.prefix <= range.prefix && inRange(range.address, outer);
+  return (
+    compiled.some(([outer]) => inside(outer)) || hostAddresses.some((host) => inside(asRange(host)))
+  );
+}
+
 /** An address as the one-address range, a range as itself (IPv4-mapped forms unwrapped). */
 function asRange(entry: IpAddress | IpRange): IpRange {
   if ('prefix' in entry) return entry;

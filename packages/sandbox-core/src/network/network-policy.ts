@@ -27,6 +27,9 @@ export const NetworkPolicySchema = z.strictObject({
  * resolved on the host and every address is checked, on every connection: loopback, private,
  * CGNAT and the host's own addresses need `allowPrivate` or a CIDR in `allow`; link-local and
  * cloud metadata addresses need a CIDR; multicast and unspecified addresses are never reached.
+ * A CIDR reaches those classes only when it lies wholly inside special-purpose space
+ * (`10.0.0.0/8`, `169.254.0.0/16`, the host's own ranges); one that also spans public
+ * addresses (`0.0.0.0/1`) reaches public addresses only.
  * An IP literal is reached only when an IP or CIDR entry names it.
  */
 export interface NetworkPolicy {

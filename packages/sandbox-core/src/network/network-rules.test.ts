@@ -236,6 +236,64 @@ describe('resolved addresses', () => {
   });
 });
 
+describe('a CIDR reaches special-purpose addresses only from inside special-purpose space', () => {
+  // Two /1 ranges are every IPv4 address, as 0.0.0.0/0 (refused) is: meant as "the internet",
+  // they used to reach the host's loopback, every private network and the metadata address too
+  // (attack round 36). A range inside special-purpose space still names it on purpose.
+  const host = ip('93.184.216.34'); // a public address that is the host's own
+  const wide = new NetworkRules({ allow: ['api.test', '0.0.0.0/1', '128.0.0.0/1', '2000::/3'] });
+  const narrow = new NetworkRules({
+    allow: [
+      'api.test',
+      '10.0.0.0/8',
+      '169.254.0.0/16',
+      '127.0.0.0/16',
+      'fd00::/8',
+      '93.184.216.34/32',
+    ],
+  });
+  const resolved = (rules: NetworkRules, address: string) => {
+    const result = rules.checkResolved(ip(address), 443, [host]);
+    return result.ok ? 'ok' : result.reason;
+  };
+  const named = (rules: NetworkRules, address: string) => {
+    const destination = NetworkRules.destination(address);
+    if (!('kind' in destination)) throw new Error(`test table: ${address} is not a destination`);
+    const result = rules.checkDestination(destination, 443, [host]);
+    return result.ok ? 'ok' : result.reason;
+  };
+  const refusedName = 'private-address';
+  const refusedLiteral = 'ip-literal';
+  it.each([
+    // address, [wide: resolved, literal], [narrow: resolved, literal]
+    ['8.8.8.8', ['ok', 'ok'], ['ok', refusedLiteral]],
+    ['2001:4860::8888', ['ok', 'ok'], ['ok', refusedLiteral]],
+    ['127.0.0.1', [refusedName, refusedLiteral], ['ok', 'ok']],
+    ['127.1.0.1', [refusedName, refusedLiteral], [refusedName, refusedLiteral]],
+    ['10.1.1.1', [refusedName, refusedLiteral], ['ok', 'ok']],
+    ['172.16.0.1', [refusedName, refusedLiteral], [refusedName, refusedLiteral]],
+    ['100.64.1.1', [refusedName, refusedLiteral], [refusedName, refusedLiteral]],
+    ['169.254.169.254', [refusedName, refusedLiteral], ['ok', 'ok']],
+    ['168.63.129.16', [refusedName, refusedLiteral], [refusedName, refusedLiteral]],
+    ['2002:a9fe:a9fe::1', [refusedName, refusedLiteral], ['ok', 'ok']], // 6to4 of the metadata address
+    ['fd00:ec2::254', [refusedName, refusedLiteral], ['ok', 'ok']],
+    ['93.184.216.34', [refusedName, refusedLiteral], ['ok', 'ok']],
+  ])('%s: wide %j, narrow %j', (address, wideVerdicts, narrowVerdicts) => {
+    expect([resolved(wide, address), named(wide, address)]).toEqual(wideVerdicts);
+    expect([resolved(narrow, address), named(narrow, address)]).toEqual(narrowVerdicts);
+  });
+  it('says why a wide range did not reach an IP literal', () => {
+    const destination = NetworkRules.destination('127.0.0.1');
+    if (!('kind' in destination)) throw new Error('127.0.0.1 is an IP destination');
+    expect(wide.checkDestination(destination, 80)).toEqual({
+      ok: false,
+      reason: 'ip-literal',
+      detail:
+        '127.0.0.1 (loopback) is an IP address no allow entry names: only its IP or a CIDR inside special-purpose ranges reaches a loopback address',
+    });
+  });
+});
+
 describe('deny entries and the IPv6 forms of an IPv4 address', () => {
   // Allow CIDRs that cover the IPv6 forms, as a host reaching IPv4 through NAT64 would need.
   const rules = new NetworkRules({

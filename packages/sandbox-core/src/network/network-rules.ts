@@ -6,6 +6,7 @@ import {
   type AddressClass,
   classifyAddress,
   embeddedIpv4,
+  isSpecialRange,
   neverClasses,
   privateClasses,
 } from './address-class.ts';
@@ -107,9 +108,19 @@ export class NetworkRules {
           `${destination.text} (${classifyAddress(destination.address)}) is never reached`,
         );
       }
-      return this.#allows(destination.address, port, hostAddresses, () => true)
-        ? allowed
-        : refuse('ip-literal', `${destination.text} is an IP address no allow entry names`);
+      if (this.#allows(destination.address, port, hostAddresses, () => true)) return allowed;
+      // A range that holds the address but also spans public space (isSpecialRange) is named in
+      // the refusal: the entry seems to allow it.
+      const wide = this.#allow.some((pattern) =>
+        matchesAddress(pattern, unmapIpv4(destination.address), port),
+      );
+      const kind = classifyAddress(destination.address, hostAddresses);
+      return refuse(
+        'ip-literal',
+        wide
+          ? `${destination.text} (${kind}) is an IP address no allow entry names: only its IP or a CIDR inside special-purpose ranges reaches a ${kind} address`
+          : `${destination.text} is an IP address no allow entry names`,
+      );
     }
     if (this.#deny.some((pattern) => matchesName(pattern, destination.host, port))) {
       return refuse('denied', `${destination.host}:${port} matches a deny entry`);
@@ -157,8 +168,16 @@ export class NetworkRules {
     eligible: (pattern: HostPattern) => boolean,
   ): boolean {
     const inner = embeddedIpv4(address);
-    const names = (target: IpAddress) =>
-      this.#allow.some((pattern) => eligible(pattern) && matchesAddress(pattern, target, port));
+    // A CIDR reaches a special address only when it lies inside special space (isSpecialRange).
+    const names = (target: IpAddress) => {
+      const special = classifyAddress(target, hostAddresses) !== 'public';
+      return this.#allow.some(
+        (pattern) =>
+          eligible(pattern) &&
+          matchesAddress(pattern, target, port) &&
+          (!special || pattern.kind !== 'cidr' || isSpecialRange(pattern.range, hostAddresses)),
+      );
+    };
     if (inner === undefined) return names(address);
     return names(inner) || (classifyAddress(address, hostAddresses) === 'public' && names(address));
   }
