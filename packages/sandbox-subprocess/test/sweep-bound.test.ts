@@ -10,12 +10,13 @@ import { createSandbox } from '../src/index.ts';
 import { python, tempDir } from './support/helpers.ts';
 
 const names = 600_000;
-const fill = `
+/** Python that makes `count` empty files of about 200-byte names in its cwd. */
+const fill = (count: number) => `
 import os
 pad = "n" * 190
-for i in range(${names}):
+for i in range(${count}):
     os.close(os.open("%d%s" % (i, pad), os.O_CREAT | os.O_WRONLY, 0o644))
-print("made", ${names}, flush=True)
+print("made", ${count}, flush=True)
 `;
 
 /** The longest the host's event loop went without running a 5 ms timer while `work` ran. */
@@ -43,7 +44,7 @@ describe('the set-id sweep of a directory a run filled with names', () => {
       allowNetwork: false,
       timeoutMs: 120_000,
     });
-    const filled = await sandbox.run(python, ['-c', fill]);
+    const filled = await sandbox.run(python, ['-c', fill(names)]);
     expect({ success: filled.success, stdout: filled.stdout }).toEqual({
       success: true,
       stdout: `made ${names}\n`,
@@ -58,6 +59,34 @@ describe('the set-id sweep of a directory a run filled with names', () => {
     expect(later?.controls).not.toContain('no-setid-files');
     // Reading 50 000 names of 200 bytes takes about 0.2 s here; reading 600 000 took 2.2 s.
     expect(stall).toBeLessThan(600);
+    await sandbox.close();
+  }, 180_000);
+});
+
+describe('the set-id sweep of a directory a run filled up to the bound', () => {
+  it('walks 49 990 entries off the host thread: the host is not stalled, the control is claimed', async () => {
+    // Within the bound the sweep checks every entry (open, fstat, close): done synchronously on
+    // the host's thread it stalled the event loop 0.9 s after every run on such a directory
+    // (attack review, stop 36). execSync still sweeps synchronously (it blocks anyway).
+    const writable = tempDir('/var/tmp');
+    const sandbox = createSandbox({
+      restrictToDirectory: writable,
+      allowNetwork: false,
+      timeoutMs: 120_000,
+    });
+    const count = 49_990;
+    const filled = await sandbox.run(python, ['-c', fill(count)]);
+    expect({ success: filled.success, stdout: filled.stdout }).toEqual({
+      success: true,
+      stdout: `made ${count}\n`,
+    });
+    let later: Awaited<ReturnType<typeof sandbox.run>> | undefined;
+    const stall = await longestStall(async () => {
+      later = await sandbox.run('/bin/true');
+    });
+    expect(later?.success).toBe(true);
+    expect(later?.controls).toContain('no-setid-files');
+    expect(stall).toBeLessThan(400);
     await sandbox.close();
   }, 180_000);
 });
