@@ -11,16 +11,31 @@
 // of a directory listed earlier), so a concurrent run swapping a directory for a symlink with
 // renameat2(RENAME_EXCHANGE) made the host chmod files outside the directory (a root-only file
 // became 0755, host set-uid programs lost their bit) in 1 to 183 sweeps.
+//
+// The walk is one generator of file-system steps, run by a synchronous driver (execSync) or an
+// asynchronous one (run and spawn: each step on libuv's thread pool). Found by an attack review
+// (stop 36): synchronous on the host's thread, a walk of 49 990 entries stalled the host's event
+// loop 0.9 s after every run on a directory a run had filled, and a directory was read whole
+// before its entries were counted (600 000 names: 3.5 s).
 import {
+  type BigIntStats,
+  chmod,
   chmodSync,
+  close,
   closeSync,
   constants,
+  type Dir,
+  fstat,
   fstatSync,
   type OpenDirOptions,
+  open,
+  opendir,
   opendirSync,
   openSync,
+  type Stats,
 } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 
 /** S_ISUID | S_ISGID. */
 const setIdBits = 0o6000;
@@ -40,108 +55,221 @@ export interface SetIdSweep {
   readonly cleared: readonly string[];
 }
 
-/** Names as bytes (Node takes 'buffer' here; its types list only string encodings). */
-const listBytes = { encoding: 'buffer', bufferSize: 1024 } as unknown as OpenDirOptions;
-
 /** The walk stopped at a bound; the sweep is incomplete. */
 class SweepBound extends Error {}
 
 /** The path the kernel resolves to the object a descriptor holds, never by name again. */
 const held = (fd: number): string => `/proc/self/fd/${fd}`;
 
-/**
- * Opens `name` (its bytes as listed: a name need not be UTF-8) in the directory `dirFd` holds,
- * without following it; undefined if it is gone (a run sharing the directory may still run).
- */
-function openEntry(dirFd: number, name: Buffer): number | undefined {
+/** Names as bytes (Node takes 'buffer' here; its types list only string encodings). */
+const listBytes = { encoding: 'buffer', bufferSize: 1024 } as unknown as OpenDirOptions;
+
+/** One file-system step of the walk; the driver answers each with its result or its error. */
+type Step =
+  | { readonly kind: 'open'; readonly path: string | Buffer; readonly flags: number }
+  | { readonly kind: 'fstat'; readonly fd: number }
+  | { readonly kind: 'chmod'; readonly path: string; readonly mode: number }
+  | { readonly kind: 'close'; readonly fd: number }
+  /** Up to `max` + 1 names of a directory (one more than `max` means: over the bound). */
+  | { readonly kind: 'list'; readonly path: string; readonly max: number };
+
+type Walk = Generator<Step, SetIdSweep, unknown>;
+
+/** Opens `name` (bytes as listed) in the directory `dirFd` holds, without following it. */
+function* openEntry(dirFd: number, name: Buffer): Generator<Step, number | undefined, unknown> {
   try {
-    return openSync(Buffer.concat([Buffer.from(`${held(dirFd)}/`), name]), openPath | O_NOFOLLOW);
+    const path = Buffer.concat([Buffer.from(`${held(dirFd)}/`), name]);
+    return (yield { kind: 'open', path, flags: openPath | O_NOFOLLOW }) as number;
   } catch (error) {
+    // Gone: a run sharing the directory may still run.
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
   }
 }
 
 /**
- * Checks every entry under `dirs` (never following a symlink, wherever it appears), clears the
- * set-id bits of directories and reports set-id files (`complete: false`). Synchronous: `execSync` needs it too, and the walk is bounded by
- * {@link sweepEntryLimit} and {@link sweepDepthLimit}.
+ * The walk: checks every entry under `dirs` (never following a symlink, wherever it appears),
+ * clears the set-id bits of directories and reports set-id files (`complete: false`).
  */
-export function sweepSetIdFiles(dirs: readonly string[]): SetIdSweep {
+function* walkSetIdFiles(dirs: readonly string[]): Walk {
   const cleared: string[] = [];
   let entries = 0;
   let unsure = false;
 
-  /** Clears the set-id bits of what `fd` holds; returns its fstat. */
-  const check = (fd: number, path: string) => {
-    const stat = fstatSync(fd);
-    if (stat.isSymbolicLink() || (stat.mode & setIdBits) === 0) return stat;
-    // Only directories are changed. A run cannot set these bits itself (seccomp refuses every
-    // way), so a set-id file here is a hard link of a file elsewhere or the host's own: changing
-    // it could change a host file. Its link count proves nothing (a review raced link and unlink
-    // of a host set-uid file past an nlink check: cleared 805 times in 20 000 sweeps). It is
-    // left, and the sweep does not say the directories are clean. Directories cannot be hard
-    // links, and the kernel sets their set-gid bit by itself (a directory made in a set-gid one).
+  /** Clears the set-id bits of what `fd` holds; returns whether it is a directory. */
+  function* check(fd: number, path: string): Generator<Step, boolean, unknown> {
+    const stat = (yield { kind: 'fstat', fd }) as Stats;
+    if (stat.isSymbolicLink() || (stat.mode & setIdBits) === 0) return stat.isDirectory();
     if (!stat.isDirectory()) {
       unsure = true;
-      return stat;
+      return false;
     }
-    chmodSync(held(fd), stat.mode & 0o7777 & ~setIdBits);
+    yield { kind: 'chmod', path: held(fd), mode: stat.mode & 0o7777 & ~setIdBits };
     cleared.push(path);
-    return stat;
-  };
+    return true;
+  }
 
-  const walk = (dirFd: number, dirPath: string, depth: number): void => {
-    // Raw bytes: decoded as UTF-8, a name that is not would be opened as another (U+FFFD) and
-    // skipped as gone, with whatever it holds (found by a review of this sweep).
-    // Read a name at a time and stop past the bound: readdirSync read a whole directory before
-    // it was counted, so 600 000 names a run left stalled the host 3.5 s (attack review, stop 36).
-    const names: Buffer[] = [];
-    const listing = opendirSync(held(dirFd), listBytes);
-    try {
-      for (let entry = listing.readSync(); entry !== null; entry = listing.readSync()) {
-        if (++entries > sweepEntryLimit) throw new SweepBound();
-        names.push(entry.name as unknown as Buffer);
-      }
-    } finally {
-      listing.closeSync();
-    }
+  function* walk(dirFd: number, dirPath: string, depth: number): Generator<Step, void, unknown> {
+    // Never more names than the bound leaves: readdirSync read a whole directory first.
+    const max = sweepEntryLimit - entries;
+    const names = (yield { kind: 'list', path: held(dirFd), max }) as Buffer[];
+    entries += names.length;
+    if (entries > sweepEntryLimit) throw new SweepBound();
     for (const name of names) {
       const path = join(dirPath, name.toString('utf8'));
-      const entry = openEntry(dirFd, name);
-      // Gone since the listing: it may have moved where the walk has been, so not complete.
+      const entry = yield* openEntry(dirFd, name);
       if (entry === undefined) {
         unsure = true;
         continue;
       }
       try {
-        if (!check(entry, path).isDirectory()) continue;
+        if (!(yield* check(entry, path))) continue;
         if (depth >= sweepDepthLimit) throw new SweepBound();
-        const dir = openSync(held(entry), O_RDONLY | O_DIRECTORY);
+        const dir = (yield {
+          kind: 'open',
+          path: held(entry),
+          flags: O_RDONLY | O_DIRECTORY,
+        }) as number;
         try {
-          walk(dir, path, depth + 1);
+          yield* walk(dir, path, depth + 1);
         } finally {
-          closeSync(dir);
+          yield { kind: 'close', fd: dir };
         }
       } finally {
-        closeSync(entry);
+        yield { kind: 'close', fd: entry };
       }
     }
-  };
+  }
 
   try {
     for (const root of dirs) {
-      const fd = openSync(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+      const fd = (yield {
+        kind: 'open',
+        path: root,
+        flags: O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+      }) as number;
       try {
-        check(fd, root);
-        walk(fd, root, 1);
+        yield* check(fd, root);
+        yield* walk(fd, root, 1);
       } finally {
-        closeSync(fd);
+        yield { kind: 'close', fd };
       }
     }
   } catch {
-    // A bound reached, an entry that vanished or could not be read: the sweep did not finish.
     return { complete: false, cleared };
   }
   return { complete: !unsure, cleared };
+}
+
+/** Runs `walk`, answering each step with `perform`'s result or throwing its error into it. */
+function drive(walk: Walk, perform: (step: Step) => unknown): SetIdSweep {
+  let next = walk.next();
+  while (!next.done) {
+    let result: unknown;
+    let failed = false;
+    try {
+      result = perform(next.value);
+    } catch (error) {
+      failed = true;
+      result = error;
+    }
+    next = failed ? walk.throw(result) : walk.next(result);
+  }
+  return next.value;
+}
+
+/** The same, each step awaited. */
+async function driveAsync(
+  walk: Walk,
+  perform: (step: Step) => Promise<unknown>,
+): Promise<SetIdSweep> {
+  let next = walk.next();
+  while (!next.done) {
+    let result: unknown;
+    let failed = false;
+    try {
+      result = await perform(next.value);
+    } catch (error) {
+      failed = true;
+      result = error;
+    }
+    next = failed ? walk.throw(result) : walk.next(result);
+  }
+  return next.value;
+}
+
+function listSync(path: string, max: number): Buffer[] {
+  const names: Buffer[] = [];
+  const listing = opendirSync(path, listBytes);
+  try {
+    for (let entry = listing.readSync(); entry !== null; entry = listing.readSync()) {
+      names.push(entry.name as unknown as Buffer);
+      if (names.length > max) break;
+    }
+  } finally {
+    listing.closeSync();
+  }
+  return names;
+}
+
+async function listAsync(path: string, max: number): Promise<Buffer[]> {
+  const names: Buffer[] = [];
+  const listing: Dir = await promisify(opendir)(path, listBytes);
+  try {
+    for (let entry = await listing.read(); entry !== null; entry = await listing.read()) {
+      names.push(entry.name as unknown as Buffer);
+      if (names.length > max) break;
+    }
+  } finally {
+    await listing.close();
+  }
+  return names;
+}
+
+function performSync(step: Step): unknown {
+  switch (step.kind) {
+    case 'open':
+      return openSync(step.path, step.flags);
+    case 'fstat':
+      return fstatSync(step.fd);
+    case 'chmod':
+      return chmodSync(step.path, step.mode);
+    case 'close':
+      return closeSync(step.fd);
+    case 'list':
+      return listSync(step.path, step.max);
+  }
+}
+
+const openAsync = promisify(open);
+const fstatAsync = promisify(fstat) as (fd: number) => Promise<Stats | BigIntStats>;
+const chmodAsync = promisify(chmod);
+const closeAsync = promisify(close);
+
+function performAsync(step: Step): Promise<unknown> {
+  switch (step.kind) {
+    case 'open':
+      return openAsync(step.path, step.flags);
+    case 'fstat':
+      return fstatAsync(step.fd);
+    case 'chmod':
+      return chmodAsync(step.path, step.mode);
+    case 'close':
+      return closeAsync(step.fd);
+    case 'list':
+      return listAsync(step.path, step.max);
+  }
+}
+
+/**
+ * Sweeps `dirs` synchronously (execSync, which blocks anyway). Bounded by
+ * {@link sweepEntryLimit} and {@link sweepDepthLimit}.
+ */
+export function sweepSetIdFiles(dirs: readonly string[]): SetIdSweep {
+  return drive(walkSetIdFiles(dirs), performSync);
+}
+
+/** Sweeps `dirs` with every step on libuv's thread pool: the host's event loop keeps running. */
+export function sweepSetIdFilesAsync(dirs: readonly string[]): Promise<SetIdSweep> {
+  return driveAsync(walkSetIdFiles(dirs), performAsync);
 }

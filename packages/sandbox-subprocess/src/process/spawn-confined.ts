@@ -7,7 +7,7 @@ import type { Duplex, Writable } from 'node:stream';
 import { SandboxUnavailableError, SandboxValidationError, validate } from '@coda/sandbox-core';
 import { resolveOutsideHidden } from '../linux/checked-path.ts';
 import type { PrestartPool } from '../linux/prestart-pool.ts';
-import { type SetIdSweep, sweepSetIdFiles } from '../linux/setid-sweep.ts';
+import { type SetIdSweep, sweepSetIdFiles, sweepSetIdFilesAsync } from '../linux/setid-sweep.ts';
 import { currentPlatform, type Platform } from '../platform/platform.ts';
 import { platformPlan } from '../platform/platform-plan.ts';
 import type { SubprocessPolicy } from '../policy/subprocess-policy.ts';
@@ -222,6 +222,12 @@ export function sweepAfterRun(plan: LaunchPlan): SetIdSweep | undefined {
   return dirs.length === 0 ? undefined : sweepSetIdFiles(dirs);
 }
 
+/** The same off the host's thread (run and spawn): a filled directory does not stall the host. */
+export async function sweepAfterRunAsync(plan: LaunchPlan): Promise<SetIdSweep | undefined> {
+  const dirs = plan.writableDirs ?? [];
+  return dirs.length === 0 ? undefined : await sweepSetIdFilesAsync(dirs);
+}
+
 /** Frees what a plan holds when it will not run. */
 export function releasePlan(plan: LaunchPlan): void {
   plan.release?.();
@@ -329,7 +335,7 @@ function start(
       if (plan.detached) signalTree(child.pid, true, () => {});
       await plan.cgroups?.kill();
       const memoryExceeded = plan.cgroups?.memoryExceeded() ?? false;
-      const setIdSweep = sweepAfterRun(plan);
+      const setIdSweep = await sweepAfterRunAsync(plan);
       // A run ended by its limits (time, memory) or the caller keeps that reason, even before
       // the command started.
       const setupFailed =
