@@ -202,6 +202,20 @@ const ruled: Readonly<Record<string, Probe>> = {
     without: e.EBADF,
     off: ENOSYS,
   },
+  // preadv2: fd -1 is EBADF if the call reached the kernel; RWF_NOWAIT (0x8) never does
+  // (page-cache side channel, stop 36's attack review), refused as a file that lacks it.
+  'preadv2 no flags': {
+    call: 'preadv2',
+    args: [-1, 0, 0, 0, 0, 0],
+    without: e.EBADF,
+    off: e.EBADF,
+  },
+  'preadv2 RWF_NOWAIT': {
+    call: 'preadv2',
+    args: [-1, 0, 0, 0, 0, 0x8],
+    without: e.EBADF,
+    off: e.EOPNOTSUPP,
+  },
   // fd -1: EBADF if the call reached the kernel; the filter looks only at the request.
   'ioctl TCGETS': { call: 'ioctl', args: [-1, TCGETS, 0], without: e.EBADF, off: e.EBADF },
   // Requests outside the allowlist: ENOTTY, as from a file without them.
@@ -604,7 +618,7 @@ print probe(), "\\n";
  * rt_sigreturn); fork is checked by the probe itself.
  */
 const expectedAllowed = `
-  read readv pread64 preadv preadv2 lseek close close_range stat fstat lstat newfstatat
+  read readv pread64 preadv lseek close close_range stat fstat lstat newfstatat
   statx statfs fstatfs access faccessat faccessat2 readlink readlinkat getdents getdents64
   getcwd chdir fchdir fcntl flock dup dup2 dup3 fadvise64 readahead getxattr lgetxattr
   fgetxattr getxattrat listxattr llistxattr flistxattr listxattrat write writev pwrite64

@@ -2,7 +2,7 @@
 // (moby/profiles seccomp/default.json, the calls it allows a container without added
 // capabilities) minus what a sandboxed command never needs (`removedFromMoby`, with why). Names
 // an architecture does not have are skipped there. Calls safe only for some arguments are not
-// here but in argument-rules.ts; everything else fails with EPERM (or ENOSYS, `probedSyscalls`).
+// here but in argument-rules.ts (preadv2 among them: RWF_NOWAIT is refused); everything else fails with EPERM (or ENOSYS, `probedSyscalls`).
 
 /** One group of allowed syscalls and why a sandboxed command needs them. */
 export interface SyscallGroup {
@@ -22,7 +22,7 @@ export const allowedSyscallGroups: readonly SyscallGroup[] = Object.freeze([
   {
     reason: 'reading files and directories inside the view (the view, not seccomp, decides which)',
     names: words(`
-      read readv pread64 preadv preadv2 lseek close close_range stat fstat lstat
+      read readv pread64 preadv lseek close close_range stat fstat lstat
       newfstatat statx statfs fstatfs access faccessat faccessat2 readlink readlinkat
       getdents getdents64 getcwd chdir fchdir fcntl flock dup dup2 dup3 fadvise64
       readahead getxattr lgetxattr fgetxattr getxattrat listxattr llistxattr flistxattr

@@ -61,6 +61,10 @@ const S_IFCHR = 0o020000;
 const S_IFBLK = 0o060000;
 /** "Inappropriate ioctl for device": what a file without the request answers. */
 const ENOTTY = 25;
+/** preadv2's "do not wait for I/O" flag (include/uapi/linux/fs.h). */
+const RWF_NOWAIT = 0x8;
+/** "Operation not supported": what a file that cannot honour RWF_NOWAIT answers. */
+const EOPNOTSUPP = 95;
 
 /**
  * ioctl requests a program may make, by name: terminals (termios, window size, job control,
@@ -215,6 +219,14 @@ export const argumentRules: readonly ArgumentRule[] = Object.freeze([
     arg: 0,
     test: { kind: 'one-of', values: Object.values(allowedPrctlOptions) },
     reason: 'the options in allowedPrctlOptions',
+  },
+  {
+    syscall: 'preadv2',
+    arg: 5,
+    test: { kind: 'no-bit', mask: RWF_NOWAIT },
+    errno: EOPNOTSUPP,
+    reason:
+      'no RWF_NOWAIT: its EAGAIN says whether a page of a shared file is in the page cache, the side channel cachestat is refused for (with posix_fadvise DONTNEED, whether another run read it); EOPNOTSUPP is what a file that cannot honour it answers',
   },
   ...(
     [
