@@ -202,6 +202,12 @@ const ruled: Readonly<Record<string, Probe>> = {
     without: e.EBADF,
     off: ENOSYS,
   },
+  // madvise: MADV_MERGEABLE (12) opts a range into KSM, which merges equal pages across
+  // processes, other runs' included (the side channel PR_SET_MEMORY_MERGE is refused for; stop
+  // 36's attack review). An empty range is 'ok' when the call reaches the kernel; refused, it is
+  // EINVAL, what a kernel without KSM answers.
+  'madvise MADV_DONTNEED': { call: 'madvise', args: [0, 0, 4], without: 'ok', off: 'ok' },
+  'madvise MADV_MERGEABLE': { call: 'madvise', args: [0, 0, 12], without: 'ok', off: e.EINVAL },
   // preadv2: fd -1 is EBADF if the call reached the kernel; RWF_NOWAIT (0x8) never does
   // (page-cache side channel, stop 36's attack review), refused as a file that lacks it.
   'preadv2 no flags': {
@@ -626,7 +632,7 @@ const expectedAllowed = `
   mkdirat rmdir unlink unlinkat rename renameat renameat2 link linkat symlink symlinkat
   chown fchown fchownat lchown umask utime utimes utimensat futimesat setxattr lsetxattr
   fsetxattr setxattrat removexattr lremovexattr fremovexattr removexattrat copy_file_range
-  sendfile splice tee vmsplice memfd_create brk mmap munmap mremap mprotect madvise mincore
+  sendfile splice tee vmsplice memfd_create brk mmap munmap mremap mprotect mincore
   msync mlock mlock2 munlock munlockall membarrier pkey_alloc pkey_free pkey_mprotect mseal
   map_shadow_stack execve execveat wait4 waitid kill tkill tgkill getpid getppid gettid
   getpgid setpgid getpgrp getsid setsid set_tid_address set_robust_list get_robust_list
