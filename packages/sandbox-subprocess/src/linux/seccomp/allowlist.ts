@@ -2,7 +2,7 @@
 // (moby/profiles seccomp/default.json, the calls it allows a container without added
 // capabilities) minus what a sandboxed command never needs (`removedFromMoby`, with why). Names
 // an architecture does not have are skipped there. Calls safe only for some arguments are not
-// here but in argument-rules.ts (preadv2 among them: RWF_NOWAIT is refused); everything else fails with EPERM (or ENOSYS, `probedSyscalls`).
+// here but in argument-rules.ts (preadv2 and madvise among them: RWF_NOWAIT and MADV_MERGEABLE are refused); everything else fails with EPERM (or ENOSYS, `probedSyscalls`).
 
 /** One group of allowed syscalls and why a sandboxed command needs them. */
 export interface SyscallGroup {
@@ -43,7 +43,7 @@ export const allowedSyscallGroups: readonly SyscallGroup[] = Object.freeze([
   {
     reason: "the process's own memory (bounded by the memory cgroup and RLIMIT_MEMLOCK)",
     names: words(`
-      brk mmap munmap mremap mprotect madvise mincore msync mlock mlock2 munlock
+      brk mmap munmap mremap mprotect mincore msync mlock mlock2 munlock
       munlockall membarrier pkey_alloc pkey_free pkey_mprotect mseal map_shadow_stack
     `),
   },

@@ -61,6 +61,10 @@ const S_IFCHR = 0o020000;
 const S_IFBLK = 0o060000;
 /** "Inappropriate ioctl for device": what a file without the request answers. */
 const ENOTTY = 25;
+/** madvise advice opting a range into KSM (include/uapi/asm-generic/mman-common.h). */
+const MADV_MERGEABLE = 12;
+/** "Invalid argument": what madvise answers for MADV_MERGEABLE on a kernel without KSM. */
+const EINVAL = 22;
 /** preadv2's "do not wait for I/O" flag (include/uapi/linux/fs.h). */
 const RWF_NOWAIT = 0x8;
 /** "Operation not supported": what a file that cannot honour RWF_NOWAIT answers. */
@@ -219,6 +223,14 @@ export const argumentRules: readonly ArgumentRule[] = Object.freeze([
     arg: 0,
     test: { kind: 'one-of', values: Object.values(allowedPrctlOptions) },
     reason: 'the options in allowedPrctlOptions',
+  },
+  {
+    syscall: 'madvise',
+    arg: 2,
+    test: { kind: 'none-of', values: [MADV_MERGEABLE] },
+    errno: EINVAL,
+    reason:
+      'no MADV_MERGEABLE: KSM merges equal pages across processes, other runs included (the side channel PR_SET_MEMORY_MERGE is refused for); EINVAL is what a kernel without KSM answers',
   },
   {
     syscall: 'preadv2',
