@@ -216,6 +216,9 @@ export function runLimits(policy: SubprocessPolicy, options: SpawnOptions): RunL
   };
 }
 
+/** Listens for a stream's error so that it is not uncaught; see where it is attached. */
+function ignoreStreamError(): void {}
+
 /** After every process of the run is gone: the set-id sweep of its writable directories. */
 export function sweepAfterRun(plan: LaunchPlan): SetIdSweep | undefined {
   const dirs = plan.writableDirs ?? [];
@@ -371,6 +374,11 @@ function start(
     { length: request.extraPipes },
     (_, index) => child.stdio[3 + index] as unknown as Duplex,
   );
+  // A command may close its stdin or a pipe and exit while the host still writes to it: the
+  // write fails with EPIPE, and an 'error' nobody listens for ends the host process, every
+  // other run with it (attack review, stop 36: spawn's documented `stdin.end(payload)` did).
+  // The command's exit says what happened; a caller's own listener still sees the error.
+  for (const stream of [child.stdin, ...pipes]) stream?.on('error', ignoreStreamError);
   return {
     pid: child.pid,
     stdin: child.stdin!,
