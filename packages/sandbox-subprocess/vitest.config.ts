@@ -6,8 +6,10 @@ import { sharedTestConfig } from '../../vitest.shared.ts';
  * - per-uid-counts: a run takes every inotify instance, message-queue byte and queued signal its
  *   uid may have (root's too, through the user namespace), which would starve the runs of files
  *   beside it.
+ * - pty-pool: a run takes every pseudo-terminal the machine's sandboxes share (a host-wide pool,
+ *   whatever the uid), so a run beside it could not open one.
  */
-const alone = ['test/per-uid-counts.test.ts'];
+const alone = ['test/per-uid-counts.test.ts', 'test/pty-pool.test.ts'];
 
 // The rest two files at once, where vitest would run one on a 2-core machine: most of this suite
 // waits (on bubblewrap's start, a child's timeout, a proxy's handshake bound), so a second file

@@ -41,7 +41,9 @@ except OSError as e:
 `;
 
 describe('pseudo-terminals another run holds', () => {
-  it("leave a concurrent run's openpty working", async () => {
+  // Known, not fixed (docs/security.md, "Keep host-wide kernel pools apart"): it.fails holds the
+  // measured break, and turns red the day a devpts `max` (or no ptys by default) fixes it.
+  it.fails("leave a concurrent run's openpty working", async () => {
     const sandbox = createSandbox({ allowNetwork: false, timeoutMs: 60_000 });
     const alone = await sandbox.run(python, ['-c', openpty]);
     expect(alone.stdout).toBe('openpty ok\n');

@@ -34,7 +34,9 @@ print(" ".join(sorted(seen)))
 `;
 
 describe("another run's activity in the shared view", () => {
-  it('is not reported to a run watching /usr/bin and /etc', async () => {
+  // Known, not fixed (docs/security.md, "Hide one run's file activity from another"): it.fails
+  // holds the measured break, and turns red the day a mask rule or a private view fixes it.
+  it.fails('is not reported to a run watching /usr/bin and /etc', async () => {
     const watching = createSandbox({ allowNetwork: false, timeoutMs: 30_000 });
     const other = createSandbox({ allowNetwork: false, timeoutMs: 30_000 });
     const watch = watching.spawn(python, ['-c', watcher]);
