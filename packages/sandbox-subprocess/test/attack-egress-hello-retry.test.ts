@@ -3,11 +3,12 @@
 // a different host, which a shared front (OpenSSL's s_server was measured) then served. The
 // server here stands in for such a front at the byte level: it answers the first record with a
 // HelloRetryRequest and records everything after it, so the test sees exactly what reached it.
-import { connect, createServer, type Socket } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EgressProxy } from '../src/egress/egress-proxy.ts';
 import { captureClientHello } from './support/client-hello-bytes.ts';
 import { randomLoopback } from './support/egress-servers.ts';
+import { openFrontTunnel, waitFor } from './support/front-tunnel.ts';
 
 /** A ServerHello record whose random is RFC 8446's HelloRetryRequest value. */
 const helloRetryRequest = Buffer.concat([
@@ -66,25 +67,10 @@ async function tunnel(
   answerBytes = serverHello.length,
   pieces: Buffer[] = [],
 ) {
-  const proxy = new EgressProxy({
-    lookup: async () => [{ address: frontAddress, family: 4 }],
-    tunnelRelay: 'node',
-  });
-  cleanups.push(() => proxy.close());
-  const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
-  const socket: Socket = connect((listener.address as { port: number }).port, '127.0.0.1');
-  socket.on('error', () => {});
-  const closed = new Promise<void>((resolve) => socket.once('close', resolve));
-  let received = Buffer.alloc(0);
-  socket.on('data', (chunk: Buffer) => {
-    received = Buffer.concat([received, chunk]);
-  });
-  socket.write('CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n');
-  await waitFor(() => received.includes('\r\n\r\n'));
-  received = Buffer.alloc(0);
+  const { socket, received, closed, report } = await openFrontTunnel(frontAddress, 443, cleanups);
   socket.write(first);
-  await waitFor(() => received.length >= answerBytes);
-  const answered = Buffer.from(received);
+  await waitFor(() => received().length >= answerBytes);
+  const answered = Buffer.from(received());
   if (then.length > 0) socket.write(then);
   // Later pieces, each in its own segment.
   for (const piece of pieces) {
@@ -93,12 +79,7 @@ async function tunnel(
   }
   await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 1_000))]);
   socket.destroy();
-  return { answered, report: listener.session.report() };
-}
-
-async function waitFor(done: () => boolean): Promise<void> {
-  for (let waited = 0; !done() && waited < 5_000; waited += 10)
-    await new Promise((resolve) => setTimeout(resolve, 10));
+  return { answered, report: report() };
 }
 
 describe('a second ClientHello after a HelloRetryRequest', () => {

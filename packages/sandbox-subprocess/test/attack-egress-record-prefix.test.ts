@@ -4,12 +4,13 @@
 // them, and then reads the ClientHello behind them. The proxy read a first byte 0x14 as "not
 // TLS", so on any port but 443 the bytes went through unread: a tunnel opened to api.test:8443
 // carried a ClientHello for evil.test, and a shared front served evil.test.
-import { connect, type Socket } from 'node:net';
+import { connect } from 'node:net';
 import { createSecureContext, createServer as createTlsServer } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EgressProxy } from '../src/egress/egress-proxy.ts';
 import { captureClientHello } from './support/client-hello-bytes.ts';
 import { makeCertificate, randomLoopback } from './support/egress-servers.ts';
+import { openFrontTunnel, waitFor } from './support/front-tunnel.ts';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -38,34 +39,17 @@ async function front(): Promise<{ address: string; names: string[] }> {
   return { address, names };
 }
 
-async function waitFor(done: () => boolean, ms = 3_000): Promise<void> {
-  for (let waited = 0; !done() && waited < ms; waited += 10)
-    await new Promise((resolve) => setTimeout(resolve, 10));
-}
-
 /** CONNECT api.test:8443, then `bytes`; returns what came back through the tunnel. */
 async function tunnel(frontAddress: string, bytes: Buffer) {
-  const proxy = new EgressProxy({
-    lookup: async () => [{ address: frontAddress, family: 4 }],
-    tunnelRelay: 'node',
-  });
-  cleanups.push(() => proxy.close());
-  const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
-  const socket: Socket = connect((listener.address as { port: number }).port, '127.0.0.1');
-  socket.on('error', () => {});
-  const closed = new Promise<void>((resolve) => socket.once('close', resolve));
-  let received = Buffer.alloc(0);
-  socket.on('data', (chunk: Buffer) => {
-    received = Buffer.concat([received, chunk]);
-  });
-  socket.write('CONNECT api.test:8443 HTTP/1.1\r\nHost: api.test:8443\r\n\r\n');
-  await waitFor(() => received.includes('\r\n\r\n'));
-  const established = received.toString('latin1');
-  received = Buffer.alloc(0);
+  const { socket, established, received, closed, report } = await openFrontTunnel(
+    frontAddress,
+    8443,
+    cleanups,
+  );
   socket.write(bytes);
-  await Promise.race([closed, waitFor(() => received.length >= 5, 1_500)]);
+  await Promise.race([closed, waitFor(() => received().length >= 5, 1_500)]);
   socket.destroy();
-  return { established, answer: Buffer.from(received), report: listener.session.report() };
+  return { established, answer: Buffer.from(received()), report: report() };
 }
 
 describe('a ClientHello behind empty change_cipher_spec records, port 8443', () => {

@@ -1,0 +1,60 @@
+// A CONNECT tunnel to `api.test` through a fresh EgressProxy (bytes moved by Node), for the
+// tests that put a TLS front behind the proxy and check what of a client's bytes reach it
+// (attack-egress-hello-retry.test.ts, attack-egress-record-prefix.test.ts).
+import { connect, type Socket } from 'node:net';
+import type { NetworkReport } from '@coda/sandbox-core';
+import { EgressProxy } from '../../src/egress/egress-proxy.ts';
+
+/** Resolves once `done` holds (polling every 10 ms), or after `ms` either way. */
+export async function waitFor(done: () => boolean, ms = 5_000): Promise<void> {
+  for (let waited = 0; !done() && waited < ms; waited += 10)
+    await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+/** An open tunnel: what the proxy answered to CONNECT, and what came through it since. */
+export interface FrontTunnel {
+  readonly socket: Socket;
+  /** The proxy's answer to CONNECT (its head). */
+  readonly established: string;
+  /** Bytes that came back through the tunnel since it was established. */
+  received(): Buffer;
+  /** Resolves when the client socket closes. */
+  readonly closed: Promise<void>;
+  /** The run's report so far. */
+  report(): NetworkReport;
+}
+
+/**
+ * Opens CONNECT api.test:`port` through a proxy that resolves api.test to `frontAddress`
+ * (allowPrivate, Node relay); `cleanups` gets the proxy's close.
+ */
+export async function openFrontTunnel(
+  frontAddress: string,
+  port: number,
+  cleanups: (() => Promise<void> | void)[],
+): Promise<FrontTunnel> {
+  const proxy = new EgressProxy({
+    lookup: async () => [{ address: frontAddress, family: 4 }],
+    tunnelRelay: 'node',
+  });
+  cleanups.push(() => proxy.close());
+  const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
+  const socket = connect((listener.address as { port: number }).port, '127.0.0.1');
+  socket.on('error', () => {});
+  const closed = new Promise<void>((resolve) => socket.once('close', resolve));
+  let received = Buffer.alloc(0);
+  socket.on('data', (chunk: Buffer) => {
+    received = Buffer.concat([received, chunk]);
+  });
+  socket.write(`CONNECT api.test:${port} HTTP/1.1\r\nHost: api.test:${port}\r\n\r\n`);
+  await waitFor(() => received.includes('\r\n\r\n'));
+  const established = received.toString('latin1');
+  received = Buffer.alloc(0);
+  return {
+    socket,
+    established,
+    received: () => received,
+    closed,
+    report: () => listener.session.report(),
+  };
+}
