@@ -3,9 +3,8 @@
 // a different host, which a shared front (OpenSSL's s_server was measured) then served. The
 // server here stands in for such a front at the byte level: it answers the first record with a
 // HelloRetryRequest and records everything after it, so the test sees exactly what reached it.
-import { connect, createServer } from 'node:net';
+import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { EgressProxy } from '../src/egress/egress-proxy.ts';
 import { captureClientHello } from './support/client-hello-bytes.ts';
 import { randomLoopback } from './support/egress-servers.ts';
 import { openFrontTunnel, waitFor } from './support/front-tunnel.ts';
@@ -117,24 +116,12 @@ describe('a second ClientHello after a HelloRetryRequest', () => {
 
   it('is waited for 10 s at most: a server that never answers the first is reported', async () => {
     const server = await front(undefined);
-    const proxy = new EgressProxy({
-      lookup: async () => [{ address: server.address, family: 4 }],
-      tunnelRelay: 'node',
-    });
-    cleanups.push(() => proxy.close());
-    const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
-    const socket = connect((listener.address as { port: number }).port, '127.0.0.1');
-    socket.on('error', () => {});
-    const closed = new Promise<number>((resolve) =>
-      socket.once('close', () => resolve(performance.now())),
-    );
-    socket.write('CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n');
-    await new Promise((resolve) => socket.once('data', resolve));
+    const { socket, closed, report } = await openFrontTunnel(server.address, 443, cleanups);
+    const cut = closed.then(() => performance.now());
     const started = performance.now();
     socket.write(await captureClientHello('api.test'));
-    const cut = await closed;
-    expect(cut - started).toBeGreaterThan(9_900);
-    expect(listener.session.report().denied).toEqual([
+    expect((await cut) - started).toBeGreaterThan(9_900);
+    expect(report().denied).toEqual([
       {
         host: 'api.test',
         port: 443,

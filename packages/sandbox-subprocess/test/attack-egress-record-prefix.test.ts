@@ -7,10 +7,9 @@
 import { connect } from 'node:net';
 import { createSecureContext, createServer as createTlsServer } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { EgressProxy } from '../src/egress/egress-proxy.ts';
 import { captureClientHello } from './support/client-hello-bytes.ts';
 import { makeCertificate, randomLoopback } from './support/egress-servers.ts';
-import { openFrontTunnel, waitFor } from './support/front-tunnel.ts';
+import { openFrontConnection, openFrontTunnel, waitFor } from './support/front-tunnel.ts';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -100,18 +99,7 @@ describe('a ClientHello behind empty change_cipher_spec records, port 8443', () 
   it('over SOCKS5 too: refused, and the front never reads the name', async () => {
     const server = await front();
     const hello = await captureClientHello('evil.test');
-    const proxy = new EgressProxy({
-      lookup: async () => [{ address: server.address, family: 4 }],
-      tunnelRelay: 'node',
-    });
-    cleanups.push(() => proxy.close());
-    const listener = await proxy.openTcp({ allow: ['api.test'], allowPrivate: true });
-    const socket = connect((listener.address as { port: number }).port, '127.0.0.1');
-    socket.on('error', () => {});
-    let received = Buffer.alloc(0);
-    socket.on('data', (chunk: Buffer) => {
-      received = Buffer.concat([received, chunk]);
-    });
+    const { socket, received, report } = await openFrontConnection(server.address, cleanups);
     const name = Buffer.from('api.test');
     socket.write(Buffer.from([0x05, 0x01, 0x00]));
     socket.write(
@@ -121,14 +109,14 @@ describe('a ClientHello behind empty change_cipher_spec records, port 8443', () 
         Buffer.from([0x20, 0xfb]),
       ]),
     );
-    await waitFor(() => received.length >= 12);
-    expect([...received.subarray(0, 4)]).toEqual([0x05, 0x00, 0x05, 0x00]); // granted
+    await waitFor(() => received().length >= 12);
+    expect([...received().subarray(0, 4)]).toEqual([0x05, 0x00, 0x05, 0x00]); // granted
     socket.write(Buffer.concat([emptyChangeCipherSpec, hello]));
     await new Promise((resolve) => setTimeout(resolve, 500));
     socket.destroy();
     expect(server.names).toEqual([]);
-    expect(received.length).toBe(12);
-    expect(listener.session.report().denied).toEqual([
+    expect(received().length).toBe(12);
+    expect(report().denied).toEqual([
       { host: 'api.test', port: 8443, reason: 'protocol', detail: 'a malformed TLS record' },
     ]);
   });

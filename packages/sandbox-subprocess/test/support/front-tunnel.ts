@@ -11,12 +11,10 @@ export async function waitFor(done: () => boolean, ms = 5_000): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 10));
 }
 
-/** An open tunnel: what the proxy answered to CONNECT, and what came through it since. */
-export interface FrontTunnel {
+/** A client connection to the proxy and what came back on it. */
+export interface FrontConnection {
   readonly socket: Socket;
-  /** The proxy's answer to CONNECT (its head). */
-  readonly established: string;
-  /** Bytes that came back through the tunnel since it was established. */
+  /** Bytes that came back on the connection (since the tunnel was established, for a tunnel). */
   received(): Buffer;
   /** Resolves when the client socket closes. */
   readonly closed: Promise<void>;
@@ -24,15 +22,20 @@ export interface FrontTunnel {
   report(): NetworkReport;
 }
 
+/** An open tunnel: also what the proxy answered to CONNECT. */
+export interface FrontTunnel extends FrontConnection {
+  /** The proxy's answer to CONNECT (its head). */
+  readonly established: string;
+}
+
 /**
- * Opens CONNECT api.test:`port` through a proxy that resolves api.test to `frontAddress`
- * (allowPrivate, Node relay); `cleanups` gets the proxy's close.
+ * Connects to a fresh proxy that resolves api.test to `frontAddress` (allowPrivate, Node
+ * relay); `cleanups` gets the proxy's close.
  */
-export async function openFrontTunnel(
+export async function openFrontConnection(
   frontAddress: string,
-  port: number,
   cleanups: (() => Promise<void> | void)[],
-): Promise<FrontTunnel> {
+): Promise<FrontConnection & { forget(): void }> {
   const proxy = new EgressProxy({
     lookup: async () => [{ address: frontAddress, family: 4 }],
     tunnelRelay: 'node',
@@ -46,15 +49,27 @@ export async function openFrontTunnel(
   socket.on('data', (chunk: Buffer) => {
     received = Buffer.concat([received, chunk]);
   });
-  socket.write(`CONNECT api.test:${port} HTTP/1.1\r\nHost: api.test:${port}\r\n\r\n`);
-  await waitFor(() => received.includes('\r\n\r\n'));
-  const established = received.toString('latin1');
-  received = Buffer.alloc(0);
   return {
     socket,
-    established,
     received: () => received,
+    forget: () => {
+      received = Buffer.alloc(0);
+    },
     closed,
     report: () => listener.session.report(),
   };
+}
+
+/** Opens CONNECT api.test:`port` on {@link openFrontConnection}'s connection. */
+export async function openFrontTunnel(
+  frontAddress: string,
+  port: number,
+  cleanups: (() => Promise<void> | void)[],
+): Promise<FrontTunnel> {
+  const { forget, ...connection } = await openFrontConnection(frontAddress, cleanups);
+  connection.socket.write(`CONNECT api.test:${port} HTTP/1.1\r\nHost: api.test:${port}\r\n\r\n`);
+  await waitFor(() => connection.received().includes('\r\n\r\n'));
+  const established = connection.received().toString('latin1');
+  forget();
+  return { ...connection, established };
 }
