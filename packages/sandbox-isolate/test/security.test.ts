@@ -191,7 +191,10 @@ describe('threat model attacks', () => {
 
   it('result flooding: 100 MiB of result ends with VALIDATION', async () => {
     const event = expectError(
-      await engine.run({ code: "return 'x'.repeat(100 * 1024 * 1024)", limits: { memoryMb: 512 } }),
+      await engine.run({
+        code: "return 'x'.repeat(100 * 1024 * 1024)",
+        limits: { memoryMb: 512, timeoutMs: 10_000 },
+      }),
       'VALIDATION',
     );
     expect(event.details).toMatchObject({ field: 'maxResultBytes', limit: 5_242_880 });
