@@ -8,8 +8,15 @@ import { sharedTestConfig } from '../../vitest.shared.ts';
  *   beside it.
  * - pty-pool: a run takes every pseudo-terminal the machine's sandboxes share (a host-wide pool,
  *   whatever the uid), so a run beside it could not open one.
+ * - attack-prestart: makes a default masked path (/etc/credstore) appear on the host, which
+ *   every pre-started sandbox on the machine reads as a changed view and answers with a cold run
+ *   (as it must): prestarted.test.ts beside it saw its spawns start cold.
  */
-const alone = ['test/per-uid-counts.test.ts', 'test/pty-pool.test.ts'];
+const alone = [
+  'test/per-uid-counts.test.ts',
+  'test/pty-pool.test.ts',
+  'test/attack-prestart.test.ts',
+];
 
 // The rest two files at once, where vitest would run one on a 2-core machine: most of this suite
 // waits (on bubblewrap's start, a child's timeout, a proxy's handshake bound), so a second file
