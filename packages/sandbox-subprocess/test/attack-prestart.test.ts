@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { prestartPoolOf } from '../src/linux/prestart-pool.ts';
-import { node, python, tempDir, token } from './support/helpers.ts';
+import { collectSpawned, node, python, tempDir, token } from './support/helpers.ts';
 
 const policy = { allowNetwork: false, allowFileWrites: false, timeoutMs: 20_000 } as const;
 type PolicyInput = Parameters<typeof createSandbox>[0];
@@ -60,16 +60,8 @@ async function spawnRun(
 ) {
   const pooled = prestartPoolOf(sandbox).pids();
   const child = sandbox.spawn(file, args, options);
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr.on('data', (chunk) => {
-    stderr += chunk;
-  });
   child.stdin.end();
-  const exit = await child.exited;
+  const { stdout, stderr, exit } = await collectSpawned(child);
   return { warm: pooled.includes(child.pid!), stdout, stderr, exit };
 }
 

@@ -9,7 +9,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { createSandbox, type SubprocessSandbox } from '../src/index.ts';
 import { detectCgroups } from '../src/linux/cgroup.ts';
 import { prestartPoolOf } from '../src/linux/prestart-pool.ts';
-import { node, sandboxDir, tempDir, token } from './support/helpers.ts';
+import { collectSpawned, node, sandboxDir, tempDir, token } from './support/helpers.ts';
 
 const policy = { allowNetwork: false, allowFileWrites: false, timeoutMs: 20_000 } as const;
 
@@ -37,13 +37,8 @@ async function readyIn(sandbox: SubprocessSandbox): Promise<number[]> {
 async function runSh(sandbox: SubprocessSandbox, script: string, env?: Record<string, string>) {
   const pooled = prestartPoolOf(sandbox).pids();
   const child = sandbox.spawn('/bin/sh', ['-c', script], env === undefined ? {} : { env });
-  let stdout = '';
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr.resume();
   child.stdin.end();
-  const exit = await child.exited;
+  const { stdout, exit } = await collectSpawned(child);
   return { warm: pooled.includes(child.pid!), stdout, exit, controls: child.controls };
 }
 

@@ -12,6 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onTestFinished } from 'vitest';
+import type { ProcessExit, SandboxedProcess } from '../../src/index.ts';
 
 /** Debian's python3 when present (no pyenv shim start-up), else whatever PATH has. */
 export const python = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
@@ -76,4 +77,28 @@ export async function settledProcesses(needle: string, withinMs = 1_500): Promis
     } catch {}
   }
   return left;
+}
+
+/**
+ * Everything a spawned process wrote to stdout and stderr, and its exit, once both streams have
+ * closed: `exited` is the command's end, not its output's, and under load a run's last line
+ * arrived after it (a fresh-clone CI run, attack-prestart.test.ts).
+ */
+export async function collectSpawned(child: SandboxedProcess): Promise<{
+  stdout: string;
+  stderr: string;
+  exit: ProcessExit;
+}> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const closed = (stream: NodeJS.ReadableStream) =>
+    new Promise<void>((resolve) => stream.once('close', () => resolve()));
+  const [exit] = await Promise.all([child.exited, closed(child.stdout), closed(child.stderr)]);
+  return { stdout, stderr, exit };
 }
