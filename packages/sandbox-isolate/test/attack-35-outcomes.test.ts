@@ -179,37 +179,26 @@ async function hogBeside(other: { code: string; limits: { memoryMb: number } }, 
   }
 }
 
-// Both hog rows race (measured in stop 38, docs/isolate.md "Co-tenant survival"): the second
-// run's divergence stop reaches the worker before the fill begins when the worker's isolate thread
-// is descheduled for the host's round trip after the status it sent (the stop is then answered
-// and the hog ends collateral; 3 of 14 runs of this file on an idle 2-core machine, 3 of 3 beside
-// two busy loops), or the fill grows more slowly than the 2 s abort grace (once beside two busy
-// loops). Each attempt asserts the exact outcome; a retry stands for that race only (a regression
-// that labels the hog collateral fails every attempt).
-const racesTheStop = { retry: 2, timeout: 60_000 };
-
 // Finding 3. A hog alone in its worker, printing a random number, then filling an
 // array V8 cannot interrupt; a small job is dispatched to the same worker while the hog grows,
 // just before the memory bound kills it. Both are "shared" at the kill, so both run again; the
 // hog's second run diverges at its first status event and ends as the collateral of a diverged
 // replay (CRASH, collateral) although it alone grew the worker: it must end OOM. The newcomer,
 // innocent, must finish. The host cannot tell which of the two grew the worker; the second runs
-// can: the hog's, stopped for its divergence, goes on filling (V8 cannot interrupt the fill) and
-// passes its bound alone, a death that is its own.
-it(
-  'a hog a newcomer joined just before the memory bound still ends OOM',
-  racesTheStop,
-  async () => {
-    const newcomer = {
-      code: "await new Promise((r) => setTimeout(r, 3_000)); return 'n'",
-      limits: { memoryMb: 32 },
-    };
-    expect(await hogBeside(newcomer, 300)).toEqual({
-      hog: { type: 'error', code: 'OOM', collateral: undefined },
-      other: { type: 'result', payload: 'n' },
-    });
-  },
-);
+// can: the hog's, muted for its divergence, goes on filling and passes its bound alone, a death
+// that is its own. (Until stop 39 a divergence stopped the second run, and the stop raced the fill:
+// answered before the fill began, it ended the hog collateral, in 3 of 14 runs of this file on an
+// idle 2-core machine and 3 of 3 beside two busy loops.)
+it('a hog a newcomer joined just before the memory bound still ends OOM', async () => {
+  const newcomer = {
+    code: "await new Promise((r) => setTimeout(r, 3_000)); return 'n'",
+    limits: { memoryMb: 32 },
+  };
+  expect(await hogBeside(newcomer, 300)).toEqual({
+    hog: { type: 'error', code: 'OOM', collateral: undefined },
+    other: { type: 'result', payload: 'n' },
+  });
+}, 60_000);
 
 // Finding 2, second face. The same leftovers, and the host busy for a moment right after the
 // kill: the supervisor's sampler ran once more before the exit was seen, read the killed
@@ -224,28 +213,23 @@ it('a sample of the dying worker does not turn leftovers into the survivor’s O
 // worker, the co-tenant then leaving: at the first sample alone the worker is over the hog's
 // bound, exactly as with a co-tenant's leftovers, and the host cannot tell the two apart (it has
 // the worker's memory, not each execution's). Presumed innocent, the hog runs again and
-// diverges; that second run then passes its bound alone before it stops: OOM, not the collateral
+// diverges; that second run, muted, then passes its bound alone: OOM, not the collateral
 // CRASH { replayDiverged } its divergence alone would give.
-it(
-  'a hog masked by a co-tenant’s allowance, then left alone, still ends OOM',
-  racesTheStop,
-  async () => {
-    const cotenant = {
-      code: "await new Promise((r) => setTimeout(r, 1_500)); return 'c'",
-      limits: { memoryMb: 128 },
-    };
-    expect(await hogBeside(cotenant, 0)).toEqual({
-      hog: { type: 'error', code: 'OOM', collateral: undefined },
-      other: { type: 'result', payload: 'c' },
-    });
-  },
-);
+it('a hog masked by a co-tenant’s allowance, then left alone, still ends OOM', async () => {
+  const cotenant = {
+    code: "await new Promise((r) => setTimeout(r, 1_500)); return 'c'",
+    limits: { memoryMb: 128 },
+  };
+  expect(await hogBeside(cotenant, 0)).toEqual({
+    hog: { type: 'error', code: 'OOM', collateral: undefined },
+    other: { type: 'result', payload: 'c' },
+  });
+}, 60_000);
 
 // Finding 4. Two executions share a worker; one prints a random number and then makes V8 abort the
 // process ('x'.repeat(2 ** 28).split(''): "Fatal JavaScript invalid size error"). Both run again
-// alone. The killer's second run diverges at its first status event, but the abort that ends it
-// arrives after its synchronous code has already killed its worker again, alone: that death is
-// its own (CRASH without `collateral`), not the collateral of a diverged replay ("another
+// alone. The killer's second run diverges at its first status event and is muted; its
+// synchronous code then kills its worker again, alone: that death is its own (CRASH without `collateral`), not the collateral of a diverged replay ("another
 // execution killed" the worker). The co-tenant finishes.
 it('a killer whose diverged second run kills its worker alone ends with its own CRASH', async () => {
   const { logger } = workerDeathLog();

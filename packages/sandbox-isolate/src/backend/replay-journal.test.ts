@@ -45,7 +45,7 @@ describe('ReplayJournal', () => {
     await flush();
     expect(seen).toEqual(['data "a"', 'data "b"', 'status after b']);
 
-    journal.replay(() => order.push('diverged'));
+    journal.replay();
     order.length = 0;
     const replayA = journal.data('"a"', 3, '').then((a) => order.push(`a ${a.ok}`));
     const replayB = journal.data('"b"', 3, '').then((a) => order.push(`b ${a.ok}`));
@@ -64,7 +64,7 @@ describe('ReplayJournal', () => {
     const { host, seen, answer } = manualHost();
     const journal = new ReplayJournal(host, resolveExecutionLimits());
     void journal.data('"slow"', 6, '');
-    journal.replay(() => {});
+    journal.replay();
     let got: DataAnswer | undefined;
     const replayed = journal.data('"slow"', 6, '').then((a) => {
       got = a;
@@ -86,7 +86,7 @@ describe('ReplayJournal', () => {
       const first = journal.data(long, long.length, '');
       answer(long);
       await first;
-      journal.replay(() => seen.push('diverged'));
+      journal.replay();
       return { journal, seen };
     };
     const same = await journalOf();
@@ -95,7 +95,8 @@ describe('ReplayJournal', () => {
     const differs = await journalOf();
     const refused = await differs.journal.data(other, other.length, '');
     expect(refused).toMatchObject({ ok: false, fatal: { details: { replayDiverged: true } } });
-    expect(differs.seen).toEqual([`data ${long}`, 'diverged']);
+    // The diverging request reached no handler.
+    expect(differs.seen).toEqual([`data ${long}`]);
   });
 
   it('past the bounds of the execution limits it keeps nothing and cannot replay', async () => {
@@ -141,13 +142,12 @@ describe('ReplayJournal', () => {
       const paid = journal.data('"pay"', 5, '', 'pay');
       answer('"pay"');
       await paid;
-      const diverged: unknown[] = [];
-      journal.replay((error) => diverged.push(error));
-      return { journal, diverged };
+      journal.replay();
+      return journal;
     };
     // Ended after the status only: the tool call the first run made is missing.
     for (const outcome of [result, own('RUNTIME'), own('VALIDATION')]) {
-      const { journal, diverged } = await journalOf();
+      const journal = await journalOf();
       journal.status('user', 'info', 'charging', undefined);
       const settled = journal.settle(outcome);
       expect(settled).toMatchObject({
@@ -160,18 +160,60 @@ describe('ReplayJournal', () => {
         },
         stats,
       });
-      // Nothing left to abort: the run is over.
-      expect(diverged).toEqual([]);
     }
     // Stopped by the host (time, cancellation, a limit, a death): its own code stays.
     for (const code of ['TIMEOUT', 'CANCELLED', 'LIMIT_EXCEEDED', 'OOM', 'CRASH'] as const) {
-      const { journal } = await journalOf();
+      const journal = await journalOf();
       expect(journal.settle(own(code))).toEqual(own(code));
     }
     // Reproduced all of it: the result stands.
-    const { journal } = await journalOf();
+    const journal = await journalOf();
     journal.status('user', 'info', 'charging', undefined);
     expect(await journal.data('"pay"', 5, '', 'pay')).toEqual({ ok: true, json: '"pay"' });
     expect(journal.settle(result)).toEqual(result);
+  });
+
+  it('mutes a second run whose status diverged: what it does next decides how it ends', async () => {
+    const stats = { wallMs: 1, cpuMs: 1, heapUsedBytes: 0, statusDropped: 0 };
+    const statusDiverged = {
+      name: 'SandboxCrashError',
+      code: 'CRASH',
+      message:
+        "The execution was lost with a worker process another execution killed, and ran again; the second run made a status event that differs from the first run's, so it was ended rather than show the caller or a handler something twice",
+      details: { collateral: true, replayDiverged: true },
+    };
+    const diverged = async () => {
+      const { host, seen, answer } = manualHost();
+      const journal = new ReplayJournal(host, resolveExecutionLimits());
+      journal.status('user', 'info', 'at 1', undefined);
+      const paid = journal.data('"pay"', 5, '', 'pay');
+      answer('"pay"');
+      await paid;
+      journal.replay();
+      journal.status('user', 'info', 'at 2', undefined);
+      return { journal, seen };
+    };
+    // Its status events reach nobody, and its next request no handler: it ends the run.
+    const asking = await diverged();
+    asking.journal.status('user', 'info', 'later', undefined);
+    expect(await asking.journal.data('"pay"', 5, '', 'pay')).toEqual({
+      ok: false,
+      message: statusDiverged.message,
+      fatal: statusDiverged,
+    });
+    expect(asking.seen).toEqual(['status at 1', 'data "pay"']);
+    // An outcome its code produced is the journal's error; one the host imposed stays.
+    for (const outcome of [
+      { kind: 'result', json: '1', stats },
+      { kind: 'error', error: { name: 'E', code: 'RUNTIME', message: 'x' }, stats },
+    ] as const) {
+      const { journal } = await diverged();
+      expect(journal.settle(outcome)).toEqual({ kind: 'error', error: statusDiverged, stats });
+    }
+    for (const code of ['OOM', 'TIMEOUT', 'CRASH', 'CANCELLED', 'LIMIT_EXCEEDED'] as const) {
+      const { journal } = await diverged();
+      const own: JobOutcome = { kind: 'error', error: { name: 'E', code, message: code }, stats };
+      expect(journal.settle(own)).toEqual(own);
+    }
   });
 });

@@ -57,8 +57,6 @@ function fingerprint(text: string | null | undefined): Fingerprint {
   return `${text.length}:${createHash('sha256').update(text).digest('base64')}`;
 }
 
-const ended: DataAnswer = { ok: false, message: 'Execution has ended' };
-
 /**
  * A {@link JobHost} in front of the execution's own host that journals what passes. Recording
  * costs a reference to strings that crossed anyway, bounded by the execution's own limits; past
@@ -73,9 +71,11 @@ export class ReplayJournal implements JobHost {
   #replaying = false;
   /** Index of the next entry the second run must reproduce. */
   #cursor = 0;
-  /** Set once the second run did something else than the journal holds: it is ending. */
-  #diverged = false;
-  #onDiverged: (error: SandboxErrorJSON) => void = () => {};
+  /**
+   * Set once the second run did something else than the journal holds: the error it ends with
+   * unless the host ends it first (see {@link settle}). From then on it is muted.
+   */
+  #diverged: SandboxErrorJSON | undefined;
 
   constructor(host: JobHost, limits: ExecutionLimits) {
     this.#host = host;
@@ -88,13 +88,15 @@ export class ReplayJournal implements JobHost {
   }
 
   /**
-   * Switches to the second run: from now on traffic is checked against the journal. `onDiverged`
-   * is called once if the second run's traffic differs from the journal's before the journal's
-   * end, with the error the execution must end with (a repeat would be visible).
+   * Switches to the second run: from now on traffic is checked against the journal. A second run
+   * whose traffic differs from the journal's before the journal's end is muted, not stopped: its
+   * status events are dropped, its next data request or tool call ends it with the journal's
+   * error, and so does its own outcome ({@link settle}), while what the host imposes (its time,
+   * its memory bound, its own worker's death, a cancellation) stays its outcome. Stopping it at
+   * once raced what it did next: a hog stopped just before its fill ended collateral, not `OOM`.
    */
-  replay(onDiverged: (error: SandboxErrorJSON) => void): void {
+  replay(): void {
     this.#replaying = true;
-    this.#onDiverged = onDiverged;
     this.#deliverAnswers();
   }
 
@@ -106,7 +108,7 @@ export class ReplayJournal implements JobHost {
   /** Journals and delivers a status event; on the second run, skips one the journal holds. */
   status(source: string, level: StatusLevel, message: string, dataJson: string | undefined): void {
     if (this.#replaying) {
-      if (this.#diverged) return;
+      if (this.#diverged !== undefined) return;
       const next = this.#next();
       if (next === undefined) {
         this.#host.status(source, level, message, dataJson);
@@ -166,7 +168,9 @@ export class ReplayJournal implements JobHost {
     refusal: ParamsRefusal,
     tool: string | undefined,
   ): Promise<DataAnswer> {
-    if (this.#diverged) return Promise.resolve(ended);
+    // Muted: a request now would reach a handler live, or be answered from a journal the run no
+    // longer follows. It ends the run, with the journal's error.
+    if (this.#diverged !== undefined) return Promise.resolve(fatally(this.#diverged));
     const next = this.#next();
     if (next === undefined) return this.#host.data(paramsJson, units, refusal, tool);
     if (
@@ -185,8 +189,9 @@ export class ReplayJournal implements JobHost {
       this.#deliverAnswers();
       return answered;
     }
-    const error = this.#diverge(tool === undefined ? 'a data request' : 'a tool call');
-    return Promise.resolve({ ok: false, message: error.message, fatal: error });
+    return Promise.resolve(
+      fatally(this.#diverge(tool === undefined ? 'a data request' : 'a tool call')),
+    );
   }
 
   /** Asks the host, and journals where the answer arrived. */
@@ -219,7 +224,7 @@ export class ReplayJournal implements JobHost {
   // after its request's, so its request was matched when the cursor is there.
   #deliverAnswers(): void {
     const entries = this.#entries;
-    if (entries === undefined || this.#diverged) return;
+    if (entries === undefined || this.#diverged !== undefined) return;
     for (let entry = entries[this.#cursor]; entry?.kind === 'answer'; ) {
       const { request } = entry;
       if (request.answer === undefined || request.replayed === undefined) return;
@@ -251,27 +256,24 @@ export class ReplayJournal implements JobHost {
 
   /**
    * The outcome the caller gets for the second run's `outcome`. An outcome user code produced (a
-   * result, its own error) before the second run reproduced all the first run had shown the
-   * caller and the handlers is a divergence too: that run never made a call a handler already
-   * answered, or a status the caller already saw (a tool that paid, then a result saying it did
-   * not), so it ends with the journal's error instead. Outcomes the host imposes (a time limit,
-   * a cancellation, a limit, a death) are kept: they claim nothing about what the code did.
+   * result, its own error) after the second run diverged, or before it reproduced all the first
+   * run had shown the caller and the handlers, ends with the journal's error instead: that run
+   * never made a call a handler already answered, or a status the caller already saw (a tool
+   * that paid, then a result saying it did not). Outcomes the host imposes (a time limit, a
+   * cancellation, a limit, a death) are kept: they claim nothing about what the code showed, and
+   * they are what the run did (a diverged hog that then passes its memory bound ends `OOM`).
    */
   settle(outcome: JobOutcome): JobOutcome {
-    if (!this.#replaying || this.#diverged) return outcome;
+    if (!this.#replaying) return outcome;
     const decidedByCode =
       outcome.kind === 'result' ||
       outcome.error.code === SandboxErrorCode.RUNTIME ||
       outcome.error.code === SandboxErrorCode.VALIDATION;
-    const missing = decidedByCode ? this.#unreproduced() : undefined;
-    if (missing === undefined) return outcome;
-    // The run is over: nothing is left to abort.
-    this.#onDiverged = () => {};
-    return {
-      kind: 'error',
-      error: this.#diverge(missing, 'ended without making'),
-      stats: outcome.stats,
-    };
+    if (!decidedByCode) return outcome;
+    const missing = this.#diverged === undefined ? this.#unreproduced() : undefined;
+    const error =
+      missing === undefined ? this.#diverged : this.#diverge(missing, 'ended without making');
+    return error === undefined ? outcome : { kind: 'error', error, stats: outcome.stats };
   }
 
   /** What the first run did that the second has not reproduced yet (answers aside). */
@@ -287,15 +289,18 @@ export class ReplayJournal implements JobHost {
   }
 
   #diverge(what: string, how = 'made'): SandboxErrorJSON {
-    this.#diverged = true;
     this.#entries = undefined;
     const differs =
       how === 'made' ? " that differs from the first run's" : ' the first run had made';
-    const error = new SandboxCrashError(
+    this.#diverged = new SandboxCrashError(
       `The execution was lost with a worker process another execution killed, and ran again; the second run ${how} ${what}${differs}, so it was ended rather than show the caller or a handler something twice`,
       { details: { collateral: true, replayDiverged: true } },
     ).toJSON();
-    this.#onDiverged(error);
-    return error;
+    return this.#diverged;
   }
+}
+
+/** The answer that ends the run asking with `error`. */
+function fatally(error: SandboxErrorJSON): DataAnswer {
+  return { ok: false, message: error.message, fatal: error };
 }

@@ -8,7 +8,6 @@ import {
   type Logger,
   SandboxErrorCode,
   type SandboxErrorJSON,
-  sandboxErrorFromJSON,
   toSandboxErrorJSON,
 } from '@coda/sandbox-core';
 import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
@@ -207,14 +206,10 @@ export class WorkerBackend implements ExecutionBackend {
       { jobId: lost.job.id },
       'sandbox execution lost with a shared worker process; running it again alone',
     );
-    // A second run that does what the first did not ends with the journal's error.
-    const replay = new AbortController();
-    const { signal } = lost;
-    const onAbort = () => replay.abort(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    journal.replay((error) => replay.abort(sandboxErrorFromJSON(error)));
-    this.#enqueue(this.#solo, lost.job, journal, replay.signal, (outcome) => {
-      signal.removeEventListener('abort', onAbort);
+    // A second run that does what the first did not ends with the journal's error, or with what
+    // the host imposes on it first (replay-journal.ts).
+    journal.replay();
+    this.#enqueue(this.#solo, lost.job, journal, lost.signal, (outcome) => {
       lost.resolve(journal.settle(outcome));
     });
     // After the dead worker has answered every job and been replaced.

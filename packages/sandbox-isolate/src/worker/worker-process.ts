@@ -2,7 +2,7 @@
 // calls. What the host watches while it runs (deadlines, memory, stderr) is
 // worker-supervision.ts; how its death is told to the jobs it held, worker-death.ts.
 import type { ChildProcess } from 'node:child_process';
-import { type Logger, type SandboxErrorJSON, toSandboxErrorJSON } from '@coda/sandbox-core';
+import { type Logger, toSandboxErrorJSON } from '@coda/sandbox-core';
 import { type ExecutionJob, idleStats, type JobHost, type JobOutcome } from '../isolate/job.ts';
 import {
   type HostMessage,
@@ -27,12 +27,6 @@ import {
   type SupervisedJob,
   WorkerSupervision,
 } from './worker-supervision.ts';
-
-/** Whether `error` ends a second run that diverged from its journal (replay-journal.ts). */
-function isReplayDivergence(error: SandboxErrorJSON): boolean {
-  const details = error.details as { replayDiverged?: unknown } | undefined;
-  return details?.replayDiverged === true;
-}
 
 /** Options of a {@link WorkerProcess}. */
 export interface WorkerProcessOptions {
@@ -497,16 +491,10 @@ export class WorkerProcess {
   #deathOutcome(pending: PendingJob, how: string): JobOutcome {
     // A job whose abort was sent ends with the abort's reason, as when the worker reads it in
     // time: a kill for an abort left unanswered (code holding the worker's main thread) is how
-    // it ended, not why. The reason may be a second run's divergence (worker-backend.ts), which
-    // the caller gets only from here.
+    // it ended, not why.
     if (pending.sent && pending.signal.aborted) {
       const error = toSandboxErrorJSON(pending.signal.reason, 'CANCELLED');
-      if (!(pending.solo && isReplayDivergence(error) && this.#killedForItsOwn(pending))) {
-        return { kind: 'error', error, stats: idleStats(pending.started) };
-      }
-      // A second run ended for its divergence that went on, alone, to pass its memory bound or
-      // its time, or to kill its worker, before it stopped: that is what it does, not the
-      // collateral of a co-tenant.
+      return { kind: 'error', error, stats: idleStats(pending.started) };
     }
     const error = deathError(pending.job, how, {
       reason: this.#killReason,
@@ -515,19 +503,6 @@ export class WorkerProcess {
       outOfMemory: this.#outOfMemory,
     });
     return { kind: 'error', error, stats: idleStats(pending.started) };
-  }
-
-  /**
-   * Whether the worker died of what `pending`, alone in it, did itself: the host killed it for
-   * that job's time, its memory bound or V8's heap report, or it died on its own (a V8 fatal
-   * error, a native crash) with no other job in it.
-   */
-  #killedForItsOwn(pending: PendingJob): boolean {
-    const reason = this.#killReason;
-    if (reason === undefined) return this.#jobs.size === 1;
-    if (reason.kind === 'deadline') return reason.id === pending.job.id;
-    if (reason.kind === 'memory') return this.#heldAtKill.length === 1;
-    return reason.kind === 'out-of-memory' && this.#outOfMemory;
   }
 
   // An idle worker must not keep the host's event loop alive; a busy one must.
