@@ -63,7 +63,12 @@ export interface SandboxedProcess {
   readonly confinement: Confinement;
   /** The platform whose confinement runs the command. */
   readonly platform: Platform;
-  /** Resolves once everything the command started is gone; never rejects. */
+  /**
+   * Resolves once everything the command started is gone; never rejects. The last of the
+   * command's output may still be on its way then: `stdout` and `stderr` end by themselves soon
+   * after (nothing is left to hold them open), so read them to their `end` for all of it. It does
+   * not wait for them, since output nobody reads would keep it pending.
+   */
   readonly exited: Promise<ProcessExit>;
   /**
    * With a network allowlist: the run's network activity, an `event` for each connection the
