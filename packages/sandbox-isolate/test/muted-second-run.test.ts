@@ -99,7 +99,14 @@ async function lostWith(
   expect(deaths[deathsBefore]).toBe(2);
   const secondRunStarts = () =>
     until(() => deaths.length - deathsBefore === 2).then(() => sleep(700));
-  return { handle, events, killed, killedAt, secondRunStarts, newStarts: () => starts.slice(before) };
+  return {
+    handle,
+    events,
+    killed,
+    killedAt,
+    secondRunStarts,
+    newStarts: () => starts.slice(before),
+  };
 }
 
 describe('muted second run: found by its attack (process, one worker)', () => {
