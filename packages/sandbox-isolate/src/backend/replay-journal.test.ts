@@ -124,7 +124,55 @@ describe('ReplayJournal', () => {
       return journal.replayable;
     };
     expect(await answered(1_000)).toBe(true);
-    expect(await answered(1_000 + 512 * 7 + 1)).toBe(false);
+    // Each entry may also be a refusal (a handler's error, cut at 1 000 units): 1 024 more each.
+    expect(await answered(1_000 + 1_024 * 7)).toBe(true);
+    expect(await answered(1_000 + (512 + 1_024) * 7 + 1)).toBe(false);
+    // Within its limits an execution stays within them: every request refused with the longest
+    // error a handler can give (found by an attack, stop 39: 4 such refusals passed the bound).
+    const refusals = new ReplayJournal(
+      { status: () => {}, data: async () => ({ ok: false, message: `${'e'.repeat(1_000)}…` }) },
+      limits,
+    );
+    for (let i = 0; i < limits.maxDataRequests + 1; i++) await refusals.data('{}', 2, '');
+    for (let i = 0; i < 3; i++) refusals.status('user', 'info', 'x', undefined);
+    expect(refusals.replayable).toBe(true);
+  });
+
+  it('a late answer past the bounds during the second run keeps the journal: nothing goes live', async () => {
+    const limits = resolveExecutionLimits({
+      maxStatusEvents: 1,
+      maxConsoleCalls: 0,
+      maxDataRequests: 1,
+      maxDataBytes: 100,
+    });
+    const seen: string[] = [];
+    let late: (answer: DataAnswer) => void = () => {};
+    const journal = new ReplayJournal(
+      {
+        status: (_source, _level, message) => seen.push(`status ${message}`),
+        data: (paramsJson) => {
+          seen.push(`data ${paramsJson}`);
+          return new Promise((resolve) => {
+            late = resolve;
+          });
+        },
+      },
+      limits,
+    );
+    // First run: a request still with its handler at the death, then a status.
+    void journal.data('"slow"', 6, '');
+    journal.status('user', 'info', 'charging', undefined);
+    journal.replay();
+    const replayed = journal.data('"slow"', 6, '');
+    // The handler answers now, far past the bound (5 entries, 100 + 1 536 × 5 units).
+    const huge = JSON.stringify('a'.repeat(50_000));
+    late({ ok: true, json: huge });
+    await flush();
+    // The recorded status is matched, not shown again; then the answer comes from the journal.
+    journal.status('user', 'info', 'charging', undefined);
+    const got = await Promise.race([replayed, flush().then(() => 'never answered')]);
+    expect(got).toEqual({ ok: true, json: huge });
+    expect(seen).toEqual(['data "slow"', 'status charging']);
   });
 
   it('a second run that ends before reproducing the first run diverges; one that got there, or was stopped, does not', async () => {

@@ -52,6 +52,13 @@ type Fingerprint = string | null | undefined;
 /** Texts up to this many UTF-16 units are kept as they are (no hashing on the common path). */
 const keptWholeUnits = 256;
 
+/**
+ * The longest refusal an answer can carry, in UTF-16 units: a handler's error message is cut at
+ * 1 000 (execution-session.ts), the host's own refusals are shorter. `maxDataBytes` bounds only
+ * the answers that succeed.
+ */
+const refusalUnits = 1_024;
+
 function fingerprint(text: string | null | undefined): Fingerprint {
   if (text === null || text === undefined || text.length <= keptWholeUnits) return text;
   return `${text.length}:${createHash('sha256').update(text).digest('base64')}`;
@@ -240,18 +247,25 @@ export class ReplayJournal implements JobHost {
 
   /** Journals `entry`; `units`: the UTF-16 units of an answer it holds whole. */
   #record(entry: Entry, units = 0): void {
-    if (this.#full) return;
+    // Diverged, the second run follows the journal no more: nothing is kept for it.
+    if (this.#full || this.#diverged !== undefined) return;
     const limits = this.#limits;
     this.#units += units + 2 * keptWholeUnits;
     this.#entries ??= [];
     const entries = this.#entries;
     entries.push(entry);
+    // Once the second run started, what still arrives is the first run's answers that came
+    // after the death, which its session bounds. Dropping the journal then would make the second
+    // run live from where it is: a handler called again, a status shown twice (found by an
+    // attack on the journal, stop 39, with the bound below counting no refusals).
+    if (this.#replaying) return;
     // What an execution within its limits can make cross (status beyond the caps is dropped in
     // the isolate, a data request past its limits ends the execution): beyond, nothing is kept.
-    // Each entry counts as two kept texts at most; answers count whole (they are replayed).
+    // Each entry counts as two kept texts at most, and may be a refusal; answers that succeed
+    // count whole (they are replayed), at most `maxDataBytes` of them.
     const maxEntries =
       limits.maxStatusEvents + limits.maxConsoleCalls + 2 * (limits.maxDataRequests + 1);
-    const maxUnits = limits.maxDataBytes + 2 * keptWholeUnits * maxEntries;
+    const maxUnits = limits.maxDataBytes + (2 * keptWholeUnits + refusalUnits) * maxEntries;
     if (entries.length > maxEntries || this.#units > maxUnits) {
       this.#full = true;
       this.#entries = undefined;
