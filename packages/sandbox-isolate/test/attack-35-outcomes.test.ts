@@ -229,8 +229,9 @@ it('a hog masked by a co-tenant’s allowance, then left alone, still ends OOM',
 // Finding 4. Two executions share a worker; one prints a random number and then makes V8 abort the
 // process ('x'.repeat(2 ** 28).split(''): "Fatal JavaScript invalid size error"). Both run again
 // alone. The killer's second run diverges at its first status event and is muted; its
-// synchronous code then kills its worker again, alone: that death is its own (CRASH without `collateral`), not the collateral of a diverged replay ("another
-// execution killed" the worker). The co-tenant finishes.
+// synchronous code then kills its worker again, alone: that death is its own (CRASH without
+// `collateral`), not the collateral of a diverged replay ("another execution killed" the
+// worker). The co-tenant finishes.
 it('a killer whose diverged second run kills its worker alone ends with its own CRASH', async () => {
   const { logger } = workerDeathLog();
   const engine = new SandboxEngine({ workers: 1, logger });

@@ -522,16 +522,18 @@ describe('muted second run: what held (process, one worker)', () => {
 // journal's bound counted no refusals, so four 800-character handler errors within every limit
 // filled it; a late answer from the first run then dropped it during the second run, which went
 // live from where it was (a tool called twice, a status shown twice, then LIMIT_EXCEEDED).
+/** Limits under which four 800-character refusals passed the journal's old bound. */
+const refusalLimits = {
+  timeoutMs: 8_000,
+  maxConsoleCalls: 0,
+  maxDataRequests: 8,
+  maxDataBytes: 100,
+};
+
 describe('the replay journal under a second attack (process, one worker)', () => {
   it('a late first-run answer while the second run replays: each handler runs once', async () => {
     slow.length = 0;
-    const limits = {
-      timeoutMs: 8_000,
-      maxStatusEvents: 0,
-      maxConsoleCalls: 0,
-      maxDataRequests: 8,
-      maxDataBytes: 100,
-    };
+    const limits = { ...refusalLimits, maxStatusEvents: 0 };
     const run = await lostWith(
       `const p = tools.slow({ n: 1 }); ${busy(2_500)}
        for (let n = 2; n <= 5; n++) { try { await tools.fail({ n }); } catch {} }
@@ -560,13 +562,7 @@ describe('the replay journal under a second attack (process, one worker)', () =>
 
   it('a late first-run answer while it waits to run alone: no status twice, no handler twice', async () => {
     slow.length = 0;
-    const limits = {
-      timeoutMs: 8_000,
-      maxStatusEvents: 2,
-      maxConsoleCalls: 0,
-      maxDataRequests: 8,
-      maxDataBytes: 100,
-    };
+    const limits = { ...refusalLimits, maxStatusEvents: 2 };
     const run = await lostWith(
       `const p = tools.slow({ n: 1 }); reportStatus('charging'); const paid = await tools.pay({ n: 2 });
        for (let n = 3; n <= 6; n++) { try { await tools.fail({ n }); } catch {} }

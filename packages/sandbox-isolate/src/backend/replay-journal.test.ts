@@ -113,7 +113,7 @@ describe('ReplayJournal', () => {
     const over = new ReplayJournal(manualHost().host, limits);
     for (let i = 0; i < 8; i++) over.status('user', 'info', 'x', undefined);
     expect(over.replayable).toBe(false);
-    // Answers are kept whole: maxDataBytes of them, plus 512 units per entry at most.
+    // Answers are kept whole: maxDataBytes of them, plus 1 536 units per entry at most.
     const answered = async (units: number) => {
       const { host, answer } = manualHost();
       const journal = new ReplayJournal(host, limits);

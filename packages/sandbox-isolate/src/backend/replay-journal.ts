@@ -83,8 +83,6 @@ export class ReplayJournal implements JobHost {
    * unless the host ends it first (see {@link settle}). From then on it is muted.
    */
   #diverged: SandboxErrorJSON | undefined;
-  /** Second-run requests matched to the journal whose recorded answer is not delivered yet. */
-  readonly #waiting = new Set<(answer: DataAnswer) => void>();
 
   constructor(host: JobHost, limits: ExecutionLimits) {
     this.#host = host;
@@ -194,7 +192,6 @@ export class ReplayJournal implements JobHost {
       // before it arrived there, so the second run sees the answers in the same order.
       const answered = new Promise<DataAnswer>((resolve) => {
         next.replayed = resolve;
-        this.#waiting.add(resolve);
       });
       this.#deliverAnswers();
       return answered;
@@ -238,7 +235,6 @@ export class ReplayJournal implements JobHost {
     for (let entry = entries[this.#cursor]; entry?.kind === 'answer'; ) {
       const { request } = entry;
       if (request.answer === undefined || request.replayed === undefined) return;
-      this.#waiting.delete(request.replayed);
       request.replayed(request.answer);
       this.#cursor++;
       entry = entries[this.#cursor];
@@ -291,7 +287,8 @@ export class ReplayJournal implements JobHost {
     const missing = this.#diverged === undefined ? this.#unreproduced() : undefined;
     const error =
       missing === undefined ? this.#diverged : this.#diverge(missing, 'ended without making');
-    // The muted run's own figures of what nobody saw (its dropped status events) are not reported.
+    // The muted run's own figures (its status dropped by the caps, its heap) describe what nobody
+    // saw: they are not reported.
     return error === undefined
       ? outcome
       : { kind: 'error', error, stats: { ...outcome.stats, statusDropped: 0, heapUsedBytes: 0 } };
@@ -310,18 +307,19 @@ export class ReplayJournal implements JobHost {
   }
 
   #diverge(what: string, how = 'made'): SandboxErrorJSON {
+    const entries = this.#entries ?? [];
     this.#entries = undefined;
     const differs =
       how === 'made' ? " that differs from the first run's" : ' the first run had made';
-    this.#diverged = new SandboxCrashError(
+    const error = new SandboxCrashError(
       `The execution was lost with a worker process another execution killed, and ran again; the second run ${how} ${what}${differs}, so it was ended rather than show the caller or a handler something twice`,
       { details: { collateral: true, replayDiverged: true } },
     ).toJSON();
-    // A muted run waiting for a recorded answer gets none any more: it ends with the error.
-    const waiting = [...this.#waiting];
-    this.#waiting.clear();
-    for (const resolve of waiting) resolve(fatally(this.#diverged));
-    return this.#diverged;
+    this.#diverged = error;
+    // A muted run waiting for a recorded answer gets none any more: it ends with the error. (A
+    // request whose answer was delivered is settled already; resolving it again does nothing.)
+    for (const entry of entries) if (entry.kind === 'request') entry.replayed?.(fatally(error));
+    return error;
   }
 }
 

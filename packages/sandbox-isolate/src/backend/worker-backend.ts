@@ -209,9 +209,9 @@ export class WorkerBackend implements ExecutionBackend {
     // A second run that does what the first did not ends with the journal's error, or with what
     // the host imposes on it first (replay-journal.ts).
     journal.replay();
-    this.#enqueue(this.#solo, lost.job, journal, lost.signal, (outcome) => {
-      lost.resolve(journal.settle(outcome));
-    });
+    this.#enqueue(this.#solo, lost.job, journal, lost.signal, (outcome) =>
+      lost.resolve(journal.settle(outcome)),
+    );
     // After the dead worker has answered every job and been replaced.
     queueMicrotask(() => this.#release());
   }
