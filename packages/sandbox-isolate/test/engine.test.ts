@@ -177,9 +177,15 @@ describe.each(['process', 'in-process'] as const)('SandboxEngine (%s)', (isolati
   });
 
   it("counts the execution's own CPU time, not the building of its isolate", async () => {
-    // Building a context and warming it takes well over a millisecond of the isolate's CPU.
-    const trivial = expectResult(await engine.run({ code: 'return 1' }));
-    expect(trivial.stats.cpuMs).toBeLessThan(3); // building one takes ~4 ms of CPU here
+    // Building a context and warming it costs the isolate 1–16 ms of CPU here (median ~2 ms, also
+    // beside two busy loops); `return 1` after it costs 0.1–0.6 ms. Single runs stray (CI once read
+    // 4.5 ms for one), so the median of nine is compared.
+    const trivial: number[] = [];
+    for (let run = 0; run < 9; run++) {
+      trivial.push(expectResult(await engine.run({ code: 'return 1' })).stats.cpuMs);
+    }
+    const median = trivial.sort((a, b) => a - b)[4];
+    expect(median).toBeLessThan(1);
     // A fixed amount of work (tens of ms), so the figure holds on a loaded machine too.
     const busy = expectResult(
       await engine.run({
