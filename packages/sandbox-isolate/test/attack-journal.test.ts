@@ -626,13 +626,11 @@ describe('the replay journal under a second attack (process, one worker)', () =>
     expect(execution?.attributes['coda.sandbox.stats.status_dropped']).toBe(0);
   }, 40_000);
 
-  // Not fixed (docs/isolate.md, "When the second run diverges"): a second run that makes FEWER
-  // concurrent requests than the first waits for a recorded answer the journal holds back behind
-  // the request it never makes. It never diverges (it makes nothing else) and never ends, so it
-  // is held to its time limit (TIMEOUT, its reserved worker held). Telling "never" from "not yet"
-  // needs the worker to report that the isolate is idle, waiting only on answers. This row asserts
-  // what should happen and is expected to fail until then.
-  it.fails('a second run making fewer concurrent requests than the first ends replayDiverged, not held to its time limit', async () => {
+  // A second run that makes FEWER concurrent requests than the first waits for a recorded answer
+  // the journal holds back behind the request it never makes. Its isolate reports that it waits
+  // for nothing but answers (no code running, no timer pending), and the journal ends it: it
+  // diverged. Before, it was held to its time limit (TIMEOUT, its reserved worker held).
+  it('a second run making fewer concurrent requests than the first ends replayDiverged, not held to its time limit', async () => {
     slow.length = 0;
     const timeoutMs = 4_000;
     const switchAt = Date.now() + 700;
@@ -657,7 +655,57 @@ describe('the replay journal under a second attack (process, one worker)', () =>
     const error = expectError(events[0] as TerminalEvent, 'CRASH');
     expect(error.details).toEqual({ collateral: true, replayDiverged: true });
     expect(error.message).toBe(
-      divergedMessage('ended without making a tool call the first run had made'),
+      divergedMessage('waited for answers without making a tool call the first run had made'),
     );
+  }, 40_000);
+
+  it('a second run missing a status before it waits ends replayDiverged, the status not shown twice', async () => {
+    slow.length = 0;
+    const switchAt = Date.now() + 700;
+    const run = await lostWith(
+      `const p = tools.slow({ n: 1 });
+       if (Date.now() < ${switchAt}) reportStatus('early');
+       const r = await p; ${busy(1_500)} return r;`,
+      1,
+      {
+        killAfter: switchAt,
+        beforeKill: async () => {
+          slow[0]!.release('answer');
+          await sleep(100);
+        },
+      },
+    );
+    const events = await run.events;
+    expect(shape(events)).toEqual(['reportStatus: early', 'CRASH']);
+    const error = expectError(events.at(-1) as TerminalEvent, 'CRASH');
+    expect(error.message).toBe(
+      divergedMessage('waited for answers without making a status event the first run had made'),
+    );
+    expect(run.newStarts()).toEqual(['slow {"n":1}']);
+    expectError(await run.killed, 'OOM');
+  }, 40_000);
+
+  // Not idle: a pending timer is something the run still waits for besides answers. Taken for
+  // idle, this run would end replayDiverged although it reproduces the first run exactly.
+  it('a second run waiting on a timer before its next request reproduces the first run', async () => {
+    slow.length = 0;
+    const run = await lostWith(
+      `const p = tools.slow({ n: 1 });
+       await new Promise((resolve) => setTimeout(resolve, 600));
+       const q = tools.pay({ n: 2 });
+       const both = [await p, await q]; ${busy(1_500)} return both;`,
+      2,
+      {
+        beforeKill: async () => {
+          slow[0]!.release('answer');
+          await sleep(100);
+        },
+      },
+    );
+    const events = await run.events;
+    expect(shape(events)).toEqual(['result']);
+    expect(expectResult(events[0] as TerminalEvent).payload).toEqual(['answer', 'paid']);
+    expect(run.newStarts()).toEqual(['slow {"n":1}', 'pay {"n":2}']);
+    expectError(await run.killed, 'OOM');
   }, 40_000);
 });

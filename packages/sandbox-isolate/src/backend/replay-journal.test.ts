@@ -264,4 +264,62 @@ describe('ReplayJournal', () => {
       expect(journal.settle(own)).toEqual(own);
     }
   });
+
+  it('ends a second run idle behind a request it never makes, only when nothing is on its way', async () => {
+    const waitedMessage =
+      'The execution was lost with a worker process another execution killed, and ran again; the second run waited for answers without making a tool call the first run had made, so it was ended rather than show the caller or a handler something twice';
+    // First run: slow and pay concurrently, slow answered after both were made.
+    const journalOf = async () => {
+      const { host, seen, answer } = manualHost();
+      const journal = new ReplayJournal(host, resolveExecutionLimits());
+      const slow = journal.data('"slow"', 6, '', 'slow');
+      void journal.data('"pay"', 5, '', 'pay');
+      answer('"slow"');
+      await slow;
+      journal.replay();
+      return { journal, seen };
+    };
+    // The second run makes slow only and waits: its answer is held behind pay.
+    const { journal, seen } = await journalOf();
+    let got: DataAnswer | undefined;
+    const replayed = journal.data('"slow"', 6, '', 'slow').then((a) => {
+      got = a;
+    });
+    // Stale reports change nothing: a request the journal has not seen yet, an answer on its way.
+    journal.idle(2, 0);
+    journal.idle(1, 1);
+    await flush();
+    expect(got).toBeUndefined();
+    journal.idle(1, 0);
+    await replayed;
+    expect(got).toEqual({
+      ok: false,
+      message: waitedMessage,
+      fatal: {
+        name: 'SandboxCrashError',
+        code: 'CRASH',
+        message: waitedMessage,
+        details: { collateral: true, replayDiverged: true },
+      },
+    });
+    expect(seen).toEqual(['data "slow"', 'data "pay"']);
+
+    // Idle having made all the first run made, waiting for an answer its handler still owes: it
+    // is not ended, and gets that answer when it comes, without asking again.
+    const { host, seen: seenAfter, answer } = manualHost();
+    const whole = new ReplayJournal(host, resolveExecutionLimits());
+    const first = whole.data('"slow"', 6, '', 'slow');
+    void whole.data('"pay"', 5, '', 'pay');
+    whole.idle(2, 0); // the first run: never ends anything
+    answer('"slow"');
+    await first;
+    whole.replay();
+    const slowAgain = whole.data('"slow"', 6, '', 'slow');
+    const payAgain = whole.data('"pay"', 5, '', 'pay');
+    expect(await slowAgain).toEqual({ ok: true, json: '"slow"' });
+    whole.idle(2, 1);
+    answer('"pay"');
+    expect(await payAgain).toEqual({ ok: true, json: '"pay"' });
+    expect(seenAfter).toEqual(['data "slow"', 'data "pay"']);
+  });
 });

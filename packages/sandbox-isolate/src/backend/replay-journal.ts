@@ -83,6 +83,9 @@ export class ReplayJournal implements JobHost {
    * unless the host ends it first (see {@link settle}). From then on it is muted.
    */
   #diverged: SandboxErrorJSON | undefined;
+  /** The second run's data requests and tool calls so far, and the answers given to it. */
+  #replayRequests = 0;
+  #replayAnswers = 0;
 
   constructor(host: JobHost, limits: ExecutionLimits) {
     this.#host = host;
@@ -175,6 +178,7 @@ export class ReplayJournal implements JobHost {
     refusal: ParamsRefusal,
     tool: string | undefined,
   ): Promise<DataAnswer> {
+    this.#replayRequests++;
     // Muted: a request now would reach a handler live, or be answered from a journal the run no
     // longer follows. It ends the run, with the journal's error.
     if (this.#diverged !== undefined) return Promise.resolve(fatally(this.#diverged));
@@ -199,6 +203,21 @@ export class ReplayJournal implements JobHost {
     return Promise.resolve(
       fatally(this.#diverge(tool === undefined ? 'a data request' : 'a tool call')),
     );
+  }
+
+  /**
+   * The second run's isolate waits for nothing but answers, having made `requests` requests and
+   * received `answers` answers. When those are all it made and all it was given (none on its
+   * way), every answer whose place it reached reached it, so what it awaits is held behind the
+   * next entry, which it can no longer reproduce: before awaiting it made fewer requests, or a
+   * status fewer, than the first run did. It diverged, and the answers it awaits end it. (Past the
+   * journal's end it is live, and this changes nothing.)
+   */
+  idle(requests: number, answers: number): void {
+    if (!this.#replaying || this.#diverged !== undefined) return;
+    if (requests !== this.#replayRequests || answers !== this.#replayAnswers) return;
+    const missing = this.#unreproduced();
+    if (missing !== undefined) this.#diverge(missing, 'waited for answers without making');
   }
 
   /** Asks the host, and journals where the answer arrived. */
@@ -236,6 +255,7 @@ export class ReplayJournal implements JobHost {
       const { request } = entry;
       if (request.answer === undefined || request.replayed === undefined) return;
       request.replayed(request.answer);
+      this.#replayAnswers++;
       this.#cursor++;
       entry = entries[this.#cursor];
     }

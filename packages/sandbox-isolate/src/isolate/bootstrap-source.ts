@@ -14,7 +14,8 @@
 // with LIMIT_EXCEEDED, or VALIDATION for the depth, and disposes the isolate before it returns),
 // $10 = this isolate's own ivm.Isolate (only its heap figures are read, through isolated-vm's
 // same-isolate path), $11 = big-answer callback (sync ivm.Callback: token, heap room in bytes →
-// '1' + json | '0' + message).
+// '1' + json | '0' + message), $12 = idle-probe Reference (async host function: → '1' at once),
+// $13 = idle callback (ivm.Callback, fire and forget: requests, answers; see probeIdle).
 // It captures them in this closure (they are never reachable from the global object) and
 // returns `[run]`, a function whose Reference only the host holds.
 //
@@ -63,6 +64,9 @@ const clearTimer = $8;
 const reportBreach = $9;
 const self = $10;
 const takeAnswer = $11;
+const probeRef = $12;
+const reportIdle = $13;
+const probeApply = probeRef.apply;
 const readHeap = self.getHeapStatisticsSync;
 const runEnded = 'sandbox:run-ended';
 const timerApply = timerRef.apply;
@@ -129,6 +133,10 @@ let statusUnits = 0;
 let consoleCalls = 0;
 let dropped = 0;
 let dataCalls = 0;
+// Data requests and tool calls that crossed to the host, and the answers that came back (see
+// probeIdle).
+let crossings = 0;
+let answers = 0;
 // UTF-16 units of params and answers that crossed: a lower bound of the host's maxDataBytes count.
 let dataUnits = 0;
 // A tier 2 limit was passed: the host ends the execution (the breach callback disposes the
@@ -490,6 +498,8 @@ function reportStatus(message, data) {
 // the text over in the same synchronous call, so nothing runs between the check and the copy (it
 // ends the execution with OOM instead when the answer cannot fit).
 function answerOf(answer) {
+  answers++;
+  probeIdle();
   if (breached !== null) throw new ErrorCtor('Execution has ended');
   const crossed = answer[0];
   const text =
@@ -562,6 +572,7 @@ function bridgeCall(value, label, name, tool) {
     }
   }
   // A string answer: resolving with an object would consult a then method user code planted.
+  crossings++;
   return observe(ReflectApply(dataApply, dataRef, [undefined, args, applyOptions]), answerOf, undefined);
 }
 
@@ -668,6 +679,7 @@ function fire(id, text) {
   if (timer === undefined) return;
   delete timers[id];
   timersPending--;
+  probeIdle();
   if (text !== '1' || timer.cleared) return;
   try {
     ReflectApply(timer.callback, undefined, timer.args);
@@ -943,11 +955,35 @@ function errorOutcome(error) {
   return checkedOutcome('throw', describe(error));
 }
 
+// A run asked to (a second run checked against its journal, replay-journal.ts) tells the host
+// when it waits for nothing but answers: no code of its runs and no timer is pending, so without
+// another answer it never does anything again. After anything that lets it run (its start, an
+// answer, a timer) it makes a probe: a call to the host that answers at once. isolated-vm queues
+// the probe's answer behind every task queued before it, and the reaction below runs after the
+// microtasks of all of them: a point where nothing of the run's is in progress. The counts let
+// the host tell whether an answer was still on its way then (it discards the report if so).
+let probing = false;
+let probeInFlight = false;
+
+function probeIdle() {
+  if (!probing || probeInFlight) return;
+  probeInFlight = true;
+  observe(ReflectApply(probeApply, probeRef, [undefined, [], applyOptions]), probed, probed);
+}
+
+function probed() {
+  probeInFlight = false;
+  if (probing && timersPending === 0) reportIdle(crossings, answers);
+}
+
 let pending = null;
 return [
-  function run(code, limitsJson, synchronous) {
+  function run(code, limitsJson, synchronous, reportsIdle) {
     limits = parse(limitsJson);
     dataCalls = 0;
+    crossings = 0;
+    answers = 0;
+    probing = false;
     dataUnits = 0;
     breached = null;
     timers = { __proto__: null };
@@ -974,6 +1010,7 @@ return [
     finish = (text) => {
       if (done) return;
       done = true;
+      probing = false;
       report(text);
       settle();
     };
@@ -983,6 +1020,10 @@ return [
       (value) => finish(valueOutcome(value)),
       (error) => finish(errorOutcome(error)),
     );
+    if (reportsIdle === true && !done) {
+      probing = true;
+      probeIdle();
+    }
     // Never a return: see the file comment. User code's microtasks still run after this, in the
     // same timed call.
     throw runEnded;

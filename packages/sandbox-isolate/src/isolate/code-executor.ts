@@ -109,6 +109,9 @@ export class CodeExecutor {
         if (!answer.ok && answer.fatal !== undefined) end(answer.fatal);
         return ended === undefined ? answer : { ok: false, message: 'Execution has ended' };
       },
+      idle(requests, answers) {
+        if (ended === undefined && prepared.delivered === undefined) host.idle?.(requests, answers);
+      },
     };
     const left = Math.max(0, limits.timeoutMs - spentMs);
     const timer = setTimeout(() => end(timeoutError(limits.timeoutMs)), left);
@@ -123,7 +126,7 @@ export class CodeExecutor {
       const here = ended === undefined && start?.allowed() === true;
       if (!here) start?.yielded();
       if (ended === undefined) {
-        const args = [job.code, JSON.stringify(limits), here] as const;
+        const args = [job.code, JSON.stringify(limits), here, job.reportIdle === true] as const;
         // isolated-vm takes whole milliseconds only.
         const timeout = Math.max(1, Math.round(limits.timeoutMs - spentMs));
         const options = { ...runOptions, timeout };

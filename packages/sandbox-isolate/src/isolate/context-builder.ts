@@ -15,7 +15,12 @@ import type { LoadedWasmModule } from './wasm-modules.ts';
  * Starts user code (see bootstrap-source.ts); only the host holds a Reference to it. It never
  * returns: it throws `runEnded` once user code has started (or failed to compile).
  */
-export type IsolateRunFunction = (code: string, limitsJson: string, synchronous: boolean) => never;
+export type IsolateRunFunction = (
+  code: string,
+  limitsJson: string,
+  synchronous: boolean,
+  reportsIdle: boolean,
+) => never;
 
 /** What the bootstrap's `run` throws when it ends as it should (see bootstrap-source.ts). */
 export const runEnded = 'sandbox:run-ended';
@@ -234,6 +239,16 @@ export class ContextBuilder {
           typeof label === 'string' && labels.has(label) ? label : 'dataProxy.request',
         );
       });
+      // A second run's idle probe (see probeIdle in bootstrap-source.ts): answered at once, it
+      // only has to come back behind what the isolate's thread already had queued.
+      const probe = new ivm.Reference(() => '1');
+      const idle = new ivm.Callback(
+        (requests: unknown, answers: unknown) => {
+          if (!Number.isSafeInteger(requests) || !Number.isSafeInteger(answers)) return;
+          holder.host?.idle?.(requests as number, answers as number);
+        },
+        { ignored: true },
+      );
       const wasm = this.#wasm.map((module) => [
         module.name,
         module.bytes.slice().buffer,
@@ -257,6 +272,8 @@ export class ContextBuilder {
           breach,
           isolate,
           takeAnswer,
+          probe,
+          idle,
         ],
         { result: { reference: true } },
       ) as ivm.Reference<[IsolateRunFunction]>;
@@ -273,7 +290,7 @@ export class ContextBuilder {
       // and it made no status event.
       if (warm) {
         try {
-          run.applySync(undefined, [warmUpCode, warmUpLimitsJson, true], warmUpOptions);
+          run.applySync(undefined, [warmUpCode, warmUpLimitsJson, true, false], warmUpOptions);
         } catch (error) {
           if (error !== runEnded) throw error;
         }
@@ -342,7 +359,7 @@ function crossing(text: string): string[] {
 }
 
 /** The bootstrap as a function of its twelve arguments (see bootstrap-source.ts). */
-const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) {\n${bootstrapSource}\n})`;
+const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) {\n${bootstrapSource}\n})`;
 /** V8's code cache of the bootstrap, made by the first isolates of this process. */
 let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
 /** Whether {@link bootstrapCache} was made after a warm-up, with the run path compiled. */

@@ -13,6 +13,11 @@ export interface ExecutionJob {
   limits: ExecutionLimits;
   /** `typescript`: `code` is stripped of its types where the isolate runs. Default `javascript`. */
   language?: CodeLanguage;
+  /**
+   * The isolate tells {@link JobHost.idle} when the run waits for nothing but answers: for a
+   * second run checked against its journal (replay-journal.ts). Default false.
+   */
+  reportIdle?: boolean;
 }
 
 /** Figures measured on the isolate side of one execution. */
@@ -99,6 +104,13 @@ export interface JobHost {
    * job's time counts from here, so that preparation never shortens it.
    */
   started?(): void;
+  /**
+   * The run does nothing more until an answer reaches it: no code of its runs and no timer is
+   * pending, having made `requests` data requests and tool calls and received `answers`
+   * answers (compare them with what was asked and answered: a report whose answers fall short
+   * was overtaken by an answer on its way). Only for a job with `reportIdle`; may come again.
+   */
+  idle?(requests: number, answers: number): void;
 }
 
 /**

@@ -27,6 +27,8 @@ export type HostMessage =
       language?: 'typescript';
       /** Start user code on the worker's main thread (the worker has nothing else to do). */
       here?: true;
+      /** Report `idle` (a second run, checked against its journal: ExecutionJob.reportIdle). */
+      reportIdle?: true;
     }
   | { t: 'abort'; id: string; error: SandboxErrorJSON }
   | { t: 'data-answer'; id: string; seq: number; answer: DataAnswer };
@@ -54,6 +56,11 @@ export type WorkerMessage =
       tool?: string;
     }
   | { t: 'done'; id: string; outcome: JobOutcome }
+  /**
+   * The job's isolate waits for nothing but answers, having made `requests` data requests and
+   * tool calls and received `answers` answers (JobHost.idle).
+   */
+  | { t: 'idle'; id: string; requests: number; answers: number }
   /** A job sent with `here` no longer runs on the worker's main thread (it waits on the host). */
   | { t: 'yielded'; id: string }
   /** A job still running {@link overdueAfterMs} past its time limit: its isolate ignores termination. */

@@ -88,6 +88,9 @@ function hostFor(id: string, limits: ExecutionLimits): JobHost {
         send(message);
       });
     },
+    idle(requests, answers) {
+      send({ t: 'idle', id, requests, answers });
+    },
   };
 }
 
@@ -125,6 +128,7 @@ async function run(runtimeNow: IsolateRuntime, message: Extract<HostMessage, { t
     limits: message.limits ?? defaultLimits,
   };
   if (message.language === 'typescript') job.language = 'typescript';
+  if (message.reportIdle === true) job.reportIdle = true;
   const controller = new AbortController();
   running.set(job.id, controller);
   // This thread is free while the isolate runs on its own (a job on this thread is alone, and

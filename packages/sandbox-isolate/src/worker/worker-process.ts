@@ -246,6 +246,7 @@ export class WorkerProcess {
     const message: HostMessage = { t: 'run', id: job.id, code: job.code };
     if (job.limits !== this.#options.init.defaultLimits) message.limits = job.limits;
     if (job.language === 'typescript') message.language = 'typescript';
+    if (pending.solo) message.reportIdle = true;
     if (pending.here && this.#jobs.size === 1) {
       message.here = true;
       this.#onMainThread = job.id;
@@ -324,6 +325,19 @@ export class WorkerProcess {
           .then((answer) =>
             this.#send({ t: 'data-answer', id: message.id, seq: message.seq, answer }),
           );
+        return;
+      }
+      case 'idle': {
+        // Only a second run asks for it; its journal compares the counts with its own.
+        const pending = this.#jobs.get(message.id);
+        const { requests, answers } = message;
+        if (
+          pending?.solo === true &&
+          Number.isSafeInteger(requests) &&
+          Number.isSafeInteger(answers)
+        ) {
+          pending.host.idle?.(requests, answers);
+        }
         return;
       }
       case 'done':
