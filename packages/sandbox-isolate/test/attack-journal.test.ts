@@ -628,8 +628,9 @@ describe('the replay journal under a second attack (process, one worker)', () =>
 
   // A second run that makes FEWER concurrent requests than the first waits for a recorded answer
   // the journal holds back behind the request it never makes. Its isolate reports that it waits
-  // for nothing but answers (no code running, no timer pending), and the journal ends it: it
-  // diverged. Before, it was held to its time limit (TIMEOUT, its reserved worker held).
+  // for nothing but answers (no code running, no timer pending), and the journal gives it that
+  // answer early; it then ends without making what the first run made: it diverged. Before, it
+  // was held to its time limit (TIMEOUT, its reserved worker held).
   it('a second run making fewer concurrent requests than the first ends replayDiverged, not held to its time limit', async () => {
     slow.length = 0;
     const timeoutMs = 4_000;
@@ -655,7 +656,7 @@ describe('the replay journal under a second attack (process, one worker)', () =>
     const error = expectError(events[0] as TerminalEvent, 'CRASH');
     expect(error.details).toEqual({ collateral: true, replayDiverged: true });
     expect(error.message).toBe(
-      divergedMessage('waited for answers without making a tool call the first run had made'),
+      divergedMessage('ended without making a tool call the first run had made'),
     );
   }, 40_000);
 
@@ -679,7 +680,7 @@ describe('the replay journal under a second attack (process, one worker)', () =>
     expect(shape(events)).toEqual(['reportStatus: early', 'CRASH']);
     const error = expectError(events.at(-1) as TerminalEvent, 'CRASH');
     expect(error.message).toBe(
-      divergedMessage('waited for answers without making a status event the first run had made'),
+      divergedMessage('ended without making a status event the first run had made'),
     );
     expect(run.newStarts()).toEqual(['slow {"n":1}']);
     expectError(await run.killed, 'OOM');
@@ -707,5 +708,74 @@ describe('the replay journal under a second attack (process, one worker)', () =>
     expect(expectResult(events[0] as TerminalEvent).payload).toEqual(['answer', 'paid']);
     expect(run.newStarts()).toEqual(['slow {"n":1}', 'pay {"n":2}']);
     expectError(await run.killed, 'OOM');
+  }, 40_000);
+
+  // From an attack on the idle report (stop 40): a FinalizationRegistry callback is a task the
+  // garbage collector queues, neither an answer nor a timer, so the run looked idle before it made
+  // pay(2). Ending it on that report ended a second run that reproduced its first exactly.
+  it('a FinalizationRegistry callback that calls after the run looked idle: the second run reproduces its first', async () => {
+    slow.length = 0;
+    const run = await lostWith(
+      `const fr = new FinalizationRegistry(() => { tools.pay({ n: 2 }).catch(() => {}); });
+       const a = await tools.pay({ n: 1 });
+       const p = tools.slow({ n: 3 });
+       (function () { fr.register({}, 'x'); })();
+       ${busy(100)}
+       try { new ArrayBuffer(2 ** 52); } catch {}
+       const r = await p; ${busy(1_500)} return [a, r];`,
+      3,
+      {
+        beforeKill: async () => {
+          slow[0]!.release('answer');
+          await sleep(100);
+        },
+      },
+    );
+    const events = await run.events;
+    expect(shape(events)).toEqual(['result']);
+    expect(expectResult(events[0] as TerminalEvent).payload).toEqual(['paid', 'answer']);
+    expect(run.newStarts()).toEqual(['pay {"n":1}', 'slow {"n":3}', 'pay {"n":2}']);
+    expectError(await run.killed, 'OOM');
+  }, 40_000);
+
+  // From the same attack: the probe's answer was a promise, which isolated-vm resolves through
+  // Promise.prototype.then. A replaced then saw every probe (the second run's count differed) or
+  // dropped it (no report: held to TIMEOUT).
+  it('a replaced Promise.prototype.then neither sees the probes nor stops them', async () => {
+    slow.length = 0;
+    const counted = await lostWith(
+      `const then = Promise.prototype.then; let n = 0;
+       Promise.prototype.then = function (a, b) { n++; return then.call(this, a, b); };
+       const a = await tools.pay({ n: 1 }); ${busy(100)} const b = await tools.pay({ n: 2 });
+       reportStatus('then calls: ' + n); ${busy(1_500)} return n;`,
+      2,
+    );
+    const events = await counted.events;
+    expect(shape(events).at(-1)).toBe('result');
+    expect(counted.newStarts()).toEqual(['pay {"n":1}', 'pay {"n":2}']);
+    expectError(await counted.killed, 'OOM');
+
+    const switchAt = Date.now() + 700;
+    const swallowed = await lostWith(
+      `const then = Promise.prototype.then;
+       Promise.prototype.then = function (a, b) { return then.call(this, (v) => { if (v !== '1') a(v); }, b); };
+       const p = tools.slow({ n: 1 });
+       const q = Date.now() < ${switchAt} ? tools.pay({ n: 2 }) : null;
+       const r = await p; ${busy(1_500)} return [r, q === null ? null : await q];`,
+      2,
+      {
+        limits: { timeoutMs: 4_000 },
+        killAfter: switchAt,
+        beforeKill: async () => {
+          slow[0]!.release('answer');
+          await sleep(100);
+        },
+      },
+    );
+    const error = expectError((await swallowed.events).at(-1) as TerminalEvent, 'CRASH');
+    expect(error.message).toBe(
+      divergedMessage('ended without making a tool call the first run had made'),
+    );
+    expectError(await swallowed.killed, 'OOM');
   }, 40_000);
 });

@@ -957,18 +957,23 @@ function errorOutcome(error) {
 
 // A run asked to (a second run checked against its journal, replay-journal.ts) tells the host
 // when it waits for nothing but answers: no code of its runs and no timer is pending, so without
-// another answer it never does anything again. After anything that lets it run (its start, an
+// another answer it does nothing again (but for a FinalizationRegistry callback, which the host
+// allows for: it only gives an awaited answer early). After anything that lets it run (its start, an
 // answer, a timer) it makes a probe: a call to the host that answers at once. isolated-vm queues
 // the probe's answer behind every task queued before it, and the reaction below runs after the
 // microtasks of all of them: a point where nothing of the run's is in progress. The counts let
 // the host tell whether an answer was still on its way then (it discards the report if so).
+// The probe's answer is a plain string, not a promise (no result.promise): isolated-vm resolves
+// with a promise by looking up its then, which user code may have replaced, and would see (or
+// swallow) every probe (found by an attack on this report, stop 40).
+const probeOptions = { __proto__: null, result: { __proto__: null, copy: true } };
 let probing = false;
 let probeInFlight = false;
 
 function probeIdle() {
   if (!probing || probeInFlight) return;
   probeInFlight = true;
-  observe(ReflectApply(probeApply, probeRef, [undefined, [], applyOptions]), probed, probed);
+  observe(ReflectApply(probeApply, probeRef, [undefined, [], probeOptions]), probed, probed);
 }
 
 function probed() {
