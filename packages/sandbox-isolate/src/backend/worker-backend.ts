@@ -46,6 +46,11 @@ interface HeldJob {
   waitBound: NodeJS.Timeout | undefined;
   /** performance.now() when it was held. */
   heldAt: number;
+  /**
+   * For a job run again alone: whether its first run started on its worker's main thread, where
+   * its second run starts too (see `#onLost`).
+   */
+  here: boolean;
 }
 
 /** Runs jobs in supervised worker processes. */
@@ -152,6 +157,7 @@ export class WorkerBackend implements ExecutionBackend {
     host: JobHost,
     signal: AbortSignal,
     resolve: (outcome: JobOutcome) => void,
+    here = false,
   ): void {
     const held: HeldJob = {
       job,
@@ -161,6 +167,7 @@ export class WorkerBackend implements ExecutionBackend {
       onAbort: () => {},
       waitBound: undefined,
       heldAt: performance.now(),
+      here,
     };
     const cancelled = () => heldOutcome(held, toSandboxErrorJSON(signal.reason, 'CANCELLED'));
     // Leaves the queue, if still in it, ending with `outcome`.
@@ -209,8 +216,13 @@ export class WorkerBackend implements ExecutionBackend {
     // A second run that does what the first did not ends with the journal's error, or with what
     // the host imposes on it first (replay-journal.ts).
     journal.replay();
-    this.#enqueue(this.#solo, lost.job, journal, lost.signal, (outcome) =>
-      lost.resolve(journal.settle(outcome)),
+    this.#enqueue(
+      this.#solo,
+      lost.job,
+      journal,
+      lost.signal,
+      (outcome) => lost.resolve(journal.settle(outcome)),
+      lost.startedHere,
     );
     // After the dead worker has answered every job and been replaced.
     queueMicrotask(() => this.#release());
@@ -235,14 +247,16 @@ export class WorkerBackend implements ExecutionBackend {
       unhold(held);
       this.#reserved.add(worker);
       if (this.#draining === worker) this.#draining = undefined;
-      const { job, host, signal, resolve } = held;
-      void worker
-        .execute(job, host, signal, this.#mayStartOnMainThread(worker), true)
-        .then((outcome) => {
-          this.#reserved.delete(worker);
-          resolve(outcome);
-          this.#release();
-        });
+      const { job, host, signal, resolve, here } = held;
+      // Where its first run started: on the worker's main thread a status crosses at once while
+      // a request waits for the thread, so the two orders differ, and a second run started the
+      // other way diverged from a first run it reproduced exactly. A reserved worker takes no
+      // other job, so starting there keeps nobody waiting.
+      void worker.execute(job, host, signal, here, true).then((outcome) => {
+        this.#reserved.delete(worker);
+        resolve(outcome);
+        this.#release();
+      });
     }
     this.#draining = this.#solo.length > 0 ? this.#drainTarget() : undefined;
     while (this.#held.length > 0) {

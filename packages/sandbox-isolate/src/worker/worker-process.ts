@@ -57,6 +57,8 @@ export interface LostJob {
   outcome: JobOutcome;
   /** Whether the job was run alone on a worker reserved for it (a second run already). */
   solo: boolean;
+  /** Whether its user code was sent to start on the worker's main thread (see `execute`). */
+  startedHere: boolean;
 }
 
 interface PendingJob extends SupervisedJob {
@@ -64,8 +66,10 @@ interface PendingJob extends SupervisedJob {
   resolve: (outcome: JobOutcome) => void;
   signal: AbortSignal;
   onAbort: (() => void) | undefined;
-  /** Whether user code starts on the worker's main thread. */
+  /** Whether user code may start on the worker's main thread. */
   here: boolean;
+  /** Whether it was sent to start there. */
+  startedHere: boolean;
   /** Whether the job went to the worker. */
   sent: boolean;
   /** Whether the job was sent alone to a worker reserved for it (a second run after a death). */
@@ -209,6 +213,7 @@ export class WorkerProcess {
         signal,
         onAbort: undefined,
         here,
+        startedHere: false,
         sent: false,
         solo,
         shared: false,
@@ -249,6 +254,7 @@ export class WorkerProcess {
     if (pending.solo) message.reportIdle = true;
     if (pending.here && this.#jobs.size === 1) {
       message.here = true;
+      pending.startedHere = true;
       this.#onMainThread = job.id;
       pending.mainThreadDeadline =
         performance.now() + job.limits.timeoutMs + mainThreadDeadlineGraceMs;
@@ -496,6 +502,7 @@ export class WorkerProcess {
           resolve: each.resolve,
           outcome,
           solo: each.solo,
+          startedHere: each.startedHere,
         }),
       );
     }
