@@ -628,9 +628,8 @@ describe('the replay journal under a second attack (process, one worker)', () =>
 
   // A second run that makes FEWER concurrent requests than the first waits for a recorded answer
   // the journal holds back behind the request it never makes. Its isolate reports that it waits
-  // for nothing but answers (no code running, no timer pending), and the journal gives it that
-  // answer early; it then ends without making what the first run made: it diverged. Before, it
-  // was held to its time limit (TIMEOUT, its reserved worker held).
+  // for nothing but answers (no code running, no timer pending), and the journal ends it: it
+  // diverged. Before, it was held to its time limit (TIMEOUT, its reserved worker held).
   it('a second run making fewer concurrent requests than the first ends replayDiverged, not held to its time limit', async () => {
     slow.length = 0;
     const timeoutMs = 4_000;
@@ -656,7 +655,7 @@ describe('the replay journal under a second attack (process, one worker)', () =>
     const error = expectError(events[0] as TerminalEvent, 'CRASH');
     expect(error.details).toEqual({ collateral: true, replayDiverged: true });
     expect(error.message).toBe(
-      divergedMessage('ended without making a tool call the first run had made'),
+      divergedMessage('waited for answers without making a tool call the first run had made'),
     );
   }, 40_000);
 
@@ -680,7 +679,7 @@ describe('the replay journal under a second attack (process, one worker)', () =>
     expect(shape(events)).toEqual(['reportStatus: early', 'CRASH']);
     const error = expectError(events.at(-1) as TerminalEvent, 'CRASH');
     expect(error.message).toBe(
-      divergedMessage('ended without making a status event the first run had made'),
+      divergedMessage('waited for answers without making a status event the first run had made'),
     );
     expect(run.newStarts()).toEqual(['slow {"n":1}']);
     expectError(await run.killed, 'OOM');
@@ -712,7 +711,8 @@ describe('the replay journal under a second attack (process, one worker)', () =>
 
   // From an attack on the idle report (stop 40): a FinalizationRegistry callback is a task the
   // garbage collector queues, neither an answer nor a timer, so the run looked idle before it made
-  // pay(2). Ending it on that report ended a second run that reproduced its first exactly.
+  // pay(2). Ending it on that report ended a second run that reproduced its first exactly. A run
+  // that made a registry no longer reports idle.
   it('a FinalizationRegistry callback that calls after the run looked idle: the second run reproduces its first', async () => {
     slow.length = 0;
     const run = await lostWith(
@@ -774,8 +774,107 @@ describe('the replay journal under a second attack (process, one worker)', () =>
     );
     const error = expectError((await swallowed.events).at(-1) as TerminalEvent, 'CRASH');
     expect(error.message).toBe(
-      divergedMessage('ended without making a tool call the first run had made'),
+      divergedMessage('waited for answers without making a tool call the first run had made'),
     );
     expectError(await swallowed.killed, 'OOM');
   }, 40_000);
+
+  // From a second attack (stop 40), on an early answer the journal gave an idle second run
+  // instead of ending it: the handler that gave it may have depended on what the first run did
+  // before it arrived (here, pay), so the run built a result on an order that never happened
+  // (accepted 7 of 7). The answer stays at its place, and the run that waits for it diverged.
+  it('an answer is never given before what the first run did before it arrived', async () => {
+    slow.length = 0;
+    const switchAt = Date.now() + 700;
+    const run = await lostWith(
+      `const order = []; const s = tools.slow({ n: 1 }).then((v) => { order.push('answer'); return v; });
+       if (Date.now() < ${switchAt}) { await tools.pay({ n: 1 }); order.push('paid'); }
+       await s;
+       if (!order.includes('paid')) { await tools.pay({ n: 1 }); order.push('paid'); }
+       ${busy(1_500)} return order;`,
+      2,
+      {
+        killAfter: switchAt,
+        beforeKill: async () => {
+          slow[0]!.release('x');
+          await sleep(100);
+        },
+      },
+    );
+    const error = expectError((await run.events).at(-1) as TerminalEvent, 'CRASH');
+    expect(error.message).toBe(
+      divergedMessage('waited for answers without making a tool call the first run had made'),
+    );
+    expect(run.newStarts()).toEqual(['slow {"n":1}', 'pay {"n":1}']);
+    expectError(await run.killed, 'OOM');
+  }, 40_000);
+
+  // The same attack: a FinalizationRegistry callback's timer makes pay(2), and the code reacts to
+  // the awaited answer at once. Any answer given on a report made before the callback ran (early,
+  // or the divergence error) broke a run that reproduces its first.
+  it('a FinalizationRegistry run reacting to its answer at once reproduces its first', async () => {
+    slow.length = 0;
+    const run = await lostWith(
+      `const fr = new FinalizationRegistry(() => { setTimeout(() => tools.pay({ n: 2 }).catch(() => {}), 200); });
+       const a = await tools.pay({ n: 1 });
+       const p = tools.slow({ n: 3 });
+       const got = p.then((v) => tools.pay({ got: v }));
+       (function () { fr.register({}, 'x'); })();
+       ${busy(100)}
+       try { new ArrayBuffer(2 ** 52); } catch {}
+       const r = await p; await got; ${busy(1_500)} return [a, r];`,
+      3,
+      {
+        beforeKill: async () => {
+          slow[0]!.release('answer');
+          await until(() => starts.some((start) => start.startsWith('pay {"got"')));
+          await sleep(100);
+        },
+      },
+    );
+    const events = await run.events;
+    expect(shape(events)).toEqual(['result']);
+    expect(run.newStarts()).toEqual([
+      'pay {"n":1}',
+      'slow {"n":3}',
+      'pay {"n":2}',
+      'pay {"got":"answer"}',
+    ]);
+    expectError(await run.killed, 'OOM');
+  }, 40_000);
+
+  // The constructor that notes a registry behaves as the one it replaces, and leaves no way to
+  // the original: a registry made through it would be one the run is never taken idle for.
+  it('FinalizationRegistry keeps its behaviour, and every way to make one is noted', async () => {
+    const event = await engine.run({
+      code: `class Mine extends FinalizationRegistry {}
+        const plain = new FinalizationRegistry(() => {});
+        const mine = new Mine(() => {});
+        let called = 'no error';
+        try { FinalizationRegistry(() => {}); } catch (error) { called = error.constructor.name; }
+        return [
+          plain instanceof FinalizationRegistry, mine instanceof FinalizationRegistry,
+          mine instanceof Mine, typeof plain.register, typeof plain.unregister,
+          FinalizationRegistry.prototype.constructor === FinalizationRegistry,
+          Object.getPrototypeOf(plain).constructor === FinalizationRegistry,
+          Object.getPrototypeOf(Mine) === FinalizationRegistry,
+          FinalizationRegistry.name, FinalizationRegistry.length, called,
+          Object.getOwnPropertyNames(globalThis).filter((name) => name.includes('Finalization')),
+        ];`,
+    });
+    expect(expectResult(event as TerminalEvent).payload).toEqual([
+      true,
+      true,
+      true,
+      'function',
+      'function',
+      true,
+      true,
+      true,
+      'FinalizationRegistry',
+      1,
+      'TypeError',
+      ['FinalizationRegistry'],
+    ]);
+  });
 });

@@ -28,7 +28,6 @@ function manualHost() {
 }
 
 const flush = () => new Promise((resolve) => setTimeout(resolve, 0));
-const fakeStats = { wallMs: 1, cpuMs: 1, heapUsedBytes: 0, statusDropped: 0 };
 
 describe('ReplayJournal', () => {
   it('gives a second run the answers in the order they reached the first, calling nothing again', async () => {
@@ -266,21 +265,19 @@ describe('ReplayJournal', () => {
     }
   });
 
-  it('gives a second run idle behind a request it never makes the answer it awaits, only when nothing is on its way', async () => {
-    const stats = { wallMs: 1, cpuMs: 1, heapUsedBytes: 0, statusDropped: 0 };
-    const result: JobOutcome = { kind: 'result', json: '1', stats };
-    // First run: slow and pay concurrently, slow answered after both were made (pay's handler
-    // still running at the death).
+  it('ends a second run idle behind a request it never makes, only when nothing is on its way', async () => {
+    const waitedMessage =
+      'The execution was lost with a worker process another execution killed, and ran again; the second run waited for answers without making a tool call the first run had made, so it was ended rather than show the caller or a handler something twice';
+    // First run: slow and pay concurrently, slow answered after both were made.
     const journalOf = async () => {
       const { host, seen, answer } = manualHost();
       const journal = new ReplayJournal(host, resolveExecutionLimits());
       const slow = journal.data('"slow"', 6, '', 'slow');
       void journal.data('"pay"', 5, '', 'pay');
-      journal.idle(2, 0); // the first run: never acts on it
       answer('"slow"');
       await slow;
       journal.replay();
-      return { journal, seen, answer };
+      return { journal, seen };
     };
     // The second run makes slow only and waits: its answer is held behind pay.
     const { journal, seen } = await journalOf();
@@ -295,52 +292,34 @@ describe('ReplayJournal', () => {
     expect(got).toBeUndefined();
     journal.idle(1, 0);
     await replayed;
-    expect(got).toEqual({ ok: true, json: '"slow"' });
-    // Given early, it is not given again when its place is reached; ending without pay diverged.
-    expect(journal.settle(result)).toMatchObject({
-      kind: 'error',
-      error: {
+    expect(got).toEqual({
+      ok: false,
+      message: waitedMessage,
+      fatal: {
+        name: 'SandboxCrashError',
         code: 'CRASH',
+        message: waitedMessage,
         details: { collateral: true, replayDiverged: true },
-        message:
-          'The execution was lost with a worker process another execution killed, and ran again; the second run ended without making a tool call the first run had made, so it was ended rather than show the caller or a handler something twice',
       },
     });
     expect(seen).toEqual(['data "slow"', 'data "pay"']);
 
-    // A report that was wrong (a FinalizationRegistry callback makes pay after it): pay is still
-    // answered from the journal, once, and the result stands.
-    const late = await journalOf();
-    const slowAgain = late.journal.data('"slow"', 6, '', 'slow');
-    late.journal.idle(1, 0);
-    expect(await slowAgain).toEqual({ ok: true, json: '"slow"' });
-    const payAgain = late.journal.data('"pay"', 5, '', 'pay');
-    late.answer('"pay"');
-    expect(await payAgain).toEqual({ ok: true, json: '"pay"' });
-    expect(late.journal.settle(result)).toEqual(result);
-    expect(late.seen).toEqual(['data "slow"', 'data "pay"']);
-  });
-
-  it('gives an awaited answer still with its handler as it comes, when the second run waits idle', async () => {
-    const { host, seen, answer } = manualHost();
-    const journal = new ReplayJournal(host, resolveExecutionLimits());
-    void journal.data('"slow"', 6, '', 'slow');
-    journal.status('user', 'info', 'after slow', undefined);
-    journal.replay();
-    let got: DataAnswer | undefined;
-    const replayed = journal.data('"slow"', 6, '', 'slow').then((a) => {
-      got = a;
-    });
-    // Idle without the status: nothing to give yet; then the handler answers.
-    journal.idle(1, 0);
-    await flush();
-    expect(got).toBeUndefined();
+    // Idle having made all the first run made, waiting for an answer its handler still owes: it
+    // is not ended, and gets that answer when it comes, without asking again.
+    const { host, seen: seenAfter, answer } = manualHost();
+    const whole = new ReplayJournal(host, resolveExecutionLimits());
+    const first = whole.data('"slow"', 6, '', 'slow');
+    void whole.data('"pay"', 5, '', 'pay');
+    whole.idle(2, 0); // the first run: never ends anything
     answer('"slow"');
-    await replayed;
-    expect(got).toEqual({ ok: true, json: '"slow"' });
-    expect(seen).toEqual(['data "slow"', 'status after slow']);
-    expect(journal.settle({ kind: 'result', json: '1', stats: fakeStats })).toMatchObject({
-      error: { details: { collateral: true, replayDiverged: true } },
-    });
+    await first;
+    whole.replay();
+    const slowAgain = whole.data('"slow"', 6, '', 'slow');
+    const payAgain = whole.data('"pay"', 5, '', 'pay');
+    expect(await slowAgain).toEqual({ ok: true, json: '"slow"' });
+    whole.idle(2, 1);
+    answer('"pay"');
+    expect(await payAgain).toEqual({ ok: true, json: '"pay"' });
+    expect(seenAfter).toEqual(['data "slow"', 'data "pay"']);
   });
 });

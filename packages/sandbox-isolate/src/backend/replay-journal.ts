@@ -33,8 +33,6 @@ interface RequestEntry {
   answer: DataAnswer | undefined;
   /** The second run's same request, waiting for this answer. */
   replayed: ((answer: DataAnswer) => void) | undefined;
-  /** Whether the second run got this answer (at its place, or before it: see `idle`). */
-  delivered: boolean;
 }
 
 /** Where the answer of `request` reached the first run (or would have: it came after the death). */
@@ -88,11 +86,6 @@ export class ReplayJournal implements JobHost {
   /** The second run's data requests and tool calls so far, and the answers given to it. */
   #replayRequests = 0;
   #replayAnswers = 0;
-  /**
-   * The second run said it waits for nothing but answers, and has done nothing since: an answer
-   * it awaits is given as soon as there is one (see `idle`).
-   */
-  #idle = false;
 
   constructor(host: JobHost, limits: ExecutionLimits) {
     this.#host = host;
@@ -125,7 +118,6 @@ export class ReplayJournal implements JobHost {
   /** Journals and delivers a status event; on the second run, skips one the journal holds. */
   status(source: string, level: StatusLevel, message: string, dataJson: string | undefined): void {
     if (this.#replaying) {
-      this.#idle = false;
       if (this.#diverged !== undefined) return;
       const next = this.#next();
       if (next === undefined) {
@@ -175,7 +167,6 @@ export class ReplayJournal implements JobHost {
       tool,
       answer: undefined,
       replayed: undefined,
-      delivered: false,
     };
     this.#record(entry);
     return this.#ask(entry, paramsJson);
@@ -188,7 +179,6 @@ export class ReplayJournal implements JobHost {
     tool: string | undefined,
   ): Promise<DataAnswer> {
     this.#replayRequests++;
-    this.#idle = false;
     // Muted: a request now would reach a handler live, or be answered from a journal the run no
     // longer follows. It ends the run, with the journal's error.
     if (this.#diverged !== undefined) return Promise.resolve(fatally(this.#diverged));
@@ -218,45 +208,19 @@ export class ReplayJournal implements JobHost {
   /**
    * The second run's isolate waits for nothing but answers, having made `requests` requests and
    * received `answers` answers. When those are all it made and all it was given (none on its
-   * way), every answer whose place it reached reached it: what it awaits is held behind an entry
-   * it has not reproduced, a request or a status it may never make (it made fewer concurrent
-   * requests than the first run). Held, it would wait to its time limit. So it gets the first
-   * answer it awaits now, before that answer's place: an order of answers that could have
-   * happened live, and everything it does with it is still checked against the journal. If it
-   * then ends without making what the first run made, {@link settle} says so. Ending it here
-   * instead would be wrong whenever the report was: a FinalizationRegistry callback (a task the
-   * garbage collector queues, not an answer) can still make the missing request (found by an
-   * attack on this report, stop 40).
+   * way), every answer whose place it reached reached it, so what it awaits is held behind the
+   * next entry, which it can no longer reproduce: before awaiting it made fewer requests, or a
+   * status fewer, than the first run did. It diverged, and the answers it awaits end it. (Past the
+   * journal's end it is live, and this changes nothing.) Giving it the awaited answer early
+   * instead was tried and refused (stop 40, an attack on it): the handler that gave that answer
+   * may have depended on the requests the first run made before it arrived, so a result built on
+   * it could tell the caller an order that never happened.
    */
   idle(requests: number, answers: number): void {
     if (!this.#replaying || this.#diverged !== undefined) return;
     if (requests !== this.#replayRequests || answers !== this.#replayAnswers) return;
-    this.#idle = true;
-    this.#giveAwaitedAnswer();
-  }
-
-  // While idle: the first answer, past the cursor, of a request the second run made and has not
-  // been given (one still with its handler is given when it comes, from #ask).
-  #giveAwaitedAnswer(): void {
-    const entries = this.#entries;
-    if (!this.#idle || entries === undefined) return;
-    for (let index = this.#cursor; index < entries.length; index++) {
-      const entry = entries[index]!;
-      if (entry.kind !== 'answer') continue;
-      const { request } = entry;
-      if (request.delivered || request.replayed === undefined || request.answer === undefined) {
-        continue;
-      }
-      this.#idle = false;
-      this.#give(request, request.answer);
-      return;
-    }
-  }
-
-  #give(request: RequestEntry, answer: DataAnswer): void {
-    request.delivered = true;
-    this.#replayAnswers++;
-    request.replayed?.(answer);
+    const missing = this.#unreproduced();
+    if (missing !== undefined) this.#diverge(missing, 'waited for answers without making');
   }
 
   /** Asks the host, and journals where the answer arrived. */
@@ -273,10 +237,7 @@ export class ReplayJournal implements JobHost {
       answer.ok ? answer.json.length : answer.message.length,
     );
     // The first run's worker may be dead and a second run waiting for exactly this answer.
-    if (this.#replaying) {
-      this.#deliverAnswers();
-      this.#giveAwaitedAnswer();
-    }
+    if (this.#replaying) this.#deliverAnswers();
     return answer;
   }
 
@@ -289,17 +250,15 @@ export class ReplayJournal implements JobHost {
   }
 
   // Gives the second run each answer whose place the journal has reached: an answer entry comes
-  // after its request's, so its request was matched when the cursor is there. One given early
-  // (see idle) is passed over.
+  // after its request's, so its request was matched when the cursor is there.
   #deliverAnswers(): void {
     const entries = this.#entries;
     if (entries === undefined || this.#diverged !== undefined) return;
     for (let entry = entries[this.#cursor]; entry?.kind === 'answer'; ) {
       const { request } = entry;
-      if (!request.delivered) {
-        if (request.answer === undefined || request.replayed === undefined) return;
-        this.#give(request, request.answer);
-      }
+      if (request.answer === undefined || request.replayed === undefined) return;
+      request.replayed(request.answer);
+      this.#replayAnswers++;
       this.#cursor++;
       entry = entries[this.#cursor];
     }

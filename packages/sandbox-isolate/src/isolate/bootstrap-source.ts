@@ -736,6 +736,34 @@ delete global.SharedArrayBuffer;
 delete ArrayBuffer.prototype.resize;
 delete ArrayBuffer.prototype.transfer;
 
+// A FinalizationRegistry callback is a task the garbage collector queues: code of the run that
+// starts without an answer or a timer. A run that made a registry is never reported idle (see
+// probeIdle; an attack on the idle report had one make the request its report said it never
+// would). The constructor is replaced by one that notes the registry and builds the same object
+// (subclasses included); the original is reachable from nowhere else.
+const FinalizationRegistryCtor = FinalizationRegistry;
+let finalizers = false;
+const FinalizationRegistryNoted = function FinalizationRegistry(cleanup) {
+  if (new.target === undefined) {
+    throw new TypeErrorCtor("Constructor FinalizationRegistry requires 'new'");
+  }
+  finalizers = true;
+  return ReflectConstruct(FinalizationRegistryCtor, [cleanup], new.target);
+};
+ObjectDefineProperty(FinalizationRegistryNoted, 'prototype', {
+  __proto__: null,
+  value: FinalizationRegistryCtor.prototype,
+  writable: false,
+});
+ObjectDefineProperty(FinalizationRegistryCtor.prototype, 'constructor', {
+  __proto__: null,
+  value: FinalizationRegistryNoted,
+});
+ObjectDefineProperty(global, 'FinalizationRegistry', {
+  __proto__: null,
+  value: FinalizationRegistryNoted,
+});
+
 // OOM from a fact, not a message. V8 throws RangeError "Array buffer allocation failed" when
 // isolated-vm's allocator refuses a buffer past memoryMb, but user code can throw the same text
 // from anywhere (even from a valueOf or getter such a builtin calls). So each builtin that
@@ -957,8 +985,8 @@ function errorOutcome(error) {
 
 // A run asked to (a second run checked against its journal, replay-journal.ts) tells the host
 // when it waits for nothing but answers: no code of its runs and no timer is pending, so without
-// another answer it does nothing again (but for a FinalizationRegistry callback, which the host
-// allows for: it only gives an awaited answer early). After anything that lets it run (its start, an
+// another answer it does nothing again (a run that made a FinalizationRegistry never reports: its
+// callbacks are tasks of their own). After anything that lets it run (its start, an
 // answer, a timer) it makes a probe: a call to the host that answers at once. isolated-vm queues
 // the probe's answer behind every task queued before it, and the reaction below runs after the
 // microtasks of all of them: a point where nothing of the run's is in progress. The counts let
@@ -978,7 +1006,7 @@ function probeIdle() {
 
 function probed() {
   probeInFlight = false;
-  if (probing && timersPending === 0) reportIdle(crossings, answers);
+  if (probing && timersPending === 0 && !finalizers) reportIdle(crossings, answers);
 }
 
 let pending = null;
@@ -989,6 +1017,7 @@ return [
     crossings = 0;
     answers = 0;
     probing = false;
+    finalizers = false;
     dataUnits = 0;
     breached = null;
     timers = { __proto__: null };
