@@ -358,7 +358,7 @@ function crossing(text: string): string[] {
   return Object.assign([text], { then: undefined });
 }
 
-/** The bootstrap as a function of its twelve arguments (see bootstrap-source.ts). */
+/** The bootstrap as a function of its fourteen arguments (see bootstrap-source.ts). */
 const bootstrapFunction = `(function ($0, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) {\n${bootstrapSource}\n})`;
 /** V8's code cache of the bootstrap, made by the first isolates of this process. */
 let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
